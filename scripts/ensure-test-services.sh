@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Makes sure what the test suite talks to is there: Debian's Chromium (for the page tests) and a
+# running local PostgreSQL (for the PostgreSQL backend). Installs or starts them when it can (root),
+# and otherwise says exactly what is missing; the tests that need them then fail with that message.
+set -u
+say() { printf 'ensure-test-services: %s\n' "$*" >&2; }
+
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Debian's chromium for the browser tests"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) ||
+      say "could not install chromium; browser tests will fail"
+  else
+    say "chromium is not installed (apt-get install chromium); browser tests will fail"
+  fi
+fi
+
+if command -v pg_isready >/dev/null 2>&1; then
+  if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+    if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
+      say "starting the local PostgreSQL"
+      pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
+      for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+    fi
+  fi
+  pg_isready -q -h 127.0.0.1 -p 5432 || say "PostgreSQL is not reachable on 127.0.0.1:5432; PostgreSQL tests will fail"
+else
+  say "PostgreSQL client tools not found; PostgreSQL tests need a server on 127.0.0.1:5432 (database test)"
+fi
+exit 0

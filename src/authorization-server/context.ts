@@ -1,0 +1,75 @@
+import type { Logger } from "../shared/log.js";
+import type { ScopeHierarchy } from "../shared/scopes.js";
+import type { AuthorizationStore, ClientRecord } from "../storage/contract.js";
+import type { AuthorizationServerOptions, ResourceOptions, Revision } from "./options.js";
+
+/** Options with every default applied and checked (factories validate at start-up). */
+export interface ResolvedOptions {
+  issuer: string;
+  revision: Revision;
+  accessTokenTtlSeconds: number;
+  codeTtlSeconds: number;
+  refresh: {
+    enabled: boolean;
+    idleTtlSeconds: number;
+    absoluteTtlSeconds: number;
+    reuseGraceSeconds: number;
+  };
+  dynamicRegistration: { enabled: boolean; ratePerHour: number; unusedTtlSeconds: number };
+  clientMetadataDocuments: Required<
+    Pick<NonNullable<AuthorizationServerOptions["clientMetadataDocuments"]>, "enabled">
+  > &
+    NonNullable<AuthorizationServerOptions["clientMetadataDocuments"]>;
+  scopeDescriptions: Record<string, string>;
+  allowInsecureLoopback: boolean;
+  trustProxy: boolean;
+}
+
+/**
+ * Finds the client for a `client_id`: storage for registered clients, a fetched and validated
+ * Client ID Metadata Document for URL ids. Throws `OAuthError` (`invalid_client` or
+ * `invalid_request`) when a document fails validation or the trust policy refuses its host.
+ */
+export interface ClientResolver {
+  resolve(clientId: string): Promise<ClientRecord | undefined>;
+}
+
+/** Access-token claims the token endpoint asks the key manager to sign (RFC 9068 §2.2). */
+export interface AccessTokenClaims {
+  sub: string;
+  client_id: string;
+  aud: string;
+  scope: string;
+  jti: string;
+  iat: number;
+  exp: number;
+}
+
+export interface KeyManager {
+  /** Signs an RFC 9068 access token (`typ: at+jwt`) with the current key; `iss` is added. */
+  signAccessToken(claims: AccessTokenClaims): Promise<string>;
+  /** Public keys for `/jwks.json`: the signer and retired keys not yet expired. */
+  publicJwks(): Promise<{ keys: Record<string, unknown>[] }>;
+  /** Creates a new signing key and retires the current one; returns the new `kid`. */
+  rotate(): Promise<string>;
+}
+
+/** What every endpoint receives besides the request. */
+export interface ServerContext {
+  options: ResolvedOptions;
+  store: AuthorizationStore;
+  log: Logger;
+  now(): number;
+  hierarchy: ScopeHierarchy;
+  /** Served resources by canonical URI. */
+  resources: ReadonlyMap<string, ResourceOptions>;
+  /** Every scope this server knows (union of resource scopes, plus offline_access when refresh is on). */
+  scopes: ReadonlySet<string>;
+  clients: ClientResolver;
+  keys: KeyManager;
+  /** False only for plain-http loopback development: cookies then lose `Secure` and `__Host-`. */
+  secureCookies: boolean;
+}
+
+/** An endpoint: a web-standard request in, a response out. */
+export type Endpoint = (request: Request, context: ServerContext) => Promise<Response>;

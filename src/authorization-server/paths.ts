@@ -1,0 +1,23 @@
+/**
+ * Endpoint paths, relative to the issuer's path. The well-known metadata paths are placed by
+ * RFC 8414 §3.1 (inserted before the issuer path) and OpenID Connect Discovery §4 (appended).
+ */
+export const ENDPOINT_PATHS = {
+  authorize: "/authorize",
+  token: "/token",
+  register: "/register",
+  revoke: "/revoke",
+  introspect: "/introspect",
+  jwks: "/jwks.json",
+  login: "/login",
+  consent: "/consent",
+  logout: "/logout",
+  admin: "/admin",
+  health: "/health",
+} as const;
+
+export type EndpointName = keyof typeof ENDPOINT_PATHS;
+
+export function endpointUrl(issuer: string, name: EndpointName): string {
+  return `${issuer.replace(/\/$/, "")}${ENDPOINT_PATHS[name]}`;
+}

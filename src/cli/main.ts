@@ -1,0 +1,53 @@
+#!/usr/bin/env node
+/**
+ * The `gatehouse` command. Each subcommand lives in `commands/<name>.ts` and exports
+ * `run(args: string[]): Promise<number>` (the exit status); they are loaded on demand so that
+ * `gatehouse login` never loads the SQLite driver and `gatehouse serve` never loads the client.
+ */
+const COMMANDS: Record<string, { summary: string }> = {
+  serve: { summary: "run the authorization server" },
+  demo: { summary: "run the authorization server with the demo notes resource (SQLite)" },
+  users: { summary: "manage local user accounts (users add|list|passwd)" },
+  clients: { summary: "manage pre-registered clients (clients add|list|remove)" },
+  keys: { summary: "manage signing keys (keys rotate|list)" },
+  login: { summary: "log in to a protected resource from the command line" },
+  fetch: { summary: "call a protected resource with stored credentials (curl-like)" },
+  logout: { summary: "forget stored credentials" },
+  status: { summary: "show stored credentials (never the tokens)" },
+  check: { summary: "audit a deployed protected resource and its authorization server against the spec" },
+};
+
+function usage(): string {
+  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
+  return `Usage: gatehouse <command> [options]\n\nCommands:\n${lines.join("\n")}\n\nRun 'gatehouse <command> --help' for a command's options.\n`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === "--help" || name === "-h" || name === "help") {
+    process.stdout.write(usage());
+    return name ? 0 : 2;
+  }
+  if (name === "--version") {
+    const { createRequire } = await import("node:module");
+    const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };
+    process.stdout.write(`${pkg.version}\n`);
+    return 0;
+  }
+  if (!Object.hasOwn(COMMANDS, name)) {
+    process.stderr.write(`gatehouse: unknown command '${name}'\n\n${usage()}`);
+    return 2;
+  }
+  const module = (await import(`./commands/${name}.js`)) as { run(args: string[]): Promise<number> };
+  return module.run(rest);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    process.stderr.write(`gatehouse: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exitCode = 1;
+  },
+);

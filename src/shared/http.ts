@@ -1,0 +1,17 @@
+import type { OAuthError } from "./errors.js";
+
+/** Headers every OAuth response carries: no caching of tokens or errors (RFC 6749 §5.1). */
+export const NO_STORE: Readonly<Record<string, string>> = { "cache-control": "no-store", pragma: "no-cache" };
+
+export function jsonResponse(body: unknown, init: { status?: number; headers?: HeadersInit } = {}): Response {
+  const headers = new Headers(init.headers);
+  headers.set("content-type", "application/json");
+  return new Response(JSON.stringify(body), { status: init.status ?? 200, headers });
+}
+
+/** An RFC 6749 §5.2 error response: JSON body without the private detail, `no-store`. */
+export function oauthErrorResponse(error: OAuthError, headers?: HeadersInit): Response {
+  const h = new Headers(headers);
+  for (const [k, v] of Object.entries(NO_STORE)) h.set(k, v);
+  return jsonResponse(error.toJSON(), { status: error.status, headers: h });
+}

@@ -1,0 +1,7 @@
+export * from "./crypto.js";
+export * from "./errors.js";
+export * from "./http.js";
+export * from "./log.js";
+export * from "./resource-uri.js";
+export * from "./scopes.js";
+export * from "./www-authenticate.js";

@@ -1,0 +1,313 @@
+/**
+ * The storage contract of the authorization server (DESIGN.md principle 6).
+ *
+ * Storage speaks OAuth operations, not key-value. Every single-use operation is atomic in every
+ * backend (SQLite `BEGIN IMMEDIATE`, PostgreSQL `UPDATE ... WHERE consumed_at IS NULL RETURNING`
+ * inside one transaction). Codes, tokens, secrets and session ids reach storage only as SHA-256
+ * hashes (`*Hash` fields); nothing here ever sees a raw credential.
+ *
+ * Times are milliseconds since the epoch (`number`). Every backend passes `test/storage/contract.ts`.
+ */
+
+import type { OAuthError } from "../shared/errors.js";
+
+export type ClientSource = "preregistered" | "dynamic" | "metadata-document";
+
+export type TokenEndpointAuthMethod =
+  | "none"
+  | "client_secret_basic"
+  | "client_secret_post"
+  | "private_key_jwt";
+
+export interface ClientRecord {
+  clientId: string;
+  source: ClientSource;
+  clientName?: string;
+  clientUri?: string;
+  logoUri?: string;
+  redirectUris: string[];
+  grantTypes: string[];
+  responseTypes: string[];
+  tokenEndpointAuthMethod: TokenEndpointAuthMethod;
+  /** SHA-256 (base64url) of the client secret, for the `client_secret_*` methods. */
+  clientSecretHash?: string;
+  /** Seconds since epoch when the secret expires (RFC 7591 `client_secret_expires_at`), 0 = never. */
+  clientSecretExpiresAt?: number;
+  jwksUri?: string;
+  jwks?: { keys: Record<string, unknown>[] };
+  /** Scopes the client may ask for; undefined = any scope the server offers. */
+  scope?: string;
+  /** The registration metadata as accepted, for RFC 7591 responses and the admin page. */
+  metadata: Record<string, unknown>;
+  createdAt: number;
+  lastUsedAt?: number;
+  /** Dynamic registrations that are never used expire (SECURITY.md "Dynamic registration"). */
+  expiresAt?: number;
+}
+
+export interface UserRecord {
+  id: string;
+  username: string;
+  /** Memory-hard hash (scrypt) in a self-describing string. */
+  passwordHash: string;
+  isAdmin: boolean;
+  createdAt: number;
+}
+
+/** A signed-in browser. The cookie value is random; only its hash is stored. */
+export interface SessionRecord {
+  idHash: string;
+  userId: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/**
+ * A validated authorization request waiting for login and consent. Bound to the browser that
+ * started it through `browserBindingHash` (hash of a cookie set at `/authorize`).
+ */
+export interface InteractionRecord {
+  id: string;
+  browserBindingHash: string;
+  clientId: string;
+  redirectUri: string;
+  scopes: string[];
+  resource: string;
+  state?: string;
+  codeChallenge: string;
+  codeChallengeMethod: "S256";
+  /** Hash of the CSRF token the forms of this interaction carry. */
+  csrfHash: string;
+  userId?: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/** Consent is per user, client and redirect URI (SECURITY.md "Consent"). */
+export interface ConsentRecord {
+  userId: string;
+  clientId: string;
+  redirectUri: string;
+  scopes: string[];
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface AuthorizationCodeRecord {
+  codeHash: string;
+  /** The grant this code creates on redemption (known in advance so a replay can revoke it). */
+  grantId: string;
+  clientId: string;
+  userId: string;
+  redirectUri: string;
+  scopes: string[];
+  resource: string;
+  codeChallenge: string;
+  codeChallengeMethod: "S256";
+  /** Whether redemption may issue a refresh token (offline_access / refresh_token grant type). */
+  refreshAllowed: boolean;
+  createdAt: number;
+  expiresAt: number;
+  consumedAt?: number;
+}
+
+export interface GrantRecord {
+  grantId: string;
+  clientId: string;
+  /** Undefined for client_credentials grants. */
+  userId?: string;
+  scopes: string[];
+  resource: string;
+  createdAt: number;
+  /** Absolute lifetime of the grant (refresh tokens cannot outlive it). */
+  expiresAt: number;
+  revokedAt?: number;
+}
+
+export interface RefreshTokenRecord {
+  tokenHash: string;
+  grantId: string;
+  clientId: string;
+  /** Scopes this token may refresh to (narrowed by earlier refreshes, never widened). */
+  scopes: string[];
+  createdAt: number;
+  /** Idle expiry: the token must be used before this. */
+  expiresAt: number;
+  rotatedAt?: number;
+}
+
+/** A record of every access token issued, so revocation and introspection can see it. */
+export interface AccessTokenRecord {
+  jti: string;
+  grantId: string;
+  clientId: string;
+  userId?: string;
+  scopes: string[];
+  resource: string;
+  createdAt: number;
+  expiresAt: number;
+  revokedAt?: number;
+}
+
+export interface SigningKeyRecord {
+  kid: string;
+  alg: "ES256" | "EdDSA";
+  publicJwk: Record<string, unknown>;
+  privateJwk: Record<string, unknown>;
+  createdAt: number;
+  /** Set when a newer key takes over signing; the key stays published until `expiresAt`. */
+  retiredAt?: number;
+  expiresAt?: number;
+}
+
+/** New tokens to write in the same transaction as a code redemption or a refresh rotation. */
+export interface IssuedTokens {
+  accessToken: Omit<
+    AccessTokenRecord,
+    "grantId" | "clientId" | "userId" | "scopes" | "resource" | "revokedAt"
+  >;
+  /** Written only when the code allows refresh (or, on rotation, always). */
+  refreshToken?: Omit<RefreshTokenRecord, "grantId" | "clientId" | "scopes" | "rotatedAt">;
+  /** Absolute expiry of a grant created by a code redemption. */
+  grantExpiresAt: number;
+}
+
+export type RedeemCodeResult =
+  | { status: "issued"; code: AuthorizationCodeRecord; grant: GrantRecord; refreshIssued: boolean }
+  /** The code was valid but `check` refused it: the code is now consumed, nothing was issued. */
+  | { status: "refused"; error: OAuthError }
+  /** Second use: the grant of the first redemption (and every token of it) is now revoked. */
+  | { status: "replayed" }
+  | { status: "not_found" }
+  | { status: "expired" };
+
+export type RotateRefreshResult =
+  | { status: "issued"; old: RefreshTokenRecord; grant: GrantRecord; scopes: string[] }
+  /** `check` refused: nothing changed, the old token is still usable. */
+  | { status: "refused"; error: OAuthError }
+  /** A rotated token came back: the whole grant is now revoked. */
+  | { status: "reused" }
+  | { status: "not_found" }
+  | { status: "expired" }
+  | { status: "revoked" };
+
+export interface PurgeResult {
+  codes: number;
+  refreshTokens: number;
+  accessTokens: number;
+  interactions: number;
+  sessions: number;
+  clients: number;
+  grants: number;
+}
+
+/**
+ * Raised by a backend when the database cannot be reached or written (down, locked past the busy
+ * timeout, read-only, disk full). Endpoints turn it into a 503 `temporarily_unavailable`.
+ */
+export class StorageUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "StorageUnavailableError";
+  }
+}
+
+export interface AuthorizationStore {
+  /** Creates or upgrades the schema; safe to call from several instances at once. */
+  migrate(): Promise<void>;
+  close(): Promise<void>;
+
+  // Clients
+  createClient(client: ClientRecord): Promise<void>;
+  /** Inserts or replaces (used for cached metadata documents and `clients add --force`). */
+  upsertClient(client: ClientRecord): Promise<void>;
+  getClient(clientId: string): Promise<ClientRecord | undefined>;
+  listClients(): Promise<ClientRecord[]>;
+  deleteClient(clientId: string): Promise<boolean>;
+  /** Records use; clears `expiresAt` so a used dynamic registration no longer expires. */
+  markClientUsed(clientId: string, now: number): Promise<void>;
+
+  // Users
+  createUser(user: UserRecord): Promise<void>;
+  getUserByUsername(username: string): Promise<UserRecord | undefined>;
+  getUser(id: string): Promise<UserRecord | undefined>;
+  listUsers(): Promise<UserRecord[]>;
+  setUserPassword(id: string, passwordHash: string): Promise<void>;
+
+  // Browser sessions
+  createSession(session: SessionRecord): Promise<void>;
+  getSession(idHash: string, now: number): Promise<SessionRecord | undefined>;
+  deleteSession(idHash: string): Promise<void>;
+
+  // Pending authorization requests
+  createInteraction(interaction: InteractionRecord): Promise<void>;
+  getInteraction(id: string, now: number): Promise<InteractionRecord | undefined>;
+  setInteractionUser(id: string, userId: string): Promise<void>;
+  /** Atomic: returns the record once, deletes it; a second call returns undefined. */
+  consumeInteraction(id: string, now: number): Promise<InteractionRecord | undefined>;
+
+  // Consents
+  getConsent(userId: string, clientId: string, redirectUri: string): Promise<ConsentRecord | undefined>;
+  /** Adds scopes to the consent for (user, client, redirect URI), creating it when absent. */
+  grantConsent(consent: ConsentRecord): Promise<void>;
+  revokeConsent(userId: string, clientId: string, redirectUri?: string): Promise<number>;
+  listConsents(userId?: string): Promise<ConsentRecord[]>;
+
+  // Authorization codes
+  insertAuthorizationCode(code: AuthorizationCodeRecord): Promise<void>;
+  /**
+   * Atomic redemption. Marks the code consumed whatever happens next (any attempt consumes it),
+   * runs `check` (client, redirect URI, PKCE, resource; pure and synchronous) and, when it passes,
+   * creates the grant and writes `tokens` in the same transaction. A code seen again revokes the
+   * grant of its first redemption.
+   */
+  redeemAuthorizationCode(
+    codeHash: string,
+    now: number,
+    check: (code: AuthorizationCodeRecord) => OAuthError | undefined,
+    tokens: IssuedTokens,
+  ): Promise<RedeemCodeResult>;
+
+  // Grants and tokens
+  /** For client_credentials: a grant plus its access token, no code, no refresh token. */
+  createGrantWithAccessToken(grant: GrantRecord, accessToken: IssuedTokens["accessToken"]): Promise<void>;
+  getGrant(grantId: string): Promise<GrantRecord | undefined>;
+  listGrants(filter?: { userId?: string; clientId?: string }): Promise<GrantRecord[]>;
+  /** Revokes the grant, its refresh tokens and its access tokens. */
+  revokeGrant(grantId: string, now: number): Promise<boolean>;
+
+  /**
+   * Atomic rotation: `check` (client binding, scope narrowing, resource) runs on the live token;
+   * when it passes the old token is marked rotated and `tokens` written. A token that was already
+   * rotated revokes the whole grant, unless it was rotated less than `graceMs` ago.
+   */
+  rotateRefreshToken(
+    tokenHash: string,
+    now: number,
+    check: (token: RefreshTokenRecord, grant: GrantRecord) => { error?: OAuthError; scopes?: string[] },
+    tokens: Omit<IssuedTokens, "grantExpiresAt">,
+    graceMs?: number,
+  ): Promise<RotateRefreshResult>;
+  getRefreshToken(tokenHash: string): Promise<RefreshTokenRecord | undefined>;
+  getAccessToken(jti: string): Promise<AccessTokenRecord | undefined>;
+  revokeAccessToken(jti: string, now: number): Promise<boolean>;
+
+  // Signing keys
+  listSigningKeys(): Promise<SigningKeyRecord[]>;
+  /** Adds `key` and retires the current signer atomically (older keys stay published until expiry). */
+  addSigningKey(
+    key: SigningKeyRecord,
+    retireOthersAt?: { retiredAt: number; expiresAt: number },
+  ): Promise<void>;
+
+  // Rate limits (shared across instances)
+  /** Adds one hit to `key` in the fixed window starting at `windowStart`; returns the new count. */
+  hitRateLimit(key: string, windowStart: number, windowMs: number): Promise<number>;
+
+  // Cached Client ID Metadata Documents (shared across instances)
+  getCachedDocument(url: string, now: number): Promise<{ body: string; expiresAt: number } | undefined>;
+  putCachedDocument(url: string, body: string, expiresAt: number): Promise<void>;
+
+  /** Deletes expired codes, tokens, interactions, sessions, unused registrations; live grants stay. */
+  purgeExpired(now: number): Promise<PurgeResult>;
+}
