@@ -71,6 +71,13 @@ export class ScopeHierarchy {
     }
   }
 
+  /** True when `scope` appears in the hierarchy, as a broader or a narrower scope. */
+  knows(scope: string): boolean {
+    if (this.#implies.has(scope)) return true;
+    for (const narrower of this.#implies.values()) if (narrower.includes(scope)) return true;
+    return false;
+  }
+
   /** Every scope implied by `granted`, the granted ones included (cycles are harmless). */
   expand(granted: Iterable<string>): Set<string> {
     const out = new Set<string>();

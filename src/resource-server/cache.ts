@@ -1,0 +1,115 @@
+/**
+ * A bounded LRU cache in front of any {@link AccessTokenVerifier}: in steady state a request costs
+ * one SHA-256 and one map lookup instead of a signature check or an introspection call.
+ */
+import { createHash } from "node:crypto";
+import { GatehouseTypeError } from "../shared/errors.js";
+import type { AccessTokenVerifier, AuthInfo } from "./types.js";
+
+export interface CachedVerifierOptions {
+  /** Most entries kept (default 10 000); the least recently used go first. */
+  maxEntries?: number;
+  /**
+   * Longest time an entry is trusted, in seconds (default 300). An entry never outlives the token's
+   * own `exp`; this bound limits how long a revoked-but-unexpired token is still accepted when the
+   * inner verifier is introspection.
+   */
+  maxTtlSeconds?: number;
+  /** Clock, in ms since the epoch (tests). */
+  now?: () => number;
+}
+
+interface Entry {
+  auth: AuthInfo;
+  /** ms since the epoch after which the entry is ignored. */
+  until: number;
+}
+
+/** The cache key: SHA-256 of the token, so the cache never holds a usable token. */
+function tokenKey(token: string): string {
+  return createHash("sha256").update(token).digest("base64url");
+}
+
+/** A caching verifier, with its size for tests and metrics. */
+export interface CachedVerifier extends AccessTokenVerifier {
+  readonly size: number;
+  clear(): void;
+}
+
+/**
+ * Caches successful verifications keyed by SHA-256 of the token, each until the earlier of the
+ * token's `exp` and `maxTtlSeconds`. Failures are never cached (a transient JWKS outage must not
+ * stick). Concurrent verifications of one token share a single inner call.
+ */
+export function cachedVerifier(
+  inner: AccessTokenVerifier,
+  options: CachedVerifierOptions = {},
+): CachedVerifier {
+  if (!inner || typeof inner.verify !== "function") {
+    throw new GatehouseTypeError(
+      "ERR_INVALID_OPTION",
+      "cachedVerifier: inner verifier with verify() required",
+    );
+  }
+  const maxEntries = options.maxEntries ?? 10_000;
+  if (!Number.isInteger(maxEntries) || maxEntries < 1) {
+    throw new GatehouseTypeError(
+      "ERR_INVALID_OPTION",
+      "cachedVerifier: maxEntries must be a positive integer",
+    );
+  }
+  const maxTtlMs = (options.maxTtlSeconds ?? 300) * 1000;
+  if (!(maxTtlMs > 0)) {
+    throw new GatehouseTypeError("ERR_INVALID_OPTION", "cachedVerifier: maxTtlSeconds must be positive");
+  }
+  const now = options.now ?? Date.now;
+  const entries = new Map<string, Entry>();
+  const inflight = new Map<string, Promise<AuthInfo>>();
+
+  const verifyAndStore = async (key: string, token: string): Promise<AuthInfo> => {
+    const auth = await inner.verify(token);
+    const until = Math.min(auth.expiresAt * 1000, now() + maxTtlMs);
+    if (until > now()) {
+      if (entries.size >= maxEntries) {
+        // Map iteration order is insertion order: the first key is the least recently used.
+        const oldest = entries.keys().next().value;
+        if (oldest !== undefined) entries.delete(oldest);
+      }
+      entries.set(key, { auth, until });
+    }
+    return auth;
+  };
+
+  return {
+    get size() {
+      return entries.size;
+    },
+    clear() {
+      entries.clear();
+    },
+    verify(token: string): Promise<AuthInfo> {
+      const key = tokenKey(token);
+      const hit = entries.get(key);
+      if (hit !== undefined) {
+        if (hit.until > now()) {
+          // Refresh recency: move to the end of the insertion order.
+          entries.delete(key);
+          entries.set(key, hit);
+          return Promise.resolve(hit.auth);
+        }
+        entries.delete(key);
+      }
+      let pending = inflight.get(key);
+      if (pending === undefined) {
+        const started = verifyAndStore(key, token);
+        pending = started;
+        inflight.set(key, started);
+        const done = () => {
+          if (inflight.get(key) === started) inflight.delete(key);
+        };
+        started.then(done, done);
+      }
+      return pending;
+    },
+  };
+}

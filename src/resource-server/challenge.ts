@@ -1,0 +1,128 @@
+/**
+ * The one place where RFC 6750 §3.1 status and challenge rules live: every failed authentication
+ * becomes a Response here.
+ */
+import { OAuthError } from "../shared/errors.js";
+import { NO_STORE } from "../shared/http.js";
+import type { Logger } from "../shared/log.js";
+import { formatScope, type ScopeHierarchy } from "../shared/scopes.js";
+import { buildChallenge } from "../shared/www-authenticate.js";
+import { InsufficientScopeError, MissingTokenError } from "./errors.js";
+import type { Revision } from "./types.js";
+
+export interface ChallengeContext {
+  /** The URL of this resource's metadata document (`resource_metadata`, RFC 9728 §5.1). */
+  resourceMetadataUrl: string;
+  revision: Revision;
+  /** Used for 401 challenges when the operation's scopes are not known. */
+  scopesSupported?: readonly string[];
+  /** Known scopes: which granted scopes count as "relevant" under 2025-11-25. */
+  scopeHierarchy?: ScopeHierarchy;
+  /** Add `Access-Control-Allow-Origin: *` (default true); WWW-Authenticate is always exposed. */
+  cors?: boolean;
+  logger?: Logger;
+}
+
+/** Spec, Refresh tokens: a resource server SHOULD NOT put offline_access in a challenge. */
+function challengeScopes(scopes: Iterable<string>): string | undefined {
+  const list = [...scopes].filter((s) => s !== "offline_access");
+  return list.length ? formatScope(list) : undefined;
+}
+
+/**
+ * The `scope` of a 403 challenge.
+ * - 2026-07-28: every scope the operation needs, in one challenge; granted scopes need not be
+ *   repeated, but needed ones are all listed so one re-authorization suffices.
+ * - 2025-11-25 ("recommended" strategy): the needed scopes plus the granted scopes that are
+ *   relevant to this resource, so a client that requests exactly the challenged set does not lose
+ *   what it had.
+ */
+export function insufficientScopeChallengeScopes(
+  error: InsufficientScopeError,
+  context: Pick<ChallengeContext, "revision" | "scopesSupported" | "scopeHierarchy">,
+): string[] {
+  const needed = [...error.requiredScopes];
+  if (context.revision === "2026-07-28") return needed;
+  const relevant = new Set([...(context.scopesSupported ?? []), ...needed]);
+  if (context.scopeHierarchy) {
+    for (const s of context.scopeHierarchy.expand(relevant)) relevant.add(s);
+  }
+  const repeated = error.grantedScopes.filter((s) => relevant.has(s) || context.scopeHierarchy?.knows(s));
+  return [...new Set([...needed, ...repeated])];
+}
+
+function challengeHeaders(challenge: string, context: ChallengeContext): Headers {
+  const headers = new Headers(NO_STORE);
+  headers.set("www-authenticate", challenge);
+  // Browser clients must be able to read the challenge to discover the metadata.
+  headers.set("access-control-expose-headers", "WWW-Authenticate");
+  if (context.cors !== false) headers.set("access-control-allow-origin", "*");
+  return headers;
+}
+
+function jsonBody(body: object, headers: Headers, status: number): Response {
+  headers.set("content-type", "application/json");
+  return new Response(JSON.stringify(body), { status, headers });
+}
+
+/**
+ * Turns an error from `authenticate` / `verifyAccessToken` into the response RFC 6750 §3.1 and the
+ * spec prescribe. Nothing of the resource is ever in it, and it is never cached (`no-store`).
+ *
+ * | error | status | challenge |
+ * |---|---|---|
+ * | {@link MissingTokenError} | 401 | `Bearer resource_metadata, scope` — no `error` (RFC 6750 §3.1) |
+ * | `invalid_token` | 401 | `error="invalid_token"`, resource_metadata, scope |
+ * | `invalid_request` | 400 | `error="invalid_request"`, resource_metadata |
+ * | {@link InsufficientScopeError} | 403 | `error="insufficient_scope"`, scope (all needed), resource_metadata |
+ * | `temporarily_unavailable` | 503 | none (the token was not judged) |
+ * | anything else | 500 | none; the error goes to the logger |
+ */
+export function challengeResponse(
+  error: unknown,
+  context: ChallengeContext,
+  requiredScopes: readonly string[] = [],
+): Response {
+  const rm = context.resourceMetadataUrl;
+  const needed =
+    error instanceof MissingTokenError && error.requiredScopes.length ? error.requiredScopes : requiredScopes;
+  // Spec, Scope selection rule 3: SHOULD state the scopes needed; fall back to scopes_supported.
+  const defaultScope = challengeScopes(needed.length ? needed : (context.scopesSupported ?? []));
+  if (error instanceof MissingTokenError) {
+    const scope = defaultScope;
+    const headers = challengeHeaders(buildChallenge("Bearer", { resource_metadata: rm, scope }), context);
+    return new Response(null, { status: 401, headers });
+  }
+  if (error instanceof InsufficientScopeError) {
+    const scope = challengeScopes(insufficientScopeChallengeScopes(error, context));
+    const challenge = buildChallenge("Bearer", {
+      error: "insufficient_scope",
+      scope,
+      resource_metadata: rm,
+      error_description: error.description,
+    });
+    context.logger?.info("resource.insufficient_scope", { missing: formatScope(error.missingScopes) });
+    return jsonBody(error.toJSON(), challengeHeaders(challenge, context), 403);
+  }
+  if (error instanceof OAuthError) {
+    if (error.code === "invalid_token" || error.code === "invalid_request") {
+      const status = error.code === "invalid_token" ? 401 : 400;
+      const challenge = buildChallenge("Bearer", {
+        error: error.code,
+        error_description: error.description,
+        resource_metadata: rm,
+        scope: status === 401 ? defaultScope : undefined,
+      });
+      context.logger?.info(`resource.${error.code}`, { detail: error.detail });
+      return jsonBody(error.toJSON(), challengeHeaders(challenge, context), status);
+    }
+    context.logger?.warn("resource.verification_failed", { code: error.code, detail: error.detail });
+    const headers = new Headers(NO_STORE);
+    if (error.code === "temporarily_unavailable") headers.set("retry-after", "5");
+    return jsonBody(error.toJSON(), headers, error.status);
+  }
+  context.logger?.error("resource.internal_error", {
+    error: error instanceof Error ? error.name : typeof error,
+  });
+  return jsonBody({ error: "server_error" }, new Headers(NO_STORE), 500);
+}

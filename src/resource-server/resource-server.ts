@@ -1,0 +1,188 @@
+/**
+ * The gate: verify + challenge, combined once (DESIGN.md principle 2).
+ */
+import { GatehouseTypeError } from "../shared/errors.js";
+import type { Logger } from "../shared/log.js";
+import { isScopeToken, ScopeHierarchy } from "../shared/scopes.js";
+import { extractBearerToken } from "./bearer-token.js";
+import { type ChallengeContext, challengeResponse } from "./challenge.js";
+import { InsufficientScopeError, invalidToken, MissingTokenError } from "./errors.js";
+import {
+  buildProtectedResourceMetadata,
+  metadataDocumentResponse,
+  type ProtectedResourceMetadata,
+  type ProtectedResourceMetadataOptions,
+  protectedResourceMetadataPaths,
+  protectedResourceMetadataUrl,
+} from "./metadata.js";
+import { type AccessTokenVerifier, type AuthInfo, REVISIONS, type Revision } from "./types.js";
+
+/** Scopes an operation needs: a fixed list, or computed from the request (2026-07-28 allows both). */
+export type RequiredScopes =
+  | readonly string[]
+  | ((request: Request) => readonly string[] | Promise<readonly string[]>);
+
+/** A web-standard middleware: answers the challenge itself, or calls `next` with the verified token. */
+export type BearerMiddleware = (
+  request: Request,
+  next: (request: Request, auth: AuthInfo) => Promise<Response>,
+) => Promise<Response>;
+
+export interface ResourceServerOptions extends ProtectedResourceMetadataOptions {
+  /** How access tokens are checked: {@link jwtVerifier}, {@link introspectionVerifier}, wrapped in {@link cachedVerifier}. */
+  verifier: AccessTokenVerifier;
+  /** Broader scopes imply narrower ones (2026-07-28: MUST be honoured when judging sufficiency). */
+  scopeHierarchy?: ScopeHierarchy | Readonly<Record<string, readonly string[]>>;
+  /** Spec revision whose rules apply where they differ (default `2026-07-28`). */
+  revision?: Revision;
+  /** `Access-Control-Allow-Origin: *` on challenges (default true). */
+  cors?: boolean;
+  /** Leeway when re-checking `expiresAt` from any verifier, in seconds (default 30). */
+  clockToleranceSeconds?: number;
+  /** Receives private failure details (never tokens). */
+  logger?: Logger;
+}
+
+export interface ResourceServer {
+  /** The canonical resource URI (RFC 8707 §2), as published in the metadata. */
+  readonly resource: string;
+  /** The RFC 9728 document. */
+  readonly metadata: Readonly<ProtectedResourceMetadata>;
+  /** The URL sent as `resource_metadata` in challenges (RFC 9728 §5.1). */
+  readonly resourceMetadataUrl: string;
+  readonly revision: Revision;
+  /** True when `request` targets a metadata path (path-specific or root form, RFC 9728 §3.1). */
+  handles(request: Request): boolean;
+  /** The metadata answer (GET/HEAD/OPTIONS with CORS; 405 otherwise; 404 for another path). */
+  metadataResponse(request: Request): Response;
+  /** Extracts and verifies the token, without any scope check. Throws the typed errors. */
+  verifyAccessToken(request: Request): Promise<AuthInfo>;
+  /** {@link verifyAccessToken} plus the scope check through the hierarchy. */
+  authenticate(request: Request, requiredScopes?: RequiredScopes): Promise<AuthInfo>;
+  /** The RFC 6750 §3.1 answer to an error from {@link authenticate}. */
+  challengeResponse(error: unknown, requiredScopes?: readonly string[]): Response;
+  /** A middleware requiring a bearer token with `scopes`. */
+  requireBearer(options?: { scopes?: RequiredScopes }): BearerMiddleware;
+}
+
+function invalidOption(message: string): GatehouseTypeError {
+  return new GatehouseTypeError("ERR_INVALID_OPTION", message);
+}
+
+function checkScopeList(scopes: unknown, where: string): readonly string[] {
+  if (!Array.isArray(scopes)) throw invalidOption(`${where} must be an array of scope strings`);
+  for (const s of scopes) {
+    if (typeof s !== "string" || !isScopeToken(s)) {
+      throw new GatehouseTypeError("ERR_INVALID_SCOPE", `${where} contains an invalid scope token`);
+    }
+  }
+  return scopes as string[];
+}
+
+/**
+ * Creates a protected resource: its metadata (RFC 9728), its challenges (RFC 6750 §3) and its
+ * token gate (spec "Token validation by the resource server"). Options are validated now; a
+ * misconfiguration throws {@link GatehouseTypeError} at start-up.
+ */
+export function createResourceServer(options: ResourceServerOptions): ResourceServer {
+  if (typeof options !== "object" || options === null) throw invalidOption("options are required");
+  const metadata = buildProtectedResourceMetadata(options);
+  const verifier = options.verifier;
+  if (!verifier || typeof verifier.verify !== "function") {
+    throw invalidOption("verifier with a verify(token) method is required");
+  }
+  const revision = options.revision ?? "2026-07-28";
+  if (!REVISIONS.includes(revision)) throw invalidOption(`revision must be one of ${REVISIONS.join(", ")}`);
+  const hierarchy =
+    options.scopeHierarchy instanceof ScopeHierarchy
+      ? options.scopeHierarchy
+      : new ScopeHierarchy(options.scopeHierarchy ?? {});
+  const toleranceMs = (options.clockToleranceSeconds ?? 30) * 1000;
+  const resource = metadata.resource;
+  const resourceMetadataUrl = protectedResourceMetadataUrl(resource);
+  const metadataPaths = protectedResourceMetadataPaths(resource);
+  const metadataBody = JSON.stringify(metadata);
+  const context: ChallengeContext = {
+    resourceMetadataUrl,
+    revision,
+    scopesSupported: metadata.scopes_supported,
+    scopeHierarchy: hierarchy,
+    cors: options.cors ?? true,
+    logger: options.logger,
+  };
+
+  const handles = (request: Request): boolean => {
+    const url = request.url;
+    if (!url.includes("/.well-known/")) return false;
+    return metadataPaths.includes(new URL(url).pathname);
+  };
+
+  const verifyAccessToken = async (request: Request, required: readonly string[] = []): Promise<AuthInfo> => {
+    const token = await extractBearerToken(request);
+    if (token === undefined) throw new MissingTokenError(required);
+    const auth = await verifier.verify(token);
+    // Spec, Token validation rules 2-3: whatever the verifier, the token MUST name this resource
+    // (exact string) and must not be expired; checked again here so a custom verifier cannot skip it.
+    if (!Array.isArray(auth.audience) || !auth.audience.includes(resource)) {
+      throw invalidToken("verifier accepted a token whose audience is not this resource");
+    }
+    if (!(auth.expiresAt * 1000 + toleranceMs > Date.now())) throw invalidToken("token expired");
+    return auth;
+  };
+
+  const resolveScopes = async (
+    request: Request,
+    scopes: RequiredScopes | undefined,
+  ): Promise<readonly string[]> => {
+    if (scopes === undefined) return [];
+    if (typeof scopes !== "function") return scopes;
+    return checkScopeList(await scopes(request), "requiredScopes(request) result");
+  };
+
+  const checkScopes = (auth: AuthInfo, required: readonly string[]): void => {
+    if (required.length === 0) return;
+    // 2026-07-28 (Insufficient scope, rule 5): sufficiency MUST honour the scope hierarchy.
+    const missing = hierarchy.missing(auth.scopes, required);
+    if (missing.size > 0) throw new InsufficientScopeError(required, auth.scopes, [...missing]);
+  };
+
+  const authenticate = async (request: Request, scopes?: RequiredScopes): Promise<AuthInfo> => {
+    const required = await resolveScopes(request, scopes);
+    const auth = await verifyAccessToken(request, required);
+    checkScopes(auth, required);
+    return auth;
+  };
+
+  return {
+    resource,
+    metadata,
+    resourceMetadataUrl,
+    revision,
+    handles,
+    metadataResponse(request) {
+      if (!handles(request)) return new Response(null, { status: 404 });
+      return metadataDocumentResponse(request, metadataBody);
+    },
+    verifyAccessToken: (request) => verifyAccessToken(request),
+    authenticate,
+    challengeResponse: (error, requiredScopes) => challengeResponse(error, context, requiredScopes),
+    requireBearer(middlewareOptions = {}) {
+      const scopes = middlewareOptions.scopes;
+      if (scopes !== undefined && typeof scopes !== "function")
+        checkScopeList(scopes, "requireBearer scopes");
+      const fixed = typeof scopes === "function" ? undefined : (scopes ?? []);
+      return async (request, next) => {
+        let required: readonly string[] = fixed ?? [];
+        let auth: AuthInfo;
+        try {
+          if (fixed === undefined) required = await resolveScopes(request, scopes);
+          auth = await verifyAccessToken(request, required);
+          checkScopes(auth, required);
+        } catch (error) {
+          return challengeResponse(error, context, required);
+        }
+        return next(request, auth);
+      };
+    },
+  };
+}

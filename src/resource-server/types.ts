@@ -1,0 +1,43 @@
+/**
+ * Types shared by the resource-server modules: what a verified token yields and how tokens are
+ * verified.
+ */
+
+/** Spec revisions whose resource-server behaviour differs (see `docs/resource-server.md`). */
+export type Revision = "2025-11-25" | "2026-07-28";
+
+export const REVISIONS: readonly Revision[] = ["2025-11-25", "2026-07-28"];
+
+/**
+ * What the resource server knows about a request once its access token has been verified.
+ *
+ * It deliberately does NOT carry the raw access token: the spec (Token validation, rule 4) forbids
+ * passing the token received from a client to upstream APIs, and keeping it out of this object
+ * keeps it out of handlers, logs and upstream calls by construction. A handler that calls an
+ * upstream API obtains its own token from the upstream authorization server.
+ */
+export interface AuthInfo {
+  /** `sub`: the resource owner (or the client itself for client_credentials tokens). */
+  subject: string | undefined;
+  /** `client_id` (RFC 9068 §2.2, RFC 7662 §2.2). */
+  clientId: string | undefined;
+  /** Granted scopes as issued (without expansion through a scope hierarchy). */
+  scopes: string[];
+  /** `aud`, always an array; it contains this resource's canonical URI. */
+  audience: string[];
+  /** `exp` in seconds since the epoch. */
+  expiresAt: number;
+  /** `iss`, equal to one of the trusted issuers. */
+  issuer: string | undefined;
+  /** Every claim of the token (JWT payload or introspection response), for application use. */
+  claims?: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * Verifies one access token (OAuth 2.1 §5.2). Implementations throw an `OAuthError` with code
+ * `invalid_token` for a token that must be refused (HTTP 401), or `temporarily_unavailable` when
+ * the verification itself could not be done (keys or introspection endpoint unreachable).
+ */
+export interface AccessTokenVerifier {
+  verify(token: string): Promise<AuthInfo>;
+}
