@@ -1,4 +1,181 @@
-import type { Endpoint } from "../context.js";
+import { clientAddress } from "../../http/node.js";
+import { randomToken } from "../../shared/crypto.js";
+import { OAuthError } from "../../shared/errors.js";
+import type { ClientRecord, InteractionRecord } from "../../storage/contract.js";
+import type { Endpoint, ServerContext } from "../context.js";
+import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
+import { DUMMY_PASSWORD_HASH_PROMISE, verifyPassword } from "../password.js";
+import { ENDPOINT_PATHS } from "../paths.js";
+import {
+  type BoundInteraction,
+  csrfFailurePage,
+  interactionCsrf,
+  interactionCsrfValid,
+  loadBoundInteraction,
+} from "./bound-interaction.js";
+import { describeClient } from "./client-info.js";
+import { readCookie, serializeCookie } from "./cookies.js";
+import { errorPage, oauthErrorPage, unexpectedErrorPage } from "./error-page.js";
+import { readPageForm } from "./form.js";
+import { html, page } from "./html.js";
+import { htmlResponse, seeOther } from "./security-headers.js";
+import { currentSession, startSession } from "./session.js";
 
-/** Placeholder: the login page. Replaced by the browser-side work. */
-export const handleLogin: Endpoint = async () => new Response("not implemented", { status: 501 });
+/**
+ * The login page: a plain HTML form (no JavaScript), passwords checked against scrypt hashes in
+ * constant time, attempts rate-limited per username and per client address (SECURITY.md "Consent
+ * and login pages").
+ *
+ * With `?interaction=` it is a step of an authorization request and continues to the consent page;
+ * without, it signs in to the account page (`/logout`), its CSRF token bound to the browser cookie.
+ */
+export const handleLogin: Endpoint = async (request, ctx) => {
+  try {
+    if (request.method === "GET") return await showLogin(request, ctx);
+    if (request.method === "POST") return await submitLogin(request, ctx);
+    const response = errorPage({ status: 405, title: "Method not allowed", message: "Use the login form." });
+    response.headers.set("allow", "GET, POST");
+    return response;
+  } catch (error) {
+    if (error instanceof OAuthError) return oauthErrorPage(error);
+    return unexpectedErrorPage(ctx, "login", error);
+  }
+};
+
+/** Attempts allowed per username and per client address in one window. */
+export const LOGIN_ATTEMPTS_PER_WINDOW = 10;
+export const LOGIN_WINDOW_MS = 5 * 60 * 1000;
+
+/** Where a login comes from and goes to. */
+type LoginContext =
+  | { kind: "interaction"; bound: BoundInteraction; client?: ClientRecord }
+  | { kind: "account"; binding: string; newBinding: boolean };
+
+async function loginContext(
+  request: Request,
+  ctx: ServerContext,
+  interactionId: string | undefined | null,
+): Promise<LoginContext | Response> {
+  if (interactionId !== undefined && interactionId !== null) {
+    const bound = await loadBoundInteraction(request, ctx, interactionId);
+    if (bound instanceof Response) return bound;
+    let client: ClientRecord | undefined;
+    try {
+      client = await ctx.clients.resolve(bound.interaction.clientId);
+    } catch {
+      client = undefined; // Only for the heading; consent re-checks the client.
+    }
+    return client ? { kind: "interaction", bound, client } : { kind: "interaction", bound };
+  }
+  const existing = readCookie(request, "binding", ctx);
+  return { kind: "account", binding: existing ?? randomToken(32), newBinding: existing === undefined };
+}
+
+function csrfFor(login: LoginContext): string {
+  return login.kind === "interaction" ? interactionCsrf(login.bound) : csrfToken(login.binding, "login");
+}
+
+function nextAfterLogin(ctx: ServerContext, login: LoginContext): string {
+  return login.kind === "interaction"
+    ? issuerPath(ctx, ENDPOINT_PATHS.consent, { interaction: login.bound.interaction.id })
+    : issuerPath(ctx, ENDPOINT_PATHS.logout);
+}
+
+/** Where forms on the page may end up after redirects (see `contentSecurityPolicy`). */
+function formTargets(login: LoginContext): string[] {
+  return login.kind === "interaction" ? [login.bound.interaction.redirectUri] : [];
+}
+
+async function showLogin(request: Request, ctx: ServerContext): Promise<Response> {
+  const url = new URL(request.url);
+  const login = await loginContext(request, ctx, url.searchParams.get("interaction"));
+  if (login instanceof Response) return login;
+  if (await currentSession(request, ctx)) return seeOther(nextAfterLogin(ctx, login));
+  return renderLogin(ctx, login, { status: 200 });
+}
+
+function renderLogin(
+  ctx: ServerContext,
+  login: LoginContext,
+  options: { status: number; error?: string; username?: string },
+): Response {
+  const interaction: InteractionRecord | undefined =
+    login.kind === "interaction" ? login.bound.interaction : undefined;
+  const clientName =
+    login.kind === "interaction" && login.client ? describeClient(login.client).name : undefined;
+  const body = html`<h1>Sign in</h1>
+${clientName !== undefined ? html`<p>to continue to <span class="name" data-testid="client-name">${clientName}</span></p>` : ""}
+${options.error ? html`<p class="error" role="alert" data-testid="login-error">${options.error}</p>` : ""}
+<form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.login)}">
+${interaction ? html`<input type="hidden" name="interaction" value="${interaction.id}">` : ""}
+<input type="hidden" name="csrf" value="${csrfFor(login)}">
+<label for="username">Username</label>
+<input type="text" id="username" name="username" autocomplete="username" autocapitalize="none" spellcheck="false" required value="${options.username ?? ""}">
+<label for="password">Password</label>
+<input type="password" id="password" name="password" autocomplete="current-password" required>
+<div class="actions"><button type="submit" class="primary">Sign in</button></div>
+</form>`;
+  const cookies =
+    login.kind === "account" && login.newBinding ? [serializeCookie("binding", login.binding, ctx)] : [];
+  return htmlResponse(page("Sign in", body), {
+    status: options.status,
+    cookies,
+    formTargets: formTargets(login),
+  });
+}
+
+/**
+ * Fixed-window counters shared by every instance (`store.hitRateLimit`). Every attempt counts, so
+ * parallel guesses cannot slip past the limit before a failure is recorded.
+ */
+async function rateLimited(request: Request, ctx: ServerContext, username: string): Promise<boolean> {
+  const now = ctx.now();
+  const windowStart = now - (now % LOGIN_WINDOW_MS);
+  const address = clientAddress(request) ?? "unknown";
+  const [perUser, perAddress] = await Promise.all([
+    ctx.store.hitRateLimit(`login:user:${username.toLowerCase()}`, windowStart, LOGIN_WINDOW_MS),
+    ctx.store.hitRateLimit(`login:addr:${address}`, windowStart, LOGIN_WINDOW_MS),
+  ]);
+  return perUser > LOGIN_ATTEMPTS_PER_WINDOW || perAddress > LOGIN_ATTEMPTS_PER_WINDOW;
+}
+
+async function submitLogin(request: Request, ctx: ServerContext): Promise<Response> {
+  const form = await readPageForm(request);
+  const login = await loginContext(request, ctx, form.get("interaction"));
+  if (login instanceof Response) return login;
+  const csrfOk =
+    login.kind === "interaction"
+      ? interactionCsrfValid(login.bound, form.get("csrf"))
+      : !login.newBinding && csrfMatches(form.get("csrf"), csrfFor(login));
+  if (!csrfOk) return csrfFailurePage();
+
+  const username = (form.get("username") ?? "").slice(0, 200);
+  const password = form.get("password") ?? "";
+  if (username === "" || password === "") {
+    return renderLogin(ctx, login, { status: 400, error: "Enter your username and password.", username });
+  }
+  if (await rateLimited(request, ctx, username)) {
+    ctx.log.warn("login_rate_limited", {});
+    const response = errorPage({
+      status: 429,
+      title: "Too many attempts",
+      message: "Too many sign-in attempts. Wait a few minutes and try again.",
+    });
+    response.headers.set("retry-after", String(Math.ceil(LOGIN_WINDOW_MS / 1000)));
+    return response;
+  }
+  const user = await ctx.store.getUserByUsername(username);
+  // An unknown user is checked against a dummy hash so both cases take the same time.
+  const passwordOk = await verifyPassword(
+    password,
+    user?.passwordHash ?? (await DUMMY_PASSWORD_HASH_PROMISE),
+  );
+  if (!user || !passwordOk) {
+    ctx.log.info("login_failed", user ? { user_id: user.id } : {});
+    return renderLogin(ctx, login, { status: 400, error: "Incorrect username or password.", username });
+  }
+  const cookie = await startSession(ctx, user.id);
+  if (login.kind === "interaction") await ctx.store.setInteractionUser(login.bound.interaction.id, user.id);
+  ctx.log.info("login_succeeded", { user_id: user.id });
+  return seeOther(nextAfterLogin(ctx, login), [cookie]);
+}

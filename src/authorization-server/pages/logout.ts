@@ -1,4 +1,114 @@
-import type { Endpoint } from "../context.js";
+import { OAuthError } from "../../shared/errors.js";
+import type { ConsentRecord } from "../../storage/contract.js";
+import type { Endpoint, ServerContext } from "../context.js";
+import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
+import { ENDPOINT_PATHS } from "../paths.js";
+import { csrfFailurePage } from "./bound-interaction.js";
+import { errorPage, oauthErrorPage, unexpectedErrorPage } from "./error-page.js";
+import { readPageForm } from "./form.js";
+import { html, page } from "./html.js";
+import { htmlResponse, seeOther } from "./security-headers.js";
+import { type CurrentSession, currentSession, endSession } from "./session.js";
 
-/** Placeholder: the logout page. Replaced by the browser-side work. */
-export const handleLogout: Endpoint = async () => new Response("not implemented", { status: 501 });
+/**
+ * The account page at `/logout`: who is signed in, the applications they have authorized (each
+ * with a button to withdraw it), and a sign-out button. Every change is a POST with a CSRF token
+ * derived from the session cookie, answered with a 303 back here.
+ *
+ * Withdrawing an authorization deletes the consent for that client and redirect URI and revokes
+ * the user's grants for the client (their refresh and access tokens), so it takes effect at once.
+ */
+export const handleLogout: Endpoint = async (request, ctx) => {
+  try {
+    if (request.method === "GET") return await showAccount(request, ctx);
+    if (request.method === "POST") return await submitAccount(request, ctx);
+    const response = errorPage({
+      status: 405,
+      title: "Method not allowed",
+      message: "Use the buttons on this page.",
+    });
+    response.headers.set("allow", "GET, POST");
+    return response;
+  } catch (error) {
+    if (error instanceof OAuthError) return oauthErrorPage(error);
+    return unexpectedErrorPage(ctx, "logout", error);
+  }
+};
+
+function accountCsrf(session: CurrentSession): string {
+  return csrfToken(session.cookieValue, "account");
+}
+
+async function clientName(ctx: ServerContext, clientId: string): Promise<string> {
+  // Storage only: listing authorizations must not trigger metadata document fetches.
+  const client = await ctx.store.getClient(clientId).catch(() => undefined);
+  return client?.clientName?.trim() ? client.clientName.trim().slice(0, 200) : clientId;
+}
+
+async function showAccount(request: Request, ctx: ServerContext): Promise<Response> {
+  const session = await currentSession(request, ctx);
+  if (!session) {
+    const body = html`<h1>You are signed out</h1>
+<p><a href="${issuerPath(ctx, ENDPOINT_PATHS.login)}">Sign in</a> to see the applications you have authorized.</p>`;
+    return htmlResponse(page("Signed out", body));
+  }
+  const csrf = accountCsrf(session);
+  const consents = await ctx.store.listConsents(session.user.id);
+  const rows = await Promise.all(
+    consents.map(async (c: ConsentRecord) => {
+      let host = c.redirectUri;
+      try {
+        host = new URL(c.redirectUri).host;
+      } catch {}
+      return html`<tr data-testid="consent-row"><td><span class="name">${await clientName(ctx, c.clientId)}</span><br>
+<span class="muted">returns to ${host} · ${c.scopes.join(" ") || "basic access"}</span></td>
+<td><form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.logout)}">
+<input type="hidden" name="csrf" value="${csrf}">
+<input type="hidden" name="action" value="revoke">
+<input type="hidden" name="client_id" value="${c.clientId}">
+<input type="hidden" name="redirect_uri" value="${c.redirectUri}">
+<button type="submit">Withdraw</button></form></td></tr>`;
+    }),
+  );
+  const body = html`<h1>Your account</h1>
+<p>Signed in as <strong data-testid="username">${session.user.username}</strong>.</p>
+<h2>Authorized applications</h2>
+${rows.length > 0 ? html`<table>${rows}</table>` : html`<p class="muted" data-testid="no-consents">None.</p>`}
+<form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.logout)}">
+<input type="hidden" name="csrf" value="${csrf}">
+<input type="hidden" name="action" value="logout">
+<div class="actions"><button type="submit" class="primary">Sign out</button></div>
+</form>`;
+  return htmlResponse(page("Your account", body));
+}
+
+async function submitAccount(request: Request, ctx: ServerContext): Promise<Response> {
+  const form = await readPageForm(request);
+  const session = await currentSession(request, ctx);
+  const here = issuerPath(ctx, ENDPOINT_PATHS.logout);
+  if (!session) return seeOther(here);
+  if (!csrfMatches(form.get("csrf"), accountCsrf(session))) return csrfFailurePage();
+  const action = form.get("action");
+  if (action === "logout") {
+    const cookie = await endSession(ctx, session);
+    ctx.log.info("logout", { user_id: session.user.id });
+    return seeOther(here, [cookie]);
+  }
+  if (action === "revoke") {
+    const clientId = form.get("client_id");
+    if (clientId === undefined)
+      return errorPage({ status: 400, title: "Nothing to withdraw", message: "No application was named." });
+    await ctx.store.revokeConsent(session.user.id, clientId, form.get("redirect_uri"));
+    const now = ctx.now();
+    for (const grant of await ctx.store.listGrants({ userId: session.user.id, clientId })) {
+      if (grant.revokedAt === undefined) await ctx.store.revokeGrant(grant.grantId, now);
+    }
+    ctx.log.info("consent_revoked", { user_id: session.user.id, client_id: clientId });
+    return seeOther(here);
+  }
+  return errorPage({
+    status: 400,
+    title: "Unknown action",
+    message: "This form sent an action this page does not know.",
+  });
+}
