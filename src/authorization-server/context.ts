@@ -52,6 +52,12 @@ export interface KeyManager {
   publicJwks(): Promise<{ keys: Record<string, unknown>[] }>;
   /** Creates a new signing key and retires the current one; returns the new `kid`. */
   rotate(): Promise<string>;
+  /**
+   * Verifies an access token this server signed (signature with a published key, `typ`, `iss`,
+   * `exp`); the claims, or undefined when it is not a valid token of ours. For revocation and
+   * introspection.
+   */
+  verifyAccessToken(token: string): Promise<(AccessTokenClaims & { iss: string }) | undefined>;
 }
 
 /** What every endpoint receives besides the request. */

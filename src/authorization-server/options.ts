@@ -72,6 +72,11 @@ export interface AuthorizationServerOptions {
   /** Trust `X-Forwarded-For` for rate-limit keys (behind a TLS-terminating proxy). */
   trustProxy?: boolean;
   logger?: Logger;
+  /**
+   * How often expired codes, tokens, sessions and unused registrations are purged (default 10 min;
+   * 0 turns the timer off, e.g. when a separate job runs `store.purgeExpired`).
+   */
+  maintenanceIntervalMs?: number;
   /** Clock in ms (tests). */
   now?: () => number;
 }

@@ -1,0 +1,25 @@
+/**
+ * CORS for the endpoints a browser-based client calls directly (metadata, JWKS, token,
+ * registration, revocation). Any origin, never credentials: these endpoints authenticate clients by
+ * what is in the request, never by cookies, so a wildcard origin exposes nothing.
+ */
+export function withCors(response: Response): Response {
+  const headers = new Headers(response.headers);
+  headers.set("access-control-allow-origin", "*");
+  headers.set("access-control-expose-headers", "www-authenticate, retry-after");
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+}
+
+/** Answers a CORS preflight (`OPTIONS` with `Access-Control-Request-Method`). */
+export function preflightResponse(allowed: readonly string[]): Response {
+  return new Response(null, {
+    status: 204,
+    headers: {
+      "access-control-allow-origin": "*",
+      "access-control-allow-methods": [...allowed, "OPTIONS"].join(", "),
+      "access-control-allow-headers": "authorization, content-type, mcp-protocol-version",
+      "access-control-max-age": "600",
+      allow: [...allowed, "OPTIONS"].join(", "),
+    },
+  });
+}

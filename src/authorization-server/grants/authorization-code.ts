@@ -1,0 +1,148 @@
+import { randomToken, sha256Base64url, timingSafeEqualString } from "../../shared/crypto.js";
+import { OAuthError } from "../../shared/errors.js";
+import { formatScope } from "../../shared/scopes.js";
+import type { AuthorizationCodeRecord, ClientRecord } from "../../storage/contract.js";
+import type { ServerContext } from "../context.js";
+import { OFFLINE_ACCESS } from "../resolve-options.js";
+import {
+  accessTokenScopes,
+  matchResource,
+  newAccessToken,
+  required,
+  signAccessToken,
+  tokenResponse,
+} from "./common.js";
+
+/** RFC 7636 §4.1: code_verifier = 43*128 unreserved characters. */
+const CODE_VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/;
+
+/** Whether `redirect_uri` in the token request matches the one the code was issued for (OAuth 2.1 §4.1.3). */
+function redirectUriMatches(
+  client: ClientRecord,
+  code: AuthorizationCodeRecord,
+  sent: string | undefined,
+): boolean {
+  // Exact string comparison (spec "Redirect URIs": exact match; DESIGN.md principle 4).
+  if (sent !== undefined) return sent === code.redirectUri;
+  // OAuth 2.1 §4.1.3: redirect_uri may be left out only when the authorization request left it out,
+  // which is possible only for a client with exactly one registered redirect URI.
+  return client.redirectUris.length === 1 && client.redirectUris[0] === code.redirectUri;
+}
+
+/**
+ * The checks a code must pass at redemption (run by the store inside the redemption transaction):
+ * bound to the client, the redirect URI, the PKCE verifier and the resource (OAuth 2.1 §4.1.3,
+ * RFC 7636 §4.6, RFC 8707 §2). Exported for tests.
+ */
+export function codeCheck(
+  client: ClientRecord,
+  form: { redirectUri: string | undefined; codeVerifier: string; resource: string },
+): (code: AuthorizationCodeRecord) => OAuthError | undefined {
+  return (code) => {
+    const invalid = (detail: string) =>
+      new OAuthError("invalid_grant", { description: "authorization code is invalid", detail });
+    if (code.clientId !== client.clientId) return invalid("code was issued to another client");
+    if (!redirectUriMatches(client, code, form.redirectUri)) return invalid("redirect_uri does not match");
+    if (code.codeChallengeMethod !== "S256") return invalid("unsupported code challenge method");
+    // RFC 7636 §4.6: BASE64URL(SHA256(ASCII(code_verifier))) == code_challenge, compared in constant time.
+    if (!timingSafeEqualString(sha256Base64url(form.codeVerifier), code.codeChallenge)) {
+      return invalid("PKCE verification failed");
+    }
+    // RFC 8707 §2 / spec "Resource parameter": the token request names the same resource.
+    if (form.resource !== code.resource) {
+      return new OAuthError("invalid_target", {
+        description: "resource does not match the authorization request",
+      });
+    }
+    return undefined;
+  };
+}
+
+/**
+ * `grant_type=authorization_code` (OAuth 2.1 §4.1.3). The code is redeemed atomically: every
+ * attempt consumes it, and a second use revokes the grant the first one created.
+ */
+export async function authorizationCodeGrant(
+  ctx: ServerContext,
+  client: ClientRecord,
+  form: Map<string, string>,
+): Promise<Response> {
+  const code = required(form, "code");
+  const codeVerifier = required(form, "code_verifier");
+  // RFC 7636 §4.1 syntax; PKCE is mandatory (OAuth 2.1 §4.1.3).
+  if (!CODE_VERIFIER.test(codeVerifier)) {
+    throw new OAuthError("invalid_request", {
+      description: "code_verifier must be 43-128 unreserved characters",
+    });
+  }
+  // Spec "Resource parameter": MUST be sent in the token request too.
+  const resource = matchResource(ctx, required(form, "resource"));
+  const redirectUri = form.get("redirect_uri");
+
+  const now = ctx.now();
+  const access = newAccessToken(ctx);
+  const wantsRefresh = ctx.options.refresh.enabled && client.grantTypes.includes("refresh_token");
+  const refreshToken = wantsRefresh ? randomToken() : undefined;
+  const result = await ctx.store.redeemAuthorizationCode(
+    sha256Base64url(code),
+    now,
+    codeCheck(client, { redirectUri, codeVerifier, resource }),
+    {
+      accessToken: access,
+      ...(refreshToken === undefined
+        ? {}
+        : {
+            refreshToken: {
+              tokenHash: sha256Base64url(refreshToken),
+              createdAt: now,
+              expiresAt: now + ctx.options.refresh.idleTtlSeconds * 1000,
+            },
+          }),
+      grantExpiresAt: now + ctx.options.refresh.absoluteTtlSeconds * 1000,
+    },
+  );
+  switch (result.status) {
+    case "issued":
+      break;
+    case "refused":
+      throw result.error;
+    case "replayed":
+      ctx.log.warn("authorization_code_replayed", { client_id: client.clientId });
+      throw new OAuthError("invalid_grant", {
+        description: "authorization code is invalid",
+        detail: "code replayed",
+      });
+    case "expired":
+      throw new OAuthError("invalid_grant", {
+        description: "authorization code is invalid",
+        detail: "code expired",
+      });
+    default:
+      throw new OAuthError("invalid_grant", {
+        description: "authorization code is invalid",
+        detail: "unknown code",
+      });
+  }
+  const { grant } = result;
+  if (grant.userId === undefined) throw new Error("code grant has no user");
+  const accessToken = await signAccessToken(ctx, access, {
+    sub: grant.userId,
+    clientId: client.clientId,
+    resource: grant.resource,
+    scopes: grant.scopes,
+  });
+  ctx.log.info("token_issued", {
+    grant_type: "authorization_code",
+    client_id: client.clientId,
+    grant_id: grant.grantId,
+  });
+  const issuedRefresh = result.refreshIssued && refreshToken !== undefined;
+  return tokenResponse({
+    access_token: accessToken,
+    expires_in: ctx.options.accessTokenTtlSeconds,
+    scope: formatScope(issuedRefresh ? grant.scopes : accessTokenScopes(grant.scopes)),
+    ...(issuedRefresh ? { refresh_token: refreshToken } : {}),
+  });
+}
+
+export { OFFLINE_ACCESS };

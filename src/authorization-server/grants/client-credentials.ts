@@ -1,0 +1,77 @@
+import { randomToken } from "../../shared/crypto.js";
+import { OAuthError } from "../../shared/errors.js";
+import { formatScope, parseScope } from "../../shared/scopes.js";
+import type { ClientRecord } from "../../storage/contract.js";
+import type { ServerContext } from "../context.js";
+import { OFFLINE_ACCESS } from "../resolve-options.js";
+import {
+  matchResource,
+  newAccessToken,
+  requestedScopes,
+  required,
+  signAccessToken,
+  tokenResponse,
+} from "./common.js";
+
+/**
+ * `grant_type=client_credentials` (OAuth 2.1 §4.2): confidential clients only (§4.2.1), a resource
+ * is required (spec "Resource parameter"), the scope stays within what the client may ask for and
+ * what the resource offers, and no refresh token is issued (§4.2.3 "SHOULD NOT").
+ */
+export async function clientCredentialsGrant(
+  ctx: ServerContext,
+  client: ClientRecord,
+  form: Map<string, string>,
+): Promise<Response> {
+  if (client.tokenEndpointAuthMethod === "none") {
+    throw new OAuthError("unauthorized_client", {
+      description: "client_credentials requires a confidential client",
+    });
+  }
+  const resource = matchResource(ctx, required(form, "resource"));
+  const resourceScopes = new Set(ctx.resources.get(resource)!.scopes);
+  const allowed = client.scope === undefined ? undefined : parseScope(client.scope);
+  const requested = requestedScopes(form.get("scope"));
+  let scopes: string[];
+  if (requested === undefined || requested.size === 0) {
+    scopes = [...resourceScopes].filter((s) => allowed === undefined || allowed.has(s));
+  } else {
+    for (const s of requested) {
+      if (s === OFFLINE_ACCESS || !resourceScopes.has(s) || (allowed !== undefined && !allowed.has(s))) {
+        throw new OAuthError("invalid_scope", {
+          description: "requested scope is not available to this client",
+        });
+      }
+    }
+    scopes = [...requested];
+  }
+  const access = newAccessToken(ctx);
+  const grantId = randomToken(16);
+  await ctx.store.createGrantWithAccessToken(
+    {
+      grantId,
+      clientId: client.clientId,
+      scopes,
+      resource,
+      createdAt: access.createdAt,
+      expiresAt: access.expiresAt,
+    },
+    access,
+  );
+  const accessToken = await signAccessToken(ctx, access, {
+    sub: client.clientId,
+    clientId: client.clientId,
+    resource,
+    scopes,
+  });
+  ctx.log.info("token_issued", {
+    grant_type: "client_credentials",
+    client_id: client.clientId,
+    grant_id: grantId,
+  });
+  return tokenResponse({
+    access_token: accessToken,
+    expires_in: ctx.options.accessTokenTtlSeconds,
+    scope: formatScope(scopes),
+  });
+}

@@ -1,0 +1,86 @@
+import { randomToken } from "../../shared/crypto.js";
+import { OAuthError } from "../../shared/errors.js";
+import { jsonResponse, NO_STORE } from "../../shared/http.js";
+import { canonicalResourceUri } from "../../shared/resource-uri.js";
+import { formatScope, parseScope } from "../../shared/scopes.js";
+import type { ServerContext } from "../context.js";
+import { OFFLINE_ACCESS } from "../resolve-options.js";
+
+/**
+ * The served resource a `resource` parameter names (RFC 8707 §2), as its configured canonical URI.
+ * Uppercase scheme or host is accepted (spec "Canonical server URI": SHOULD accept); anything else
+ * must match exactly. Unknown, malformed or fragment-bearing values are `invalid_target`.
+ */
+export function matchResource(ctx: ServerContext, value: string): string {
+  if (ctx.resources.has(value)) return value;
+  for (const keepTrailingSlash of [true, false]) {
+    try {
+      const canonical = canonicalResourceUri(value, { keepTrailingSlash });
+      if (ctx.resources.has(canonical)) return canonical;
+    } catch {
+      break;
+    }
+  }
+  throw new OAuthError("invalid_target", {
+    description: "resource is not served by this authorization server",
+  });
+}
+
+/** Parses a `scope` parameter; invalid characters are `invalid_scope` (RFC 6749 §3.3, §5.2). */
+export function requestedScopes(value: string | undefined): Set<string> | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return parseScope(value);
+  } catch {
+    throw new OAuthError("invalid_scope", { description: "scope contains invalid characters" });
+  }
+}
+
+/** Scopes carried by an access token: `offline_access` concerns the authorization server only. */
+export function accessTokenScopes(scopes: Iterable<string>): string[] {
+  return [...scopes].filter((s) => s !== OFFLINE_ACCESS);
+}
+
+/** Timestamps and identifiers of a new access token. */
+export function newAccessToken(ctx: ServerContext): { jti: string; createdAt: number; expiresAt: number } {
+  const now = ctx.now();
+  return { jti: randomToken(16), createdAt: now, expiresAt: now + ctx.options.accessTokenTtlSeconds * 1000 };
+}
+
+/** Signs the RFC 9068 access token for a grant. */
+export async function signAccessToken(
+  ctx: ServerContext,
+  token: { jti: string; createdAt: number; expiresAt: number },
+  grant: { sub: string; clientId: string; resource: string; scopes: Iterable<string> },
+): Promise<string> {
+  return ctx.keys.signAccessToken({
+    sub: grant.sub,
+    client_id: grant.clientId,
+    aud: grant.resource,
+    scope: formatScope(accessTokenScopes(grant.scopes)),
+    jti: token.jti,
+    iat: Math.floor(token.createdAt / 1000),
+    exp: Math.floor(token.expiresAt / 1000),
+  });
+}
+
+/** A successful token response (RFC 6749 §5.1): JSON, `Cache-Control: no-store`, `Pragma: no-cache`. */
+export function tokenResponse(body: {
+  access_token: string;
+  expires_in: number;
+  scope: string;
+  refresh_token?: string;
+}): Response {
+  const { refresh_token, ...rest } = body;
+  return jsonResponse(
+    { ...rest, token_type: "Bearer", ...(refresh_token === undefined ? {} : { refresh_token }) },
+    { headers: NO_STORE },
+  );
+}
+
+/** A required parameter, or `invalid_request` naming it. */
+export function required(form: Map<string, string>, name: string): string {
+  const value = form.get(name);
+  if (value === undefined) throw new OAuthError("invalid_request", { description: `${name} is required` });
+  return value;
+}

@@ -1,0 +1,178 @@
+import {
+  calculateJwkThumbprint,
+  createLocalJWKSet,
+  exportJWK,
+  generateKeyPair,
+  importJWK,
+  type JWK,
+  jwtVerify,
+  SignJWT,
+} from "jose";
+import type { Logger } from "../shared/log.js";
+import type { AuthorizationStore, SigningKeyRecord } from "../storage/contract.js";
+import type { AccessTokenClaims, KeyManager } from "./context.js";
+
+/** How long a retired key stays published beyond the longest access token (clock skew, JWKS caches). */
+export const RETIRED_KEY_MARGIN_SECONDS = 300;
+
+export interface KeyManagerDeps {
+  store: AuthorizationStore;
+  issuer: string;
+  now(): number;
+  accessTokenTtlSeconds: number;
+  log: Logger;
+  /** How long the key list is cached in memory before storage is read again (default 5 s). */
+  cacheMs?: number;
+}
+
+export interface ServerKeyManager extends KeyManager {
+  /** Creates the first signing key when storage holds none that can sign. */
+  ensureSigningKey(): Promise<void>;
+}
+
+async function newKeyRecord(now: number): Promise<SigningKeyRecord> {
+  const { publicKey, privateKey } = await generateKeyPair("ES256", { extractable: true });
+  const publicJwk = await exportJWK(publicKey);
+  const privateJwk = await exportJWK(privateKey);
+  // RFC 7638 thumbprint as `kid`: stable, derived from the key, never guessable in advance.
+  const kid = await calculateJwkThumbprint(publicJwk);
+  return {
+    kid,
+    alg: "ES256",
+    publicJwk: { ...publicJwk, kid, alg: "ES256", use: "sig" },
+    privateJwk: { ...privateJwk, kid, alg: "ES256" },
+    createdAt: now,
+  };
+}
+
+/** The newest key not yet retired: every instance reading the same rows picks the same signer. */
+function currentSigner(keys: readonly SigningKeyRecord[]): SigningKeyRecord | undefined {
+  let best: SigningKeyRecord | undefined;
+  for (const k of keys) {
+    if (k.retiredAt !== undefined) continue;
+    if (!best || k.createdAt > best.createdAt || (k.createdAt === best.createdAt && k.kid > best.kid))
+      best = k;
+  }
+  return best;
+}
+
+/**
+ * Signing keys over the store: ES256, `kid` = JWK thumbprint, access tokens as RFC 9068 `at+jwt`.
+ * The key list is cached for a few seconds and re-read, so several instances sharing a database
+ * see a rotation quickly; a retired key stays in the JWKS until every token it signed has expired.
+ */
+export function createKeyManager(deps: KeyManagerDeps): ServerKeyManager {
+  const cacheMs = deps.cacheMs ?? 5000;
+  let cached: { keys: SigningKeyRecord[]; readAt: number } | undefined;
+  const imported = new Map<string, CryptoKey | Uint8Array>();
+
+  async function keys(): Promise<SigningKeyRecord[]> {
+    const t = deps.now();
+    if (cached && t - cached.readAt < cacheMs && t >= cached.readAt) return cached.keys;
+    const list = await deps.store.listSigningKeys();
+    cached = { keys: list, readAt: t };
+    return list;
+  }
+
+  function published(list: readonly SigningKeyRecord[]): SigningKeyRecord[] {
+    const t = deps.now();
+    return list.filter((k) => k.retiredAt === undefined || (k.expiresAt !== undefined && k.expiresAt > t));
+  }
+
+  async function signer(): Promise<SigningKeyRecord> {
+    let key = currentSigner(await keys());
+    if (!key) {
+      cached = undefined;
+      await manager.ensureSigningKey();
+      key = currentSigner(await keys());
+    }
+    if (!key) throw new Error("no signing key available");
+    return key;
+  }
+
+  async function privateKey(record: SigningKeyRecord): Promise<CryptoKey | Uint8Array> {
+    let key = imported.get(record.kid);
+    if (!key) {
+      key = await importJWK(record.privateJwk as JWK, record.alg);
+      imported.set(record.kid, key);
+    }
+    return key;
+  }
+
+  const manager: ServerKeyManager = {
+    async ensureSigningKey() {
+      const list = await deps.store.listSigningKeys();
+      if (currentSigner(list)) {
+        cached = { keys: list, readAt: deps.now() };
+        return;
+      }
+      // Two instances starting together may both add a key; both stay valid and the newest signs.
+      const record = await newKeyRecord(deps.now());
+      await deps.store.addSigningKey(record);
+      deps.log.info("signing_key_created", { kid: record.kid });
+      cached = undefined;
+    },
+
+    /** RFC 9068 §2.2: iss, exp, aud, sub, client_id, iat, jti (and scope); header `typ: at+jwt`. */
+    async signAccessToken(claims: AccessTokenClaims) {
+      const record = await signer();
+      return new SignJWT({ ...claims, iss: deps.issuer })
+        .setProtectedHeader({ alg: record.alg, typ: "at+jwt", kid: record.kid })
+        .sign(await privateKey(record));
+    },
+
+    async publicJwks() {
+      return { keys: published(await keys()).map((k) => ({ ...k.publicJwk })) };
+    },
+
+    async rotate() {
+      const record = await newKeyRecord(deps.now());
+      const t = deps.now();
+      await deps.store.addSigningKey(record, {
+        retiredAt: t,
+        // Old tokens live at most accessTokenTtlSeconds; keep their key published past that.
+        expiresAt: t + (deps.accessTokenTtlSeconds + RETIRED_KEY_MARGIN_SECONDS) * 1000,
+      });
+      cached = undefined;
+      deps.log.info("signing_key_rotated", { kid: record.kid });
+      return record.kid;
+    },
+
+    async verifyAccessToken(token) {
+      if (typeof token !== "string" || token.split(".").length !== 3) return undefined;
+      const jwks = createLocalJWKSet((await manager.publicJwks()) as { keys: JWK[] });
+      try {
+        const { payload } = await jwtVerify(token, jwks, {
+          issuer: deps.issuer,
+          typ: "at+jwt",
+          algorithms: ["ES256", "EdDSA"],
+          currentDate: new Date(deps.now()),
+          requiredClaims: ["exp", "iat", "jti", "sub", "aud", "client_id"],
+        });
+        if (
+          typeof payload.jti !== "string" ||
+          typeof payload.sub !== "string" ||
+          typeof payload.aud !== "string" ||
+          typeof payload.client_id !== "string" ||
+          typeof payload.exp !== "number" ||
+          typeof payload.iat !== "number"
+        ) {
+          return undefined;
+        }
+        return {
+          iss: deps.issuer,
+          sub: payload.sub,
+          aud: payload.aud,
+          client_id: payload.client_id,
+          scope: typeof payload.scope === "string" ? payload.scope : "",
+          jti: payload.jti,
+          iat: payload.iat,
+          exp: payload.exp,
+        };
+      } catch {
+        return undefined;
+      }
+    },
+  };
+  return manager;
+}
