@@ -1,0 +1,594 @@
+/**
+ * `createAuthFetch`: a `fetch` that turns a 401 (or a 403 `insufficient_scope`) from a protected
+ * resource into a correct authorization, following the spec's ordered flow ("Authorization flow"
+ * 1-9), then retries the request with `Authorization: Bearer` (spec "Access token usage").
+ */
+import type * as oauth from "oauth4webapi";
+import type { AuthorizationServerMetadata } from "../shared/metadata.js";
+import {
+  assertOpenableAuthorizationUrl,
+  createAuthorizationRequest,
+  validateAuthorizationResponse,
+} from "./authorization.js";
+import {
+  discoverAuthorizationServer,
+  discoverProtectedResource,
+  legacyAuthorizationServer,
+  resourceMatchesServer,
+} from "./discovery.js";
+import { AuthorizationFlowError } from "./errors.js";
+import { discard, type FetchLike } from "./http.js";
+import { type PreregisteredClient, resolveClient } from "./registration.js";
+import {
+  asksForMore,
+  type BearerChallenge,
+  defaultScopeStrategy,
+  type Revision,
+  readChallenge,
+  type ScopeStrategy,
+  selectInitialScope,
+  selectStepUpScope,
+  splitScope,
+  withOfflineAccess,
+} from "./step-up.js";
+import { MemoryTokenStore } from "./stores/memory.js";
+import {
+  type StoredClient,
+  type StoredResource,
+  type StoredTokens,
+  type TokenStore,
+  tokensKey,
+} from "./stores/types.js";
+import {
+  type ClientKeyMaterial,
+  exchangeAuthorizationCode,
+  refreshAccessToken,
+  SingleFlight,
+  type TokenRequestContext,
+  toStoredTokens,
+} from "./tokens.js";
+import { type AuthorizationSessionFactory, fixedSession } from "./user-agent/session.js";
+
+/** A non-interactive way to obtain tokens (client credentials, JWT bearer, ...). */
+export type GrantProvider = (context: {
+  metadata: AuthorizationServerMetadata;
+  resource: string;
+  scope: string | undefined;
+  fetch: FetchLike;
+}) => Promise<{ client: StoredClient; keys?: ClientKeyMaterial; response: oauth.TokenEndpointResponse }>;
+
+export type AuthEvent =
+  | {
+      type: "authorization_started";
+      resource: string;
+      issuer: string;
+      scope: string | undefined;
+      stepUp: boolean;
+    }
+  | { type: "authorized"; resource: string; issuer: string; scope: string | undefined }
+  | { type: "refreshed"; resource: string; issuer: string }
+  | { type: "registered"; issuer: string; source: StoredClient["source"] };
+
+export interface CreateAuthFetchOptions {
+  /** The fetch used for every request, ours and the caller's. Default: global fetch. */
+  fetch?: FetchLike;
+  /** Where tokens, metadata and registrations live. Default: in memory. */
+  store?: TokenStore;
+  /** Spec revision whose client rules apply. Default `2026-07-28`. */
+  revision?: Revision;
+  /** Scope choice on re-authorization; default from the revision. */
+  scopeStrategy?: ScopeStrategy;
+  /** Scope upgrades per request before a permanent error (spec "Limits" 1). Default 2. */
+  maxStepUps?: number;
+  /** Redirect URI used with `userAgent`. */
+  redirectUri?: string;
+  /** Receives the validated authorization URL and resolves with the callback URL. */
+  userAgent?: (authorizationUrl: URL) => Promise<string | URL>;
+  /** Alternative to `redirectUri` + `userAgent`: a fresh session per authorization (loopback). */
+  authorizationSession?: AuthorizationSessionFactory;
+  /** HTTPS URL of this client's Client ID Metadata Document. */
+  clientMetadataUrl?: string;
+  /** Pre-registered clients, by exact issuer. */
+  preregisteredClients?: Readonly<Record<string, PreregisteredClient>>;
+  /** `client_name` for dynamic registration. */
+  clientName?: string;
+  /** Extra dynamic registration metadata. */
+  registrationMetadata?: Record<string, unknown>;
+  /**
+   * RFC 9728 §7.6: which of several `authorization_servers` to use. Default: the first one, or
+   * the first for which pre-registered credentials exist.
+   */
+  chooseAuthorizationServer?: (servers: readonly string[]) => string | Promise<string>;
+  /** Ask for `offline_access` when the authorization server lists it. Default true. */
+  offlineAccess?: boolean;
+  /** Allow the 2025-03-26 fallbacks when a server has no protected resource metadata. */
+  legacyFallback?: boolean;
+  /** Refresh this many seconds before expiry. Default 30. */
+  refreshSkewSeconds?: number;
+  /** A non-interactive grant replacing the authorization code flow (see client-credentials.ts). */
+  grant?: GrantProvider;
+  /** Key material for `private_key_jwt` registrations. */
+  clientKeys?: ClientKeyMaterial;
+  /** Progress notifications (never carry a token). */
+  onEvent?: (event: AuthEvent) => void;
+}
+
+interface Binding {
+  resource: StoredResource;
+  tokens: StoredTokens | undefined;
+}
+
+/** Everything the wrapper does, also usable directly (the CLI's login, status and logout). */
+export class AuthClient {
+  readonly #fetch: FetchLike;
+  readonly #store: TokenStore;
+  readonly #options: CreateAuthFetchOptions;
+  readonly #strategy: ScopeStrategy;
+  readonly #maxStepUps: number;
+  readonly #session: AuthorizationSessionFactory | undefined;
+  readonly #refreshFlight = new SingleFlight<StoredTokens | undefined>();
+  readonly #authorizeFlight = new SingleFlight<StoredTokens>();
+  readonly #clients = new Map<string, StoredClient>();
+  readonly #keys = new Map<string, ClientKeyMaterial | undefined>();
+
+  constructor(options: CreateAuthFetchOptions = {}) {
+    this.#options = options;
+    this.#fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    this.#store = options.store ?? new MemoryTokenStore();
+    this.#strategy = options.scopeStrategy ?? defaultScopeStrategy(options.revision ?? "2026-07-28");
+    this.#maxStepUps = options.maxStepUps ?? 2;
+    if (!Number.isInteger(this.#maxStepUps) || this.#maxStepUps < 0) {
+      throw new TypeError("maxStepUps must be a non-negative integer");
+    }
+    if (options.authorizationSession) this.#session = options.authorizationSession;
+    else if (options.userAgent && options.redirectUri)
+      this.#session = fixedSession(options.redirectUri, options.userAgent);
+    else if (options.userAgent || options.redirectUri) {
+      throw new TypeError("userAgent and redirectUri must be given together");
+    }
+  }
+
+  get store(): TokenStore {
+    return this.#store;
+  }
+
+  /** The wrapped fetch. */
+  readonly fetch = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    const request = new Request(input, init);
+    const serverUrl = request.url;
+    let binding = await this.#bindingFor(serverUrl);
+    let tokens = binding?.tokens ? await this.#fresh(binding.tokens) : undefined;
+    let stepUps = 0;
+    let reauthorized = false;
+    let refreshed = false;
+    for (;;) {
+      const response = await this.#fetch(this.#withToken(request, tokens));
+      if (response.status !== 401 && response.status !== 403) return response;
+      const challenge = readChallenge(response);
+      if (!challenge) return response;
+      const challenged = splitScope(challenge.scope);
+      const granted = splitScope(tokens?.scope).filter((s) => s !== "offline_access");
+      const isStepUp =
+        tokens !== undefined &&
+        (response.status === 403
+          ? challenge.error === "insufficient_scope"
+          : challenged.length > 0 && asksForMore(granted, challenged) && challenge.error !== "invalid_token");
+      if (response.status === 403 && !isStepUp) return response;
+      await discard(response);
+      if (isStepUp) {
+        // Spec "Client handling (scope upgrade)" 2-3: a few attempts, then a permanent failure.
+        if (stepUps >= this.#maxStepUps) {
+          throw new AuthorizationFlowError(
+            "step_up_limit",
+            `the resource still answers insufficient_scope after ${stepUps} scope upgrade(s); giving up`,
+            {
+              kind: "refused",
+              step: "scope upgrade (spec: Client handling, retry limit)",
+              status: response.status,
+            },
+          );
+        }
+        stepUps++;
+        tokens = await this.#authorize(serverUrl, challenge, { previousScopes: granted, fresh: false });
+        continue;
+      }
+      if (tokens && !refreshed && tokens.refresh_token) {
+        refreshed = true;
+        const renewed = await this.#refresh(tokens, true);
+        if (renewed) {
+          tokens = renewed;
+          continue;
+        }
+      }
+      if (reauthorized) {
+        throw new AuthorizationFlowError(
+          "reauthorization_loop",
+          "the resource rejected a token issued moments ago; not authorizing again",
+          { kind: "refused", step: "token use (spec: Access token usage)", status: response.status },
+        );
+      }
+      reauthorized = true;
+      // A token we presented was rejected: the resource's metadata may have changed (a new
+      // authorization server, for instance), so nothing cached about it is trusted.
+      tokens = await this.#authorize(serverUrl, challenge, { fresh: tokens !== undefined });
+      binding = undefined;
+    }
+  };
+
+  /** Logs in to a resource ahead of use (the CLI's `login`). */
+  async login(resourceUrl: string, options: { force?: boolean } = {}): Promise<StoredTokens> {
+    const binding = await this.#bindingFor(resourceUrl);
+    if (binding?.tokens && !options.force) {
+      const fresh = await this.#fresh(binding.tokens);
+      if (fresh) return fresh;
+    }
+    const probe = await this.#fetch(resourceUrl, { method: "GET", redirect: "manual" });
+    const challenge = probe.status === 401 || probe.status === 403 ? readChallenge(probe) : undefined;
+    await discard(probe);
+    return this.#authorize(resourceUrl, challenge ?? { scheme: "Bearer" }, { fresh: true });
+  }
+
+  /** Forgets tokens (all, or those for one resource) and, with `all`, registrations and metadata. */
+  async logout(resource?: string): Promise<number> {
+    let removed = 0;
+    for (const [key, tokens] of await this.#store.list("tokens")) {
+      if (resource === undefined || tokens.resource === resource) {
+        await this.#store.delete("tokens", key);
+        removed++;
+      }
+    }
+    return removed;
+  }
+
+  // --- bindings and tokens ------------------------------------------------------------------
+
+  async #bindingFor(serverUrl: string): Promise<Binding | undefined> {
+    let best: StoredResource | undefined;
+    for (const [, record] of await this.#store.list("resource")) {
+      if (!resourceMatchesServer(record.metadata.resource, serverUrl)) continue;
+      if (!best || record.metadata.resource.length > best.metadata.resource.length) best = record;
+    }
+    if (!best) return undefined;
+    const tokens = await this.#tokensFor(best.metadata.resource, best.issuer);
+    return { resource: best, tokens };
+  }
+
+  async #tokensFor(resource: string, issuer: string): Promise<StoredTokens | undefined> {
+    let found: StoredTokens | undefined;
+    for (const [, tokens] of await this.#store.list("tokens")) {
+      if (tokens.resource === resource && tokens.issuer === issuer) {
+        if (!found || tokens.obtained_at > found.obtained_at) found = tokens;
+      }
+    }
+    return found;
+  }
+
+  /** Refreshes ahead of expiry when possible; returns undefined when the token is unusable. */
+  async #fresh(tokens: StoredTokens): Promise<StoredTokens | undefined> {
+    const skew = (this.#options.refreshSkewSeconds ?? 30) * 1000;
+    if (tokens.expires_at === undefined || tokens.expires_at - skew > Date.now()) return tokens;
+    if (!tokens.refresh_token) return tokens.expires_at > Date.now() ? tokens : undefined;
+    return this.#refresh(tokens, false);
+  }
+
+  /**
+   * Refresh, single-flight per issuer, client and resource: concurrent callers share one request.
+   * The rotated refresh token is persisted before the new access token is used. `invalid_grant`
+   * drops the refresh token and returns undefined, so the caller re-authorizes once.
+   */
+  #refresh(rejected: StoredTokens, afterRejection: boolean): Promise<StoredTokens | undefined> {
+    const key = tokensKey(rejected.issuer, rejected.client_id, rejected.resource);
+    return this.#refreshFlight.run(key, async () => {
+      const current = (await this.#store.get("tokens", key)) ?? rejected;
+      // Someone else already replaced the rejected token: use theirs.
+      if (afterRejection && current.access_token !== rejected.access_token) return current;
+      if (!current.refresh_token) return undefined;
+      const metadata = await this.#serverMetadata(current.issuer, false);
+      const client = await this.#clientFor(current.issuer, current.client_id);
+      if (!client) return undefined;
+      const ctx: TokenRequestContext = { metadata, client, fetch: this.#fetch, ...this.#keysFor(client) };
+      let response: oauth.TokenEndpointResponse;
+      try {
+        response = await refreshAccessToken(ctx, {
+          refreshToken: current.refresh_token,
+          resource: current.resource,
+        });
+      } catch (error) {
+        if (error instanceof AuthorizationFlowError && error.kind === "oauth") {
+          // invalid_grant (or any refusal): the grant is gone; keep nothing that would loop.
+          const { refresh_token: _dropped, ...rest } = current;
+          await this.#store.set("tokens", key, { ...rest, expires_at: 0 });
+          return undefined;
+        }
+        throw error;
+      }
+      const next = toStoredTokens(
+        response,
+        { issuer: current.issuer, client_id: current.client_id, resource: current.resource },
+        current,
+      );
+      await this.#store.set("tokens", key, next);
+      this.#options.onEvent?.({ type: "refreshed", resource: current.resource, issuer: current.issuer });
+      return next;
+    });
+  }
+
+  #withToken(request: Request, tokens: StoredTokens | undefined): Request {
+    const copy = request.clone();
+    if (!tokens) return copy;
+    const headers = new Headers(copy.headers);
+    // RFC 6750 §2.1 and spec "Access token usage": the header on every request, never the query.
+    headers.set("authorization", `Bearer ${tokens.access_token}`);
+    return new Request(copy, { headers });
+  }
+
+  async #clientFor(issuer: string, clientId: string): Promise<StoredClient | undefined> {
+    const cached = this.#clients.get(issuer);
+    if (cached?.client_id === clientId) return cached;
+    const pre = this.#options.preregisteredClients?.[issuer];
+    if (pre?.client_id === clientId) {
+      return {
+        issuer,
+        client_id: pre.client_id,
+        ...(pre.client_secret !== undefined && { client_secret: pre.client_secret }),
+        token_endpoint_auth_method:
+          pre.token_endpoint_auth_method ?? (pre.client_secret ? "client_secret_basic" : "none"),
+        source: "preregistered",
+        registered_at: 0,
+      };
+    }
+    const stored = await this.#store.get("client", issuer);
+    return stored?.client_id === clientId && stored.issuer === issuer ? stored : undefined;
+  }
+
+  #keysFor(client: StoredClient): { keys?: ClientKeyMaterial } {
+    const keys = this.#keys.get(client.issuer) ?? this.#options.clientKeys;
+    return keys ? { keys } : {};
+  }
+
+  async #serverMetadata(issuer: string, fresh: boolean): Promise<AuthorizationServerMetadata> {
+    const cached = fresh ? undefined : await this.#store.get("server", issuer);
+    if (cached) return cached.metadata;
+    const metadata = await discoverAuthorizationServer({ issuer, fetch: this.#fetch });
+    await this.#store.set("server", issuer, { metadata, fetched_at: Date.now() });
+    return metadata;
+  }
+
+  // --- the authorization flow -------------------------------------------------------------
+
+  #authorize(
+    serverUrl: string,
+    challenge: BearerChallenge,
+    options: { previousScopes?: string[]; fresh: boolean },
+  ): Promise<StoredTokens> {
+    const key = `${options.previousScopes ? "step-up" : "auth"} ${new URL(serverUrl).origin}${new URL(serverUrl).pathname} ${challenge.scope ?? ""}`;
+    return this.#authorizeFlight.run(key, () => this.#runAuthorization(serverUrl, challenge, options));
+  }
+
+  async #runAuthorization(
+    serverUrl: string,
+    challenge: BearerChallenge,
+    options: { previousScopes?: string[]; fresh: boolean },
+  ): Promise<StoredTokens> {
+    // Steps 1-2: protected resource metadata, then the authorization server.
+    const { resource, metadata } = await this.#discover(serverUrl, challenge, options.fresh);
+    const resourceValue = resource.metadata.resource;
+
+    // Step 5: scope by the spec's priority, or the upgrade strategy.
+    let scopes = options.previousScopes
+      ? selectStepUpScope(this.#strategy, options.previousScopes, splitScope(challenge.scope))
+      : selectInitialScope(challenge.scope, resource.metadata.scopes_supported);
+    scopes = withOfflineAccess(
+      scopes,
+      metadata.scopes_supported,
+      this.#options.offlineAccess !== false && !this.#options.grant,
+    );
+    const scope = scopes.length ? scopes.join(" ") : undefined;
+    this.#options.onEvent?.({
+      type: "authorization_started",
+      resource: resourceValue,
+      issuer: metadata.issuer,
+      scope,
+      stepUp: options.previousScopes !== undefined,
+    });
+
+    let tokens: StoredTokens;
+    if (this.#options.grant) {
+      const result = await this.#options.grant({
+        metadata,
+        resource: resourceValue,
+        scope,
+        fetch: this.#fetch,
+      });
+      this.#clients.set(metadata.issuer, result.client);
+      this.#keys.set(metadata.issuer, result.keys);
+      tokens = toStoredTokens(result.response, {
+        issuer: metadata.issuer,
+        client_id: result.client.client_id,
+        resource: resourceValue,
+        requestedScope: scope,
+      });
+    } else {
+      tokens = await this.#authorizationCode(metadata, resourceValue, scope);
+    }
+    await this.#store.set("tokens", tokensKey(tokens.issuer, tokens.client_id, tokens.resource), tokens);
+    this.#options.onEvent?.({
+      type: "authorized",
+      resource: resourceValue,
+      issuer: metadata.issuer,
+      scope: tokens.scope,
+    });
+    return tokens;
+  }
+
+  async #discover(
+    serverUrl: string,
+    challenge: BearerChallenge,
+    fresh: boolean,
+  ): Promise<{ resource: StoredResource; metadata: AuthorizationServerMetadata }> {
+    // Warm path: metadata cached for this resource and the challenge points at the same document.
+    if (!fresh) {
+      const binding = await this.#bindingFor(serverUrl);
+      if (binding && (!challenge.resourceMetadata || challenge.resourceMetadata === binding.resource.url)) {
+        const server = await this.#store.get("server", binding.resource.issuer);
+        if (server) return { resource: binding.resource, metadata: server.metadata };
+      }
+    }
+    let discovered: { metadata: StoredResource["metadata"]; url: string } | undefined;
+    try {
+      discovered = await discoverProtectedResource({
+        serverUrl,
+        resourceMetadataUrl: challenge.resourceMetadata,
+        fetch: this.#fetch,
+      });
+    } catch (error) {
+      if (
+        !(
+          this.#options.legacyFallback &&
+          error instanceof AuthorizationFlowError &&
+          error.code === "prm_not_found"
+        )
+      ) {
+        throw error;
+      }
+    }
+    if (!discovered) {
+      // 2025-03-26 fallback: no PRM; the server's origin is the authorization server.
+      const metadata = await legacyAuthorizationServer({ serverUrl, fetch: this.#fetch });
+      const url = new URL(serverUrl);
+      const resource: StoredResource = {
+        metadata: {
+          resource: `${url.origin}${url.pathname}`.replace(/\/+$/, ""),
+          authorization_servers: [metadata.issuer],
+        },
+        url: "",
+        issuer: metadata.issuer,
+        fetched_at: Date.now(),
+      };
+      await this.#store.set("server", metadata.issuer, { metadata, fetched_at: Date.now() });
+      await this.#store.set("resource", resource.metadata.resource, resource);
+      return { resource, metadata };
+    }
+    const servers = discovered.metadata.authorization_servers;
+    const issuer = await this.#chooseServer(servers);
+    const previous = await this.#store.get("resource", discovered.metadata.resource);
+    if (previous && previous.issuer !== issuer) {
+      // The resource moved to another authorization server: tokens from the old one are useless
+      // there (spec "Access token usage" 3), and its client registration stays with it.
+      for (const [key, tokens] of await this.#store.list("tokens")) {
+        if (tokens.resource === discovered.metadata.resource && tokens.issuer !== issuer) {
+          await this.#store.delete("tokens", key);
+        }
+      }
+    }
+    const metadata = await this.#serverMetadata(issuer, fresh);
+    const resource: StoredResource = {
+      metadata: discovered.metadata,
+      url: discovered.url,
+      issuer,
+      fetched_at: Date.now(),
+    };
+    await this.#store.set("resource", resource.metadata.resource, resource);
+    return { resource, metadata };
+  }
+
+  async #chooseServer(servers: readonly string[]): Promise<string> {
+    const chosen = this.#options.chooseAuthorizationServer
+      ? await this.#options.chooseAuthorizationServer(servers)
+      : (servers.find((s) => this.#options.preregisteredClients?.[s]) ?? servers[0]);
+    if (chosen === undefined || !servers.includes(chosen)) {
+      throw new AuthorizationFlowError(
+        "invalid_document",
+        "the chosen authorization server is not one the resource lists",
+        { kind: "refused", step: "authorization server selection (RFC 9728 §7.6)" },
+      );
+    }
+    return chosen;
+  }
+
+  async #authorizationCode(
+    metadata: AuthorizationServerMetadata,
+    resource: string,
+    scope: string | undefined,
+  ): Promise<StoredTokens> {
+    if (!this.#session) {
+      throw new AuthorizationFlowError(
+        "no_interactive_authorization",
+        "authorization is required but no user agent is configured (pass userAgent + redirectUri, or authorizationSession)",
+        { kind: "action", step: "user agent" },
+      );
+    }
+    const session = await this.#session();
+    try {
+      // Step 4: registration, bound to this issuer.
+      const known = await this.#store.get("client", metadata.issuer);
+      const client = await resolveClient({
+        issuer: metadata.issuer,
+        metadata,
+        store: this.#store,
+        fetch: this.#fetch,
+        redirectUri: session.redirectUri,
+        ...(this.#options.preregisteredClients && { preregistered: this.#options.preregisteredClients }),
+        ...(this.#options.clientMetadataUrl && { clientMetadataUrl: this.#options.clientMetadataUrl }),
+        ...(this.#options.clientName && { clientName: this.#options.clientName }),
+        ...(this.#options.registrationMetadata && {
+          registrationMetadata: this.#options.registrationMetadata,
+        }),
+      });
+      if (known?.client_id !== client.client_id) {
+        this.#options.onEvent?.({ type: "registered", issuer: metadata.issuer, source: client.source });
+      }
+      this.#clients.set(metadata.issuer, client);
+      // Step 5: PKCE, resource, state, scope; the issuer is recorded in `pending` before opening.
+      const { url, pending } = await createAuthorizationRequest({
+        metadata,
+        client,
+        redirectUri: session.redirectUri,
+        resource,
+        scope,
+      });
+      assertOpenableAuthorizationUrl(url);
+      // Step 6: the user agent.
+      let callback: string | URL;
+      try {
+        callback = await session.open(url);
+      } catch (cause) {
+        if (cause instanceof AuthorizationFlowError) throw cause;
+        throw new AuthorizationFlowError("user_agent_failed", "the user agent did not return a callback", {
+          kind: "action",
+          step: "user agent",
+          cause,
+        });
+      }
+      // Step 7: state, then iss, then the token request with code_verifier and resource.
+      const params = validateAuthorizationResponse(pending, metadata, callback);
+      const response = await exchangeAuthorizationCode(
+        { metadata, client, fetch: this.#fetch, ...this.#keysFor(client) },
+        {
+          callbackParameters: params,
+          redirectUri: pending.redirectUri,
+          codeVerifier: pending.codeVerifier,
+          resource: pending.resource,
+          scope,
+        },
+      );
+      return toStoredTokens(response, {
+        issuer: metadata.issuer,
+        client_id: client.client_id,
+        resource,
+        requestedScope: scope,
+      });
+    } finally {
+      await session.close?.();
+    }
+  }
+}
+
+/**
+ * A `fetch` that authorizes itself (see {@link AuthClient}). Options are validated here, so a bad
+ * configuration fails at creation, not on the first request.
+ */
+export function createAuthFetch(options: CreateAuthFetchOptions = {}): typeof fetch {
+  const client = new AuthClient(options);
+  return client.fetch as typeof fetch;
+}

@@ -1,0 +1,68 @@
+/**
+ * The client's one error type. DESIGN.md principle 3: the client keeps apart a transport failure
+ * (`kind: "transport"`), an OAuth error response from a server (`kind: "oauth"`), a response that
+ * does not conform to the spec (`kind: "nonconforming"`), and a refusal by Gatehouse itself because
+ * a MUST would otherwise be broken (`kind: "refused"`) or the caller must act (`kind: "action"`).
+ *
+ * Messages name the step and the document or rule; they never contain a token, code, secret or
+ * verifier.
+ */
+
+export type AuthorizationFlowErrorKind = "transport" | "oauth" | "nonconforming" | "refused" | "action";
+
+/** Stable codes; callers branch on these, never on the message. */
+export type AuthorizationFlowErrorCode =
+  | "transport_failed"
+  | "oauth_error"
+  | "invalid_document"
+  | "prm_not_found"
+  | "prm_resource_mismatch"
+  | "as_metadata_not_found"
+  | "issuer_mismatch"
+  | "pkce_not_supported"
+  | "insecure_url"
+  | "client_information_required"
+  | "registration_failed"
+  | "state_mismatch"
+  | "iss_missing"
+  | "iss_mismatch"
+  | "authorization_denied"
+  | "token_request_failed"
+  | "refresh_failed"
+  | "step_up_limit"
+  | "user_agent_failed"
+  | "reauthorization_loop"
+  | "no_interactive_authorization";
+
+export interface AuthorizationFlowErrorOptions {
+  kind: AuthorizationFlowErrorKind;
+  /** The step that failed, e.g. `"authorization server metadata (RFC 8414 §3.3 issuer check)"`. */
+  step: string;
+  cause?: unknown;
+  /** For `kind: "oauth"`: the RFC 6749 error code and description from the server. */
+  oauthError?: { error: string; error_description?: string; error_uri?: string };
+  /** HTTP status of the response that caused the failure, when there was one. */
+  status?: number;
+}
+
+export class AuthorizationFlowError extends Error {
+  readonly code: AuthorizationFlowErrorCode;
+  readonly kind: AuthorizationFlowErrorKind;
+  readonly step: string;
+  readonly oauthError: AuthorizationFlowErrorOptions["oauthError"];
+  readonly status: number | undefined;
+
+  constructor(code: AuthorizationFlowErrorCode, message: string, options: AuthorizationFlowErrorOptions) {
+    super(`${options.step}: ${message}`, { cause: options.cause });
+    this.name = "AuthorizationFlowError";
+    this.code = code;
+    this.kind = options.kind;
+    this.step = options.step;
+    this.oauthError = options.oauthError;
+    this.status = options.status;
+  }
+}
+
+export function isAuthorizationFlowError(value: unknown): value is AuthorizationFlowError {
+  return value instanceof AuthorizationFlowError;
+}

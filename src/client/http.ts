@@ -1,0 +1,110 @@
+/**
+ * Outbound HTTP for the client's own requests (metadata, registration, token endpoint): URL checks,
+ * JSON reading with a size cap, and the options oauth4webapi needs. These requests always go
+ * through the caller's *underlying* fetch, never through the wrapped one.
+ */
+import * as oauth from "oauth4webapi";
+import { isLoopbackHost } from "../shared/resource-uri.js";
+import { AuthorizationFlowError } from "./errors.js";
+
+export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
+
+const MAX_JSON_BYTES = 256 * 1024;
+
+/**
+ * Spec "Token theft and communication security" 3: authorization server endpoints MUST be served
+ * over HTTPS. Plain http is accepted only for loopback hosts, where no network attacker sits
+ * between client and server (local development and tests). Anything else is refused.
+ */
+export function assertSecureUrl(value: string, step: string): URL {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch (cause) {
+    throw new AuthorizationFlowError("insecure_url", "the URL is not a valid absolute URL", {
+      kind: "nonconforming",
+      step,
+      cause,
+    });
+  }
+  if (url.protocol === "https:") return url;
+  if (url.protocol === "http:" && isLoopbackHost(url.hostname)) return url;
+  throw new AuthorizationFlowError(
+    "insecure_url",
+    `refusing ${url.protocol.replace(":", "")} URL for host ${url.hostname}: https is required (http only on loopback)`,
+    { kind: "refused", step },
+  );
+}
+
+/** True when oauth4webapi must be told that plain http is acceptable for this URL (loopback only). */
+export function isLoopbackHttp(value: string | URL): boolean {
+  const url = typeof value === "string" ? new URL(value) : value;
+  return url.protocol === "http:" && isLoopbackHost(url.hostname);
+}
+
+/** Options for every oauth4webapi call: our fetch, and http permitted only where loopback. */
+export function wireOptions(fetchImpl: FetchLike, urls: Array<string | undefined>): Record<symbol, unknown> {
+  const insecure = urls.some((u) => u !== undefined && isLoopbackHttp(u));
+  return {
+    [oauth.customFetch]: (url: string, init: RequestInit) => fetchImpl(url, init),
+    [oauth.allowInsecureRequests]: insecure,
+  };
+}
+
+/** Sends a request, turning a network failure into a `transport_failed` error naming the step. */
+export async function send(
+  fetchImpl: FetchLike,
+  url: string,
+  init: RequestInit,
+  step: string,
+): Promise<Response> {
+  try {
+    return await fetchImpl(url, { ...init, redirect: "manual" });
+  } catch (cause) {
+    throw new AuthorizationFlowError("transport_failed", `could not reach ${new URL(url).origin}`, {
+      kind: "transport",
+      step,
+      cause,
+    });
+  }
+}
+
+/** Reads a JSON object body (size-capped). Throws `invalid_document` if it is not one. */
+export async function readJsonObject(response: Response, step: string): Promise<Record<string, unknown>> {
+  const text = await response.text();
+  if (text.length > MAX_JSON_BYTES) {
+    throw new AuthorizationFlowError("invalid_document", "document is larger than allowed", {
+      kind: "nonconforming",
+      step,
+      status: response.status,
+    });
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch (cause) {
+    throw new AuthorizationFlowError("invalid_document", "response body is not JSON", {
+      kind: "nonconforming",
+      step,
+      status: response.status,
+      cause,
+    });
+  }
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    throw new AuthorizationFlowError("invalid_document", "response body is not a JSON object", {
+      kind: "nonconforming",
+      step,
+      status: response.status,
+    });
+  }
+  return body as Record<string, unknown>;
+}
+
+/** Drops the body of a response we do not use, so the connection can be reused. */
+export async function discard(response: Response): Promise<void> {
+  try {
+    await response.body?.cancel();
+  } catch {
+    // nothing to release
+  }
+}

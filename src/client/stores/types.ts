@@ -1,0 +1,76 @@
+/**
+ * What the client persists, behind one small interface so that the in-memory store (library use)
+ * and the encrypted file store (the CLI) are interchangeable. Spec "Token theft" 1 and "Refresh
+ * tokens": tokens MUST be stored securely and kept confidential in storage.
+ */
+import type { AuthorizationServerMetadata, ProtectedResourceMetadata } from "../../shared/metadata.js";
+
+/** A client registration, bound to the issuer that issued it (never sent to another). */
+export interface StoredClient {
+  issuer: string;
+  client_id: string;
+  client_secret?: string;
+  token_endpoint_auth_method: string;
+  /** How the client id was obtained. */
+  source: "preregistered" | "metadata-document" | "dynamic";
+  redirect_uris?: string[];
+  registered_at: number;
+}
+
+/** Tokens for one resource, from one issuer, for one client. */
+export interface StoredTokens {
+  issuer: string;
+  client_id: string;
+  /** The PRM `resource`, exactly as published. */
+  resource: string;
+  access_token: string;
+  token_type: string;
+  refresh_token?: string;
+  /** Milliseconds since the epoch; absent when the server did not say. */
+  expires_at?: number;
+  /** Scopes the token is known to carry (the response `scope`, else what was requested). */
+  scope?: string;
+  obtained_at: number;
+}
+
+/** Cached protected resource metadata plus the authorization server chosen for it. */
+export interface StoredResource {
+  metadata: ProtectedResourceMetadata;
+  url: string;
+  issuer: string;
+  fetched_at: number;
+}
+
+export interface StoredServer {
+  metadata: AuthorizationServerMetadata;
+  fetched_at: number;
+}
+
+export interface StoreRecords {
+  client: StoredClient;
+  tokens: StoredTokens;
+  resource: StoredResource;
+  server: StoredServer;
+}
+
+export type StoreKind = keyof StoreRecords;
+
+/** Key/value by kind. Implementations must make `set` durable before it resolves. */
+export interface TokenStore {
+  get<K extends StoreKind>(kind: K, key: string): Promise<StoreRecords[K] | undefined>;
+  set<K extends StoreKind>(kind: K, key: string, value: StoreRecords[K]): Promise<void>;
+  delete(kind: StoreKind, key: string): Promise<void>;
+  list<K extends StoreKind>(kind: K): Promise<Array<[string, StoreRecords[K]]>>;
+  /** Removes everything (logout). */
+  clear(): Promise<void>;
+}
+
+/** Key of a client registration: one per issuer (credentials never cross issuers). */
+export function clientKey(issuer: string): string {
+  return issuer;
+}
+
+/** Key of a token set: the issuer, the client and the resource together. */
+export function tokensKey(issuer: string, clientId: string, resource: string): string {
+  return JSON.stringify([issuer, clientId, resource]);
+}

@@ -1,0 +1,283 @@
+/**
+ * Token endpoint requests through oauth4webapi (the wire layer): the authorization code grant with
+ * PKCE and `resource`, refresh, and any other grant; plus the single-flight refresh that keeps
+ * concurrent callers from presenting one refresh token twice (which a server that rotates refresh
+ * tokens treats as theft and answers by revoking the grant).
+ */
+import * as oauth from "oauth4webapi";
+import type { AuthorizationServerMetadata } from "../shared/metadata.js";
+import { AuthorizationFlowError, type AuthorizationFlowErrorCode } from "./errors.js";
+import { assertSecureUrl, type FetchLike, wireOptions } from "./http.js";
+import type { StoredClient, StoredTokens } from "./stores/types.js";
+
+/** Client authentication material beyond what a registration holds (RFC 7523 `private_key_jwt`). */
+export interface ClientKeyMaterial {
+  privateKey?: CryptoKey;
+  /** `kid` to put in the assertion header, if the server needs one. */
+  keyId?: string;
+}
+
+/** The oauth4webapi client authentication for a registration (RFC 6749 §2.3, RFC 7523 §2.2). */
+export function clientAuthentication(client: StoredClient, keys: ClientKeyMaterial = {}): oauth.ClientAuth {
+  switch (client.token_endpoint_auth_method) {
+    case "client_secret_basic":
+      return oauth.ClientSecretBasic(requireSecret(client));
+    case "client_secret_post":
+      return oauth.ClientSecretPost(requireSecret(client));
+    case "private_key_jwt":
+      if (!keys.privateKey) {
+        throw new AuthorizationFlowError(
+          "client_information_required",
+          "private_key_jwt needs a private key",
+          {
+            kind: "action",
+            step: "token endpoint client authentication (RFC 7523 §2.2)",
+          },
+        );
+      }
+      return oauth.PrivateKeyJwt(keys.keyId ? { key: keys.privateKey, kid: keys.keyId } : keys.privateKey);
+    default:
+      return oauth.None();
+  }
+}
+
+function requireSecret(client: StoredClient): string {
+  if (!client.client_secret) {
+    throw new AuthorizationFlowError(
+      "client_information_required",
+      `${client.token_endpoint_auth_method} needs a client secret`,
+      { kind: "action", step: "token endpoint client authentication (RFC 6749 §2.3.1)" },
+    );
+  }
+  return client.client_secret;
+}
+
+export interface TokenRequestContext {
+  metadata: AuthorizationServerMetadata;
+  client: StoredClient;
+  fetch: FetchLike;
+  keys?: ClientKeyMaterial;
+  /** Extra headers for the token request (a DPoP proof, for instance). */
+  headers?: Record<string, string>;
+}
+
+function toAs(metadata: AuthorizationServerMetadata): oauth.AuthorizationServer {
+  return metadata as oauth.AuthorizationServer;
+}
+
+function tokenEndpoint(ctx: TokenRequestContext, step: string): string {
+  const endpoint = ctx.metadata.token_endpoint;
+  if (!endpoint) {
+    throw new AuthorizationFlowError(
+      "invalid_document",
+      "authorization server metadata has no token_endpoint",
+      {
+        kind: "nonconforming",
+        step,
+      },
+    );
+  }
+  assertSecureUrl(endpoint, step);
+  // Mix-up defence: credentials of one issuer never go to another issuer's token endpoint.
+  if (ctx.client.issuer !== ctx.metadata.issuer) {
+    throw new AuthorizationFlowError("issuer_mismatch", "client registration belongs to another issuer", {
+      kind: "refused",
+      step,
+    });
+  }
+  return endpoint;
+}
+
+/** Maps what oauth4webapi throws to our error, without ever quoting a token. */
+export function mapTokenError(error: unknown, step: string, code: AuthorizationFlowErrorCode): never {
+  if (error instanceof AuthorizationFlowError) throw error;
+  if (error instanceof oauth.ResponseBodyError) {
+    throw new AuthorizationFlowError(
+      code,
+      `token endpoint answered ${error.error}${error.error_description ? `: ${error.error_description}` : ""}`,
+      {
+        kind: "oauth",
+        step,
+        status: error.status,
+        oauthError: {
+          error: error.error,
+          ...(error.error_description && { error_description: error.error_description }),
+        },
+        cause: error,
+      },
+    );
+  }
+  if (error instanceof oauth.WWWAuthenticateChallengeError) {
+    throw new AuthorizationFlowError(code, `token endpoint rejected the client (HTTP ${error.status})`, {
+      kind: "oauth",
+      step,
+      status: error.status,
+      oauthError: { error: error.cause[0]?.parameters.error ?? "invalid_client" },
+      cause: error,
+    });
+  }
+  if (error instanceof TypeError && !(error instanceof oauth.UnsupportedOperationError)) {
+    const cause = (error as { cause?: unknown }).cause;
+    if (cause !== undefined || /fetch failed/i.test(error.message)) {
+      throw new AuthorizationFlowError("transport_failed", "could not reach the token endpoint", {
+        kind: "transport",
+        step,
+        cause: error,
+      });
+    }
+  }
+  throw new AuthorizationFlowError(code, "token response does not conform", {
+    kind: "nonconforming",
+    step,
+    cause: error,
+  });
+}
+
+/** Turns a processed token response into what we store. */
+export function toStoredTokens(
+  response: oauth.TokenEndpointResponse,
+  base: { issuer: string; client_id: string; resource: string; requestedScope?: string | undefined },
+  previous?: StoredTokens,
+): StoredTokens {
+  const now = Date.now();
+  const scope = response.scope ?? base.requestedScope ?? previous?.scope;
+  // RFC 6749 §6: without a new refresh token in a refresh response, the old one stays valid.
+  const refresh = response.refresh_token ?? previous?.refresh_token;
+  return {
+    issuer: base.issuer,
+    client_id: base.client_id,
+    resource: base.resource,
+    access_token: response.access_token,
+    token_type: response.token_type,
+    ...(refresh !== undefined && { refresh_token: refresh }),
+    ...(typeof response.expires_in === "number" && { expires_at: now + response.expires_in * 1000 }),
+    ...(scope !== undefined && scope !== "" && { scope }),
+    obtained_at: now,
+  };
+}
+
+/**
+ * Authorization code grant (OAuth 2.1 §4.1.3) with `code_verifier` and `resource` (spec "Resource
+ * parameter": MUST be in the token request too, identical to the authorization request).
+ */
+export async function exchangeAuthorizationCode(
+  ctx: TokenRequestContext,
+  options: {
+    callbackParameters: URLSearchParams;
+    redirectUri: string;
+    codeVerifier: string;
+    resource: string;
+    scope?: string | undefined;
+  },
+): Promise<oauth.TokenEndpointResponse> {
+  const step = `token request, authorization_code (${ctx.metadata.token_endpoint ?? ctx.metadata.issuer})`;
+  const endpoint = tokenEndpoint(ctx, step);
+  const as = toAs(ctx.metadata);
+  const client: oauth.Client = { client_id: ctx.client.client_id };
+  try {
+    const response = await oauth.authorizationCodeGrantRequest(
+      as,
+      client,
+      clientAuthentication(ctx.client, ctx.keys),
+      options.callbackParameters,
+      options.redirectUri,
+      options.codeVerifier,
+      {
+        additionalParameters: { resource: options.resource },
+        ...(ctx.headers && { headers: ctx.headers }),
+        ...wireOptions(ctx.fetch, [endpoint]),
+      },
+    );
+    return await oauth.processAuthorizationCodeResponse(as, client, response);
+  } catch (error) {
+    mapTokenError(error, step, "token_request_failed");
+  }
+}
+
+/** Refresh grant (OAuth 2.1 §4.3), with `resource` so the token stays audience-bound. */
+export async function refreshAccessToken(
+  ctx: TokenRequestContext,
+  options: { refreshToken: string; resource: string },
+): Promise<oauth.TokenEndpointResponse> {
+  const step = `token request, refresh_token (${ctx.metadata.token_endpoint ?? ctx.metadata.issuer})`;
+  const endpoint = tokenEndpoint(ctx, step);
+  const as = toAs(ctx.metadata);
+  const client: oauth.Client = { client_id: ctx.client.client_id };
+  try {
+    const response = await oauth.refreshTokenGrantRequest(
+      as,
+      client,
+      clientAuthentication(ctx.client, ctx.keys),
+      options.refreshToken,
+      {
+        additionalParameters: { resource: options.resource },
+        ...(ctx.headers && { headers: ctx.headers }),
+        ...wireOptions(ctx.fetch, [endpoint]),
+      },
+    );
+    return await oauth.processRefreshTokenResponse(as, client, response);
+  } catch (error) {
+    mapTokenError(error, step, "refresh_failed");
+  }
+}
+
+/** Any other grant (client credentials, JWT bearer, token exchange). */
+export async function grantRequest(
+  ctx: TokenRequestContext,
+  grantType: string,
+  parameters: Record<string, string>,
+): Promise<oauth.TokenEndpointResponse> {
+  const step = `token request, ${grantType} (${ctx.metadata.token_endpoint ?? ctx.metadata.issuer})`;
+  const endpoint = tokenEndpoint(ctx, step);
+  const as = toAs(ctx.metadata);
+  const client: oauth.Client = { client_id: ctx.client.client_id };
+  try {
+    const response =
+      grantType === "client_credentials"
+        ? await oauth.clientCredentialsGrantRequest(
+            as,
+            client,
+            clientAuthentication(ctx.client, ctx.keys),
+            parameters,
+            {
+              ...(ctx.headers && { headers: ctx.headers }),
+              ...wireOptions(ctx.fetch, [endpoint]),
+            },
+          )
+        : await oauth.genericTokenEndpointRequest(
+            as,
+            client,
+            clientAuthentication(ctx.client, ctx.keys),
+            grantType,
+            parameters,
+            { ...(ctx.headers && { headers: ctx.headers }), ...wireOptions(ctx.fetch, [endpoint]) },
+          );
+    return grantType === "client_credentials"
+      ? await oauth.processClientCredentialsResponse(as, client, response)
+      : await oauth.processGenericTokenEndpointResponse(as, client, response);
+  } catch (error) {
+    mapTokenError(error, step, "token_request_failed");
+  }
+}
+
+/**
+ * Single flight: concurrent callers with the same key share one promise, so one refresh token is
+ * presented once. The entry is removed when the promise settles.
+ */
+export class SingleFlight<T> {
+  readonly #inFlight = new Map<string, Promise<T>>();
+
+  run(key: string, task: () => Promise<T>): Promise<T> {
+    const existing = this.#inFlight.get(key);
+    if (existing) return existing;
+    const promise = task().finally(() => {
+      this.#inFlight.delete(key);
+    });
+    this.#inFlight.set(key, promise);
+    return promise;
+  }
+
+  get size(): number {
+    return this.#inFlight.size;
+  }
+}

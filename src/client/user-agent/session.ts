@@ -1,0 +1,22 @@
+/**
+ * The user agent is pluggable: a session knows its redirect URI before the authorization request
+ * is built, opens the authorization URL, and resolves with the full callback URL.
+ */
+export interface AuthorizationSession {
+  /** The redirect URI registered and sent in the request (spec "Redirect URIs and state" 1-3). */
+  redirectUri: string;
+  /** Shows the user the (already validated) authorization URL; resolves with the callback URL. */
+  open(authorizationUrl: URL): Promise<string | URL>;
+  /** Releases resources (a loopback listener, for instance). Called after every attempt. */
+  close?(): Promise<void>;
+}
+
+export type AuthorizationSessionFactory = () => Promise<AuthorizationSession>;
+
+/** A session around a fixed redirect URI and a function that follows the authorization URL. */
+export function fixedSession(
+  redirectUri: string,
+  userAgent: (authorizationUrl: URL) => Promise<string | URL>,
+): AuthorizationSessionFactory {
+  return async () => ({ redirectUri, open: userAgent });
+}
