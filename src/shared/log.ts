@@ -10,9 +10,20 @@ export interface Logger {
 
 const SECRET_FIELD = /token|secret|password|code_verifier|^code$|authorization|cookie/i;
 
-export function redact(fields: Record<string, unknown> = {}): Record<string, unknown> {
+/** Replaces the value of every field whose name looks like a secret, in nested plain objects too. */
+export function redact(fields: Record<string, unknown> = {}, depth = 0): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(fields)) out[k] = SECRET_FIELD.test(k) ? "[redacted]" : v;
+  for (const [k, v] of Object.entries(fields)) {
+    if (SECRET_FIELD.test(k)) out[k] = "[redacted]";
+    else if (
+      depth < 4 &&
+      v !== null &&
+      typeof v === "object" &&
+      Object.getPrototypeOf(v) === Object.prototype
+    ) {
+      out[k] = redact(v as Record<string, unknown>, depth + 1);
+    } else out[k] = v;
+  }
   return out;
 }
 

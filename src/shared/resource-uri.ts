@@ -50,7 +50,11 @@ export function canonicalResourceUri(
     throw new GatehouseTypeError("ERR_INVALID_RESOURCE_URI", "resource URI is not a valid URL", { cause });
   }
   let path = rawPath;
-  if (!options.keepTrailingSlash && path.endsWith("/")) path = path.replace(/\/+$/, "");
+  if (!options.keepTrailingSlash && path.endsWith("/")) {
+    path = path.replace(/\/+$/, "");
+    // `https://h/?q` keeps its slash: `https://h?q` reads as a different, odd-looking URI.
+    if (path === "" && query !== "") path = "/";
+  }
   return `${scheme.toLowerCase()}://${authority.toLowerCase()}${path}${query}`;
 }
 

@@ -15,7 +15,8 @@ const TCHAR = /[!#$%&'*+\-.^_`|~0-9A-Za-z]/;
  * Parses a `WWW-Authenticate` field value into its challenges (RFC 9110 §11.6.1): several challenges
  * in one value, quoted strings with backslash escapes, token68, case-insensitive scheme and parameter
  * names. A parameter that appears twice in one challenge makes the challenge invalid (RFC 9110
- * §11.2), and a malformed value yields the challenges parsed before the fault. Never throws.
+ * §11.2), and a malformed value yields the challenges parsed before the fault (the faulty one is
+ * dropped, never returned half-parsed). Never throws.
  */
 export function parseWWWAuthenticate(value: string): Challenge[] {
   const challenges: Challenge[] = [];
@@ -50,18 +51,27 @@ export function parseWWWAuthenticate(value: string): Challenge[] {
     return undefined;
   };
 
+  // A challenge with a repeated parameter is dropped whichever way its parameter list ends.
+  const close = (challenge: Challenge, valid: boolean) => {
+    if (!valid && challenges[challenges.length - 1] === challenge) challenges.pop();
+  };
+
   outer: while (i < n) {
-    skipWs();
     while (i < n && (value[i] === "," || value[i] === " " || value[i] === "\t")) i++;
     if (i >= n) break;
     const scheme = readToken();
     if (!scheme) break;
-    const challenge: Challenge = { scheme, params: {} };
+    // Null prototype: a hostile parameter named `__proto__` or `constructor` is just data.
+    const challenge: Challenge = { scheme, params: Object.create(null) as Record<string, string> };
     const seen = new Set<string>();
     let valid = true;
     challenges.push(challenge);
     if (i >= n) break;
-    if (value[i] !== " " && value[i] !== "\t" && value[i] !== ",") break;
+    if (value[i] !== " " && value[i] !== "\t" && value[i] !== ",") {
+      // Garbage glued to the scheme name: the challenge is malformed.
+      challenges.pop();
+      break;
+    }
     skipWs();
     // token68: the whole element up to a comma or the end, and not the start of `name=value`.
     const t68 = /^([A-Za-z0-9\-._~+/]+=*)[ \t]*(?=,|$)/.exec(value.slice(i));
@@ -79,10 +89,15 @@ export function parseWWWAuthenticate(value: string): Challenge[] {
       }
       const save = i;
       const name = readToken();
-      if (!name) break outer;
+      if (!name) {
+        close(challenge, valid);
+        if (i < n && challenges[challenges.length - 1] === challenge) challenges.pop();
+        break outer;
+      }
       skipWs();
       if (value[i] !== "=") {
         // Start of the next challenge.
+        close(challenge, valid);
         i = save;
         continue outer;
       }
@@ -104,11 +119,12 @@ export function parseWWWAuthenticate(value: string): Challenge[] {
       challenge.params[key] = paramValue;
       skipWs();
       if (i < n && value[i] !== ",") {
-        if (!valid) challenges.pop();
+        // Two parameters without a comma between them: malformed.
+        challenges.pop();
         break outer;
       }
     }
-    if (!valid) challenges.pop();
+    close(challenge, valid);
   }
   return challenges;
 }
@@ -120,11 +136,12 @@ export function findChallenge(challenges: readonly Challenge[], scheme: string):
 }
 
 function quote(value: string): string {
+  // RFC 9110 §5.6.4 qdtext / quoted-pair: HTAB, SP, VCHAR, obs-text. CR/LF would split the header.
   // biome-ignore lint/suspicious/noControlCharactersInRegex: header injection guard
-  if (/[\u0000-\u0008\u000a-\u001f\u007f]/.test(value)) {
+  if (/[\u0000-\u0008\u000a-\u001f\u007f]|[^\u0000-\u00ff]/.test(value)) {
     throw new GatehouseTypeError(
       "ERR_INVALID_HEADER_VALUE",
-      "challenge parameter values must not contain CR, LF or control characters",
+      "challenge parameter values must not contain CR, LF, control or non-Latin-1 characters",
     );
   }
   return `"${value.replace(/["\\]/g, (c) => `\\${c}`)}"`;
