@@ -134,6 +134,8 @@ export interface RefreshTokenRecord {
   /** Idle expiry: the token must be used before this. */
   expiresAt: number;
   rotatedAt?: number;
+  /** Set by `revokeGrant` (the token is dead with its grant); ignored on input. */
+  revokedAt?: number;
 }
 
 /** A record of every access token issued, so revocation and introspection can see it. */
@@ -209,6 +211,17 @@ export class StorageUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "StorageUnavailableError";
+  }
+}
+
+/**
+ * Raised when a create would overwrite an existing record (same client id, username, code hash,
+ * session, interaction id or key id). `upsertClient` never raises it.
+ */
+export class StorageConflictError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "StorageConflictError";
   }
 }
 

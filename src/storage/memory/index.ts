@@ -1,0 +1,392 @@
+/**
+ * In-memory {@link AuthorizationStore}: for tests, examples and single-process demos.
+ *
+ * JavaScript runs one callback at a time, so each operation is atomic as long as it never awaits
+ * between reading and writing: every method below does all its work synchronously and only then
+ * returns a settled promise. Records are cloned on the way in and out so callers cannot mutate
+ * the stored state through a returned object.
+ *
+ * Nothing persists: a restart loses every grant.
+ */
+
+import type {
+  AccessTokenRecord,
+  AuthorizationCodeRecord,
+  AuthorizationStore,
+  ClientRecord,
+  ConsentRecord,
+  GrantRecord,
+  InteractionRecord,
+  IssuedTokens,
+  PurgeResult,
+  RedeemCodeResult,
+  RefreshTokenRecord,
+  RotateRefreshResult,
+  SessionRecord,
+  SigningKeyRecord,
+  UserRecord,
+} from "../contract.js";
+import { StorageConflictError } from "../contract.js";
+import {
+  accessTokenFromGrant,
+  compareBy,
+  grantFromCode,
+  isExpired,
+  mergeScopes,
+  refreshTokenFor,
+  withoutUndefined,
+} from "../rules.js";
+
+/** Deep copy that also drops `undefined` properties, so every backend returns the same shapes. */
+function copy<T>(value: T): T {
+  return withoutUndefined(structuredClone(value));
+}
+
+function consentKey(userId: string, clientId: string, redirectUri: string): string {
+  return JSON.stringify([userId, clientId, redirectUri]);
+}
+
+/** Creates an empty in-memory store. `migrate()` and `close()` are no-ops. */
+export function createMemoryStore(): AuthorizationStore {
+  const clients = new Map<string, ClientRecord>();
+  const users = new Map<string, UserRecord>();
+  const sessions = new Map<string, SessionRecord>();
+  const interactions = new Map<string, InteractionRecord>();
+  const consents = new Map<string, ConsentRecord>();
+  const codes = new Map<string, AuthorizationCodeRecord>();
+  const grants = new Map<string, GrantRecord>();
+  const refreshTokens = new Map<string, RefreshTokenRecord>();
+  const accessTokens = new Map<string, AccessTokenRecord>();
+  const signingKeys = new Map<string, SigningKeyRecord>();
+  const rateLimits = new Map<string, { windowStart: number; expiresAt: number; count: number }>();
+  const documents = new Map<string, { body: string; expiresAt: number }>();
+
+  function revokeGrantNow(grantId: string, now: number): boolean {
+    const grant = grants.get(grantId);
+    if (!grant) return false;
+    grant.revokedAt ??= now;
+    for (const token of refreshTokens.values()) {
+      if (token.grantId === grantId) token.revokedAt ??= now;
+    }
+    for (const token of accessTokens.values()) {
+      if (token.grantId === grantId) token.revokedAt ??= now;
+    }
+    return true;
+  }
+
+  function writeTokens(
+    grant: GrantRecord,
+    clientId: string,
+    scopes: string[],
+    tokens: Omit<IssuedTokens, "grantExpiresAt">,
+    writeRefresh: boolean,
+  ): boolean {
+    const access = accessTokenFromGrant(grant, clientId, scopes, tokens.accessToken);
+    if (accessTokens.has(access.jti)) throw new StorageConflictError("access token id already exists");
+    const refresh =
+      writeRefresh && tokens.refreshToken
+        ? refreshTokenFor(grant, clientId, scopes, tokens.refreshToken)
+        : undefined;
+    if (refresh && refreshTokens.has(refresh.tokenHash)) {
+      throw new StorageConflictError("refresh token hash already exists");
+    }
+    accessTokens.set(access.jti, access);
+    if (refresh) refreshTokens.set(refresh.tokenHash, refresh);
+    return refresh !== undefined;
+  }
+
+  const store: AuthorizationStore = {
+    async migrate() {},
+    async close() {},
+
+    async createClient(client) {
+      if (clients.has(client.clientId)) throw new StorageConflictError("client already exists");
+      clients.set(client.clientId, copy(client));
+    },
+    async upsertClient(client) {
+      clients.set(client.clientId, copy(client));
+    },
+    async getClient(clientId) {
+      const client = clients.get(clientId);
+      return client && copy(client);
+    },
+    async listClients() {
+      return [...clients.values()].sort(compareBy((c) => [c.createdAt, c.clientId])).map(copy);
+    },
+    async deleteClient(clientId) {
+      return clients.delete(clientId);
+    },
+    async markClientUsed(clientId, now) {
+      const client = clients.get(clientId);
+      if (!client) return;
+      client.lastUsedAt = now;
+      delete client.expiresAt;
+    },
+
+    async createUser(user) {
+      if (users.has(user.id)) throw new StorageConflictError("user id already exists");
+      for (const other of users.values()) {
+        if (other.username === user.username) throw new StorageConflictError("username already exists");
+      }
+      users.set(user.id, copy(user));
+    },
+    async getUserByUsername(username) {
+      for (const user of users.values()) if (user.username === username) return copy(user);
+      return undefined;
+    },
+    async getUser(id) {
+      const user = users.get(id);
+      return user && copy(user);
+    },
+    async listUsers() {
+      return [...users.values()].sort(compareBy((u) => [u.createdAt, u.username])).map(copy);
+    },
+    async setUserPassword(id, passwordHash) {
+      const user = users.get(id);
+      if (user) user.passwordHash = passwordHash;
+    },
+
+    async createSession(session) {
+      if (sessions.has(session.idHash)) throw new StorageConflictError("session already exists");
+      sessions.set(session.idHash, copy(session));
+    },
+    async getSession(idHash, now) {
+      const session = sessions.get(idHash);
+      return session && !isExpired(session.expiresAt, now) ? copy(session) : undefined;
+    },
+    async deleteSession(idHash) {
+      sessions.delete(idHash);
+    },
+
+    async createInteraction(interaction) {
+      if (interactions.has(interaction.id)) throw new StorageConflictError("interaction already exists");
+      interactions.set(interaction.id, copy(interaction));
+    },
+    async getInteraction(id, now) {
+      const interaction = interactions.get(id);
+      return interaction && !isExpired(interaction.expiresAt, now) ? copy(interaction) : undefined;
+    },
+    async setInteractionUser(id, userId) {
+      const interaction = interactions.get(id);
+      if (interaction) interaction.userId = userId;
+    },
+    async consumeInteraction(id, now) {
+      const interaction = interactions.get(id);
+      if (!interaction) return undefined;
+      interactions.delete(id);
+      return isExpired(interaction.expiresAt, now) ? undefined : copy(interaction);
+    },
+
+    async getConsent(userId, clientId, redirectUri) {
+      const consent = consents.get(consentKey(userId, clientId, redirectUri));
+      return consent && copy(consent);
+    },
+    async grantConsent(consent) {
+      const key = consentKey(consent.userId, consent.clientId, consent.redirectUri);
+      const existing = consents.get(key);
+      if (existing) {
+        existing.scopes = mergeScopes(existing.scopes, consent.scopes);
+        existing.updatedAt = consent.updatedAt;
+      } else {
+        consents.set(key, copy({ ...consent, scopes: mergeScopes([], consent.scopes) }));
+      }
+    },
+    async revokeConsent(userId, clientId, redirectUri) {
+      let removed = 0;
+      for (const [key, consent] of consents) {
+        if (consent.userId !== userId || consent.clientId !== clientId) continue;
+        if (redirectUri !== undefined && consent.redirectUri !== redirectUri) continue;
+        consents.delete(key);
+        removed++;
+      }
+      return removed;
+    },
+    async listConsents(userId) {
+      return [...consents.values()]
+        .filter((c) => userId === undefined || c.userId === userId)
+        .sort(compareBy((c) => [c.createdAt, c.userId, c.clientId, c.redirectUri]))
+        .map(copy);
+    },
+
+    async insertAuthorizationCode(code) {
+      if (codes.has(code.codeHash)) throw new StorageConflictError("authorization code already exists");
+      codes.set(code.codeHash, copy(code));
+    },
+    async redeemAuthorizationCode(codeHash, now, check, tokens): Promise<RedeemCodeResult> {
+      const code = codes.get(codeHash);
+      if (!code) return { status: "not_found" };
+      // RFC 6749 §4.1.2 / OAuth 2.1 §4.1.3: a code used twice revokes what it issued.
+      if (code.consumedAt !== undefined) {
+        revokeGrantNow(code.grantId, now);
+        return { status: "replayed" };
+      }
+      if (isExpired(code.expiresAt, now)) return { status: "expired" };
+      // `check` runs before any write so that an exception thrown by it leaves the code unused,
+      // as a rolled-back transaction does in the SQL backends.
+      const error = check(copy(code));
+      if (error) {
+        code.consumedAt = now;
+        return { status: "refused", error };
+      }
+      if (grants.has(code.grantId)) throw new StorageConflictError("grant already exists");
+      const grant = grantFromCode(code, now, tokens.grantExpiresAt);
+      // Validate the token writes before touching anything, so a conflict leaves no partial state.
+      if (accessTokens.has(tokens.accessToken.jti))
+        throw new StorageConflictError("access token id already exists");
+      if (tokens.refreshToken && refreshTokens.has(tokens.refreshToken.tokenHash)) {
+        throw new StorageConflictError("refresh token hash already exists");
+      }
+      code.consumedAt = now;
+      grants.set(grant.grantId, grant);
+      const refreshIssued = writeTokens(grant, code.clientId, code.scopes, tokens, code.refreshAllowed);
+      return { status: "issued", code: copy(code), grant: copy(grant), refreshIssued };
+    },
+
+    async createGrantWithAccessToken(grant, accessToken) {
+      if (grants.has(grant.grantId)) throw new StorageConflictError("grant already exists");
+      if (accessTokens.has(accessToken.jti)) throw new StorageConflictError("access token id already exists");
+      const stored = copy(grant);
+      grants.set(stored.grantId, stored);
+      accessTokens.set(
+        accessToken.jti,
+        accessTokenFromGrant(stored, stored.clientId, stored.scopes, accessToken),
+      );
+    },
+    async getGrant(grantId) {
+      const grant = grants.get(grantId);
+      return grant && copy(grant);
+    },
+    async listGrants(filter = {}) {
+      return [...grants.values()]
+        .filter((g) => filter.userId === undefined || g.userId === filter.userId)
+        .filter((g) => filter.clientId === undefined || g.clientId === filter.clientId)
+        .sort(compareBy((g) => [g.createdAt, g.grantId]))
+        .map(copy);
+    },
+    async revokeGrant(grantId, now) {
+      return revokeGrantNow(grantId, now);
+    },
+
+    async rotateRefreshToken(tokenHash, now, check, tokens, graceMs = 0): Promise<RotateRefreshResult> {
+      const token = refreshTokens.get(tokenHash);
+      if (!token) return { status: "not_found" };
+      const grant = grants.get(token.grantId);
+      if (!grant) return { status: "not_found" };
+      if (grant.revokedAt !== undefined || token.revokedAt !== undefined) return { status: "revoked" };
+      // OAuth 2.1 §4.3.1 / RFC 9700 §4.14.2: a rotated token presented again means it leaked.
+      if (token.rotatedAt !== undefined && now - token.rotatedAt >= graceMs) {
+        revokeGrantNow(grant.grantId, now);
+        return { status: "reused" };
+      }
+      if (isExpired(token.expiresAt, now) || isExpired(grant.expiresAt, now)) return { status: "expired" };
+      const verdict = check(copy(token), copy(grant));
+      if (verdict.error) return { status: "refused", error: verdict.error };
+      const scopes = verdict.scopes ?? token.scopes;
+      if (accessTokens.has(tokens.accessToken.jti))
+        throw new StorageConflictError("access token id already exists");
+      if (tokens.refreshToken && refreshTokens.has(tokens.refreshToken.tokenHash)) {
+        throw new StorageConflictError("refresh token hash already exists");
+      }
+      // Without a successor the old token stays live (non-rotating refresh for confidential clients).
+      if (tokens.refreshToken) token.rotatedAt ??= now;
+      writeTokens(grant, token.clientId, scopes, tokens, true);
+      return { status: "issued", old: copy(token), grant: copy(grant), scopes: [...scopes] };
+    },
+    async getRefreshToken(tokenHash) {
+      const token = refreshTokens.get(tokenHash);
+      return token && copy(token);
+    },
+    async getAccessToken(jti) {
+      const token = accessTokens.get(jti);
+      return token && copy(token);
+    },
+    async revokeAccessToken(jti, now) {
+      const token = accessTokens.get(jti);
+      if (!token) return false;
+      token.revokedAt ??= now;
+      return true;
+    },
+
+    async listSigningKeys() {
+      return [...signingKeys.values()].sort(compareBy((k) => [k.createdAt, k.kid])).map(copy);
+    },
+    async addSigningKey(key, retireOthersAt) {
+      if (signingKeys.has(key.kid)) throw new StorageConflictError("signing key id already exists");
+      if (retireOthersAt) {
+        for (const other of signingKeys.values()) {
+          if (other.retiredAt !== undefined) continue;
+          other.retiredAt = retireOthersAt.retiredAt;
+          other.expiresAt = retireOthersAt.expiresAt;
+        }
+      }
+      signingKeys.set(key.kid, copy(key));
+    },
+
+    async hitRateLimit(key, windowStart, windowMs) {
+      const entry = rateLimits.get(key);
+      if (!entry || windowStart > entry.windowStart) {
+        rateLimits.set(key, { windowStart, expiresAt: windowStart + windowMs, count: 1 });
+        return 1;
+      }
+      // A hit stamped with an older window (clock skew between instances) counts in the current one.
+      entry.count++;
+      return entry.count;
+    },
+
+    async getCachedDocument(url, now) {
+      const doc = documents.get(url);
+      return doc && !isExpired(doc.expiresAt, now) ? { ...doc } : undefined;
+    },
+    async putCachedDocument(url, body, expiresAt) {
+      documents.set(url, { body, expiresAt });
+    },
+
+    async purgeExpired(now): Promise<PurgeResult> {
+      const result: PurgeResult = {
+        codes: 0,
+        refreshTokens: 0,
+        accessTokens: 0,
+        interactions: 0,
+        sessions: 0,
+        clients: 0,
+        grants: 0,
+      };
+      const purgeable = new Set<string>();
+      for (const grant of grants.values()) {
+        const liveAccess = [...accessTokens.values()].some(
+          (t) => t.grantId === grant.grantId && !isExpired(t.expiresAt, now),
+        );
+        if (isExpired(grant.expiresAt, now) || (grant.revokedAt !== undefined && !liveAccess)) {
+          purgeable.add(grant.grantId);
+        }
+      }
+      const sweep = <V>(map: Map<string, V>, dead: (v: V) => boolean): number => {
+        let n = 0;
+        for (const [k, v] of map) {
+          if (dead(v)) {
+            map.delete(k);
+            n++;
+          }
+        }
+        return n;
+      };
+      result.codes = sweep(codes, (c) => isExpired(c.expiresAt, now));
+      result.refreshTokens = sweep(
+        refreshTokens,
+        (t) => isExpired(t.expiresAt, now) || purgeable.has(t.grantId) || !grants.has(t.grantId),
+      );
+      result.accessTokens = sweep(
+        accessTokens,
+        (t) => isExpired(t.expiresAt, now) || purgeable.has(t.grantId) || !grants.has(t.grantId),
+      );
+      result.grants = sweep(grants, (g) => purgeable.has(g.grantId));
+      result.interactions = sweep(interactions, (i) => isExpired(i.expiresAt, now));
+      result.sessions = sweep(sessions, (s) => isExpired(s.expiresAt, now));
+      result.clients = sweep(clients, (c) => c.expiresAt !== undefined && isExpired(c.expiresAt, now));
+      sweep(rateLimits, (r) => isExpired(r.expiresAt, now));
+      sweep(documents, (d) => isExpired(d.expiresAt, now));
+      return result;
+    },
+  };
+  return store;
+}

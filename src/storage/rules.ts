@@ -1,0 +1,92 @@
+/**
+ * Rules every backend applies the same way, kept in one place so the memory, SQLite and
+ * PostgreSQL stores cannot drift apart. Internal to `src/storage/`.
+ */
+
+import type {
+  AccessTokenRecord,
+  AuthorizationCodeRecord,
+  GrantRecord,
+  IssuedTokens,
+  RefreshTokenRecord,
+} from "./contract.js";
+
+/** A record expires at `expiresAt`: at that very millisecond it is already dead. */
+export function isExpired(expiresAt: number, now: number): boolean {
+  return now >= expiresAt;
+}
+
+/** Consent accumulates: earlier scopes first, new ones appended, no duplicates. */
+export function mergeScopes(existing: readonly string[], added: readonly string[]): string[] {
+  return [...new Set([...existing, ...added])];
+}
+
+/** The grant a code creates on redemption (its id was fixed when the code was issued). */
+export function grantFromCode(code: AuthorizationCodeRecord, now: number, expiresAt: number): GrantRecord {
+  return withoutUndefined({
+    grantId: code.grantId,
+    clientId: code.clientId,
+    userId: code.userId,
+    scopes: [...code.scopes],
+    resource: code.resource,
+    createdAt: now,
+    expiresAt,
+  });
+}
+
+export function accessTokenFromGrant(
+  grant: GrantRecord,
+  clientId: string,
+  scopes: readonly string[],
+  token: IssuedTokens["accessToken"],
+): AccessTokenRecord {
+  return withoutUndefined({
+    jti: token.jti,
+    grantId: grant.grantId,
+    clientId,
+    userId: grant.userId,
+    scopes: [...scopes],
+    resource: grant.resource,
+    createdAt: token.createdAt,
+    expiresAt: token.expiresAt,
+  });
+}
+
+export function refreshTokenFor(
+  grant: GrantRecord,
+  clientId: string,
+  scopes: readonly string[],
+  token: NonNullable<IssuedTokens["refreshToken"]>,
+): RefreshTokenRecord {
+  return {
+    tokenHash: token.tokenHash,
+    grantId: grant.grantId,
+    clientId,
+    scopes: [...scopes],
+    createdAt: token.createdAt,
+    expiresAt: token.expiresAt,
+  };
+}
+
+/** Drops properties whose value is `undefined` (shallow), so records compare equal across backends. */
+export function withoutUndefined<T>(value: T): T {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) if (v !== undefined) out[k] = v;
+  return out as T;
+}
+
+/** A comparator over a tuple of sort keys (numbers before strings never mix within one key). */
+export function compareBy<T>(keys: (item: T) => (string | number)[]): (a: T, b: T) => number {
+  return (a, b) => {
+    const ka = keys(a);
+    const kb = keys(b);
+    for (let i = 0; i < ka.length; i++) {
+      const x = ka[i]!;
+      const y = kb[i]!;
+      if (x < y) return -1;
+      if (x > y) return 1;
+    }
+    return 0;
+  };
+}
