@@ -75,10 +75,11 @@ export function resolveDocumentSettings(
   if (trust.kind === "allow-list") {
     if (!Array.isArray(trust.hosts)) throw invalidOption("trust.hosts must be an array");
     for (const host of trust.hosts) {
-      if (typeof host !== "string" || !HOST_RULE.test(host)) {
-        throw invalidOption(`trust.hosts entries must be lowercase host names or "*.domain" suffix rules`);
+      if (typeof host !== "string" || !HOST_RULE.test(host.toLowerCase())) {
+        throw invalidOption(`trust.hosts entries must be host names or "*.domain" suffix rules`);
       }
     }
+    settings.trust = { kind: "allow-list", hosts: trust.hosts.map((h) => h.toLowerCase()) };
   } else if (trust.kind === "callback") {
     if (typeof trust.decide !== "function") throw invalidOption("trust.decide must be a function");
   } else if (trust.kind !== "any-https") {
