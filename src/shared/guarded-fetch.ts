@@ -405,7 +405,8 @@ class HostLimiter {
         };
         const onAbort = () => {
           const q = this.waiting.get(host);
-          if (q) q.splice(q.indexOf(go), 1);
+          const at = q ? q.indexOf(go) : -1;
+          if (q && at >= 0) q.splice(at, 1);
           reject(signal.reason);
         };
         queue.push(go);
