@@ -293,6 +293,7 @@ export interface AuthorizationStore {
    * Atomic rotation: `check` (client binding, scope narrowing, resource) runs on the live token;
    * when it passes the old token is marked rotated and `tokens` written. A token that was already
    * rotated revokes the whole grant, unless it was rotated less than `graceMs` ago.
+   * When `tokens.refreshToken` is absent the old token is not marked rotated (it stays usable).
    */
   rotateRefreshToken(
     tokenHash: string,
