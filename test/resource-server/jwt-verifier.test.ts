@@ -1,0 +1,234 @@
+import { generateKeyPair, generateSecret, SignJWT } from "jose";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { jwtVerifier } from "../../src/resource-server/index.js";
+import { GatehouseTypeError, OAuthError } from "../../src/shared/errors.js";
+import { newKey, startIssuer, type TestIssuer } from "./fixtures.js";
+
+const AUD = "https://mcp.example.com";
+let issuer: TestIssuer;
+beforeAll(async () => {
+  issuer = await startIssuer();
+});
+afterAll(async () => {
+  await issuer.close();
+});
+
+async function rejects(promise: Promise<unknown>, code = "invalid_token") {
+  try {
+    await promise;
+    expect.unreachable("expected a rejection");
+  } catch (error) {
+    expect(error).toBeInstanceOf(OAuthError);
+    expect((error as OAuthError).code).toBe(code);
+    return error as OAuthError;
+  }
+}
+
+describe("jwtVerifier (RFC 9068)", () => {
+  it("returns AuthInfo for a valid token", async () => {
+    const v = jwtVerifier({ issuer: issuer.issuer, audience: AUD, jwksUri: issuer.jwksUri });
+    const token = await issuer.sign({
+      sub: "u1",
+      client_id: "c1",
+      aud: [AUD, "https://other"],
+      scope: "a b a",
+    });
+    const auth = await v.verify(token);
+    expect(auth).toMatchObject({
+      subject: "u1",
+      clientId: "c1",
+      scopes: ["a", "b"],
+      audience: [AUD, "https://other"],
+      issuer: issuer.issuer,
+    });
+    expect(auth.claims?.sub).toBe("u1");
+    expect(JSON.stringify(auth)).not.toContain(token);
+  });
+
+  it("rule: typ must be at+jwt (RFC 9068 §4)", async () => {
+    const v = jwtVerifier({ issuer: issuer.issuer, audience: AUD, jwksUri: issuer.jwksUri });
+    await rejects(v.verify(await issuer.sign({ aud: AUD }, { typ: "JWT" })));
+    await rejects(v.verify(await issuer.sign({ aud: AUD }, { typ: null })));
+    expect((await v.verify(await issuer.sign({ aud: AUD }, { typ: "application/at+jwt" }))).audience).toEqual(
+      [AUD],
+    );
+    const lax = jwtVerifier({
+      issuer: issuer.issuer,
+      audience: AUD,
+      jwksUri: issuer.jwksUri,
+      requireAtJwtType: false,
+    });
+    expect((await lax.verify(await issuer.sign({ aud: AUD }, { typ: "JWT" }))).audience).toEqual([AUD]);
+  });
+
+  it("rule: iss must equal a trusted issuer exactly (no normalisation)", async () => {
+    const v = jwtVerifier({ issuer: issuer.issuer, audience: AUD, jwksUri: issuer.jwksUri });
+    await rejects(v.verify(await issuer.sign({ aud: AUD, iss: `${issuer.issuer}/` })));
+    await rejects(v.verify(await issuer.sign({ aud: AUD, iss: issuer.issuer.toUpperCase() })));
+    await rejects(v.verify(await issuer.sign({ aud: AUD, iss: undefined })));
+  });
+
+  it("rule: exp is required; exp and nbf honour the clock tolerance", async () => {
+    let now = Date.now();
+    const v = jwtVerifier({
+      issuer: issuer.issuer,
+      audience: AUD,
+      jwksUri: issuer.jwksUri,
+      clockToleranceSeconds: 30,
+      now: () => now,
+    });
+    const t = Math.floor(now / 1000);
+    const token = await issuer.sign({ aud: AUD, exp: t + 60, nbf: t - 1 });
+    now += 80_000; // 20 s past exp: inside the tolerance
+    expect((await v.verify(token)).expiresAt).toBe(t + 60);
+    now += 20_000; // 40 s past exp
+    await rejects(v.verify(token));
+    now = Date.now();
+    await rejects(v.verify(await issuer.sign({ aud: AUD, nbf: Math.floor(now / 1000) + 120 })));
+    expect(
+      (await v.verify(await issuer.sign({ aud: AUD, nbf: Math.floor(now / 1000) + 10 }))).audience,
+    ).toEqual([AUD]);
+    // No exp at all.
+    const noExp = await new SignJWT({ iss: issuer.issuer, aud: AUD })
+      .setProtectedHeader({ alg: "ES256", kid: "k1", typ: "at+jwt" })
+      .sign(issuer.privateKey);
+    await rejects(v.verify(noExp));
+  });
+
+  it("rule: the algorithm allow-list holds; none and HMAC are refused at set-up", async () => {
+    for (const alg of ["none", "HS256", "HS512", "made-up"]) {
+      expect(() =>
+        jwtVerifier({ issuer: issuer.issuer, audience: AUD, jwksUri: issuer.jwksUri, algorithms: [alg] }),
+      ).toThrow(GatehouseTypeError);
+    }
+    const onlyRs = jwtVerifier({
+      issuer: issuer.issuer,
+      audience: AUD,
+      jwksUri: issuer.jwksUri,
+      algorithms: ["RS256"],
+    });
+    await rejects(onlyRs.verify(await issuer.sign({ aud: AUD })));
+  });
+
+  it("rule: an HMAC token signed with a public key as secret is refused (alg confusion)", async () => {
+    const v = jwtVerifier({ issuer: issuer.issuer, audience: AUD, jwksUri: issuer.jwksUri });
+    const secret = new TextEncoder().encode(JSON.stringify(issuer.publicJwk));
+    const token = await issuer.sign({ aud: AUD }, { alg: "HS256", key: secret });
+    await rejects(v.verify(token));
+    const unsigned = `${Buffer.from(JSON.stringify({ alg: "none", typ: "at+jwt" })).toString("base64url")}.${Buffer.from(
+      JSON.stringify({ iss: issuer.issuer, aud: AUD, exp: 9e9 }),
+    ).toString("base64url")}.`;
+    await rejects(v.verify(unsigned));
+    // A random secret too.
+    await rejects(
+      v.verify(
+        await issuer.sign(
+          { aud: AUD },
+          {
+            alg: "HS256",
+            key: (await generateSecret("HS256", { extractable: true })) as unknown as Uint8Array,
+          },
+        ),
+      ),
+    );
+  });
+
+  it("fetches the JWKS once, caches it, and refetches on an unknown kid (key rotation)", async () => {
+    const v = jwtVerifier({
+      issuer: issuer.issuer,
+      audience: AUD,
+      jwksUri: issuer.jwksUri,
+      jwksCooldownMs: 0,
+    });
+    const before = issuer.jwksFetches;
+    await v.verify(await issuer.sign({ aud: AUD }));
+    await v.verify(await issuer.sign({ aud: AUD }));
+    expect(issuer.jwksFetches - before).toBe(1);
+    const next = await newKey("k2");
+    issuer.publish([issuer.publicJwk, next.publicJwk]);
+    try {
+      const rotated = await issuer.sign({ aud: AUD }, { kid: "k2", key: next.privateKey });
+      expect((await v.verify(rotated)).audience).toEqual([AUD]);
+      expect(issuer.jwksFetches - before).toBe(2);
+    } finally {
+      issuer.publish([issuer.publicJwk]);
+    }
+  });
+
+  it("rule: an unknown kid within the cooldown does not hammer the JWKS endpoint", async () => {
+    const v = jwtVerifier({
+      issuer: issuer.issuer,
+      audience: AUD,
+      jwksUri: issuer.jwksUri,
+      jwksCooldownMs: 60_000,
+    });
+    await v.verify(await issuer.sign({ aud: AUD }));
+    const before = issuer.jwksFetches;
+    const stranger = await newKey("k-unknown");
+    for (let i = 0; i < 5; i++) {
+      await rejects(
+        v.verify(await issuer.sign({ aud: AUD }, { kid: "k-unknown", key: stranger.privateKey })),
+      );
+    }
+    expect(issuer.jwksFetches - before).toBe(0);
+  });
+
+  it("works with local keys (jwks or one key)", async () => {
+    const viaJwks = jwtVerifier({ issuer: issuer.issuer, audience: AUD, jwks: { keys: [issuer.publicJwk] } });
+    expect((await viaJwks.verify(await issuer.sign({ aud: AUD }))).audience).toEqual([AUD]);
+    const { publicKey, privateKey } = await generateKeyPair("EdDSA");
+    const viaKey = jwtVerifier({
+      issuer: issuer.issuer,
+      audience: AUD,
+      key: publicKey,
+      algorithms: ["EdDSA"],
+    });
+    const token = await issuer.sign({ aud: AUD }, { alg: "EdDSA", kid: "x", key: privateKey });
+    expect((await viaKey.verify(token)).audience).toEqual([AUD]);
+    // The same key is refused when its algorithm is not allowed.
+    const esOnly = jwtVerifier({
+      issuer: issuer.issuer,
+      audience: AUD,
+      key: publicKey,
+      algorithms: ["ES256"],
+    });
+    await rejects(esOnly.verify(token));
+  });
+
+  it("rule: an unreachable JWKS is temporarily_unavailable (503), not invalid_token", async () => {
+    const v = jwtVerifier({
+      issuer: issuer.issuer,
+      audience: AUD,
+      jwksUri: "http://127.0.0.1:1/jwks",
+      jwksTimeoutMs: 2000,
+    });
+    const error = await rejects(v.verify(await issuer.sign({ aud: AUD })), "temporarily_unavailable");
+    expect(error.status).toBe(503);
+  });
+
+  it("rule: the scope claim must be a string of valid scope tokens", async () => {
+    const v = jwtVerifier({ issuer: issuer.issuer, audience: AUD, jwksUri: issuer.jwksUri });
+    await rejects(v.verify(await issuer.sign({ aud: AUD, scope: ["a"] })));
+    await rejects(v.verify(await issuer.sign({ aud: AUD, scope: 'a "b' })));
+    expect((await v.verify(await issuer.sign({ aud: AUD, scp: ["x", "y"] }))).scopes).toEqual(["x", "y"]);
+  });
+
+  it("refuses bad options at set-up", () => {
+    const base = { issuer: issuer.issuer, audience: AUD, jwksUri: issuer.jwksUri };
+    expect(() => jwtVerifier({ ...base, issuer: [] })).toThrow(GatehouseTypeError);
+    expect(() => jwtVerifier({ ...base, jwksUri: "http://keys.example.com/jwks" })).toThrow(
+      GatehouseTypeError,
+    );
+    expect(() => jwtVerifier({ ...base, jwks: { keys: [] } })).toThrow(GatehouseTypeError);
+    expect(() => jwtVerifier({ issuer: issuer.issuer, audience: AUD })).toThrow(GatehouseTypeError);
+    expect(() => jwtVerifier({ ...base, clockToleranceSeconds: -1 })).toThrow(GatehouseTypeError);
+    expect(() => jwtVerifier({ ...base, audience: "https://h.example/#f" })).toThrow(GatehouseTypeError);
+  });
+
+  it("never puts the token in the error", async () => {
+    const v = jwtVerifier({ issuer: issuer.issuer, audience: AUD, jwksUri: issuer.jwksUri });
+    const token = await issuer.sign({ aud: "https://wrong.example" });
+    const error = await rejects(v.verify(token));
+    expect(`${error.message} ${error.detail} ${error.description}`).not.toContain(token);
+  });
+});
