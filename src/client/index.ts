@@ -33,6 +33,7 @@ export {
   isAuthorizationFlowError,
 } from "./errors.js";
 export type { FetchLike } from "./http.js";
+export { type EnterpriseManagedOptions, enterpriseManagedGrant, jwtBearerGrant } from "./jwt-bearer.js";
 export { type PreregisteredClient, registerDynamically, resolveClient } from "./registration.js";
 export { credentialsFromEnvironment, type StdioCredentials, stdioServerEnvironment } from "./stdio-env.js";
 export {
