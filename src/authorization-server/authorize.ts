@@ -166,8 +166,9 @@ function resolveRedirectUri(
   requested: string | undefined,
 ): { redirectUri: string; registered: string } {
   if (requested === undefined) {
-    if (client.redirectUris.length === 1) {
-      const only = client.redirectUris[0]!;
+    const only = client.redirectUris.length === 1 ? client.redirectUris[0]! : undefined;
+    // A stored value is re-checked too: a record written around registration must not open a hole.
+    if (only !== undefined && redirectUriProblem(only) === undefined) {
       return { redirectUri: only, registered: only };
     }
     throw new OAuthError("invalid_request", {
