@@ -34,8 +34,10 @@ export const handleToken: Endpoint = async (request, ctx) => {
     throw new OAuthError("unsupported_grant_type", { description: "grant_type is not supported" });
   }
   const { client } = await authenticateClient(request, form, ctx, endpointUrl(ctx.options.issuer, "token"));
-  // RFC 6749 §5.2 unauthorized_client: the client is not registered for this grant type.
-  if (!client.grantTypes.includes(grantType)) {
+  // RFC 6749 §5.2 unauthorized_client: the client is not registered for this grant type
+  // (RFC 7591 §2: undeclared grant_types default to ["authorization_code"]).
+  const registered = client.grantTypes.length > 0 ? client.grantTypes : ["authorization_code"];
+  if (!registered.includes(grantType)) {
     throw new OAuthError("unauthorized_client", {
       description: "client is not allowed to use this grant_type",
     });
