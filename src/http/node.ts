@@ -147,7 +147,15 @@ function plainResponse(res: ServerResponse, status: number, text: string): void 
   res.end(text);
 }
 
-async function writeResponse(response: Response, res: ServerResponse, isHead: boolean): Promise<void> {
+/**
+ * Writes a web `Response` to a node `ServerResponse`: status, every header (each `Set-Cookie`
+ * separately), and the body streamed with backpressure; a client disconnect cancels the body.
+ */
+export async function sendWebResponse(
+  res: ServerResponse,
+  response: Response,
+  isHead = false,
+): Promise<void> {
   res.statusCode = response.status;
   if (response.statusText) res.statusMessage = response.statusText;
   const headers = response.headers;
@@ -261,7 +269,7 @@ export function toNodeListener(
             plainResponse(res, 413, "Payload Too Large\n");
             return;
           }
-          return writeResponse(response, res, isHead);
+          return sendWebResponse(res, response, isHead);
         },
         (error: unknown) => {
           if (state.tooLarge) {
@@ -316,4 +324,76 @@ export function listen(
       });
     });
   });
+}
+
+/**
+ * A body-less web `Request` carrying the URL, method and headers of `req`, for gates that only
+ * look at headers (the node body stream stays untouched for the application). `url` overrides the
+ * request target (Express's `originalUrl`). Returns `undefined` when `Host` is missing or invalid.
+ */
+export function webRequestHead(
+  req: IncomingMessage,
+  options: { trustProxy?: boolean; url?: string; body?: string } = {},
+): Request | undefined {
+  const origin = requestOrigin(req, options.trustProxy ?? false);
+  if (!origin) return undefined;
+  const method = req.method ?? "GET";
+  let request: Request;
+  try {
+    request = new Request(origin + (options.url ?? req.url ?? "/"), {
+      method,
+      headers: buildHeaders(req),
+      body: options.body !== undefined && method !== "GET" && method !== "HEAD" ? options.body : undefined,
+    });
+  } catch {
+    return undefined;
+  }
+  const address = requestClientAddress(req, options.trustProxy ?? false);
+  if (address !== undefined) CLIENT_ADDRESSES.set(request, address);
+  return request;
+}
+
+/** What {@link nodeRequireBearer} needs from a resource server (see `createResourceServer`). */
+export interface BearerGate<Auth> {
+  requireBearer(options?: {
+    scopes?: readonly string[] | ((request: Request) => readonly string[] | Promise<readonly string[]>);
+  }): (request: Request, next: (request: Request, auth: Auth) => Promise<Response>) => Promise<Response>;
+}
+
+const PASSED = new Response(null, { status: 299 });
+
+/**
+ * Protects a node-style handler: the gate judges the request's headers; on success `handler`
+ * runs with the verified auth, otherwise the challenge (401/403/400) is written and `handler`
+ * never runs. The request body is left to `handler` (so a token in a form body is not detected
+ * here; the web-standard `requireBearer` path checks it).
+ */
+export function nodeRequireBearer<Auth>(
+  gate: BearerGate<Auth>,
+  options: {
+    scopes?: readonly string[] | ((request: Request) => readonly string[] | Promise<readonly string[]>);
+    trustProxy?: boolean;
+  },
+  handler: (req: IncomingMessage, res: ServerResponse, auth: Auth) => void | Promise<void>,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  const middleware = gate.requireBearer({ scopes: options.scopes });
+  return (req, res) => {
+    const request = webRequestHead(req, { trustProxy: options.trustProxy });
+    if (!request) {
+      plainResponse(res, 400, "Bad Request: missing or invalid Host header\n");
+      return;
+    }
+    middleware(request, async (_request, auth) => {
+      await handler(req, res, auth);
+      return PASSED;
+    })
+      .then(
+        (response) =>
+          response === PASSED ? undefined : sendWebResponse(res, response, req.method === "HEAD"),
+        () => plainResponse(res, 500, "Internal Server Error\n"),
+      )
+      .catch(() => {
+        if (!res.destroyed) res.destroy();
+      });
+  };
 }
