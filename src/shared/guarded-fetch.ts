@@ -25,6 +25,7 @@ import https from "node:https";
 import type { Socket } from "node:net";
 import { isIP } from "node:net";
 import { rootCertificates } from "node:tls";
+import { GatehouseTypeError } from "./errors.js";
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -511,7 +512,10 @@ function fetchOnce(
     return Promise.reject(new GuardedFetchError("bad_url", problem ?? "URL is not valid"));
   }
   if (!Number.isInteger(options.maxBytes) || options.maxBytes <= 0 || !(options.timeoutMs > 0)) {
-    return Promise.reject(new GuardedFetchError("bad_url", "maxBytes and timeoutMs must be positive"));
+    // API misuse, not a refused URL.
+    return Promise.reject(
+      new GatehouseTypeError("ERR_INVALID_OPTION", "guardedFetch: maxBytes and timeoutMs must be positive"),
+    );
   }
 
   const allowLoopback = !!options.allowLoopback;
@@ -580,9 +584,14 @@ function fetchOnce(
       req.on("response", (res) => {
         const status = res.statusCode ?? 0;
         const headers = new Headers();
-        for (const [name, value] of Object.entries(res.headers)) {
-          if (value === undefined) continue;
-          for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
+        try {
+          for (const [name, value] of Object.entries(res.headers)) {
+            if (value === undefined) continue;
+            for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
+          }
+        } catch (cause) {
+          // A header value Headers will not hold must fail this fetch, not throw out of the emitter.
+          return fail(new GuardedFetchError("network", "response has malformed headers", { cause }));
         }
         // Spec CIMD / SECURITY.md: never follow redirects.
         if (status >= 300 && status < 400)

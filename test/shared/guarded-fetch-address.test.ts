@@ -301,3 +301,16 @@ describe("rule: only plain https URLs are fetched (URL checks)", () => {
     });
   });
 });
+
+describe("guardedFetch options", () => {
+  it("misuse (a non-positive cap or deadline) is a GatehouseTypeError, not a fetch failure", async () => {
+    const fetch = createGuardedFetch();
+    await expect(fetch("https://example.com/a", { maxBytes: 0, timeoutMs: 1000 })).rejects.toMatchObject({
+      name: "GatehouseTypeError",
+      code: "ERR_INVALID_OPTION",
+    });
+    await expect(fetch("https://example.com/a", { maxBytes: 10, timeoutMs: 0 })).rejects.toMatchObject({
+      code: "ERR_INVALID_OPTION",
+    });
+  });
+});
