@@ -1,0 +1,180 @@
+/**
+ * Row ↔ record mapping shared by the SQLite and PostgreSQL stores. Both schemas use the same
+ * snake_case column names; the drivers differ only in how they hand back numbers (`bigint`
+ * columns arrive as strings from `pg`), booleans (0/1 in SQLite) and JSON (text in SQLite, parsed
+ * `jsonb` from `pg`), which the helpers below absorb.
+ */
+
+import type {
+  AccessTokenRecord,
+  AuthorizationCodeRecord,
+  ClientRecord,
+  ConsentRecord,
+  GrantRecord,
+  InteractionRecord,
+  RefreshTokenRecord,
+  SessionRecord,
+  SigningKeyRecord,
+  UserRecord,
+} from "../contract.js";
+import { withoutUndefined } from "../rules.js";
+
+export type Row = Record<string, unknown>;
+
+function num(value: unknown): number {
+  return typeof value === "number" ? value : Number(value);
+}
+
+function optNum(value: unknown): number | undefined {
+  return value === null || value === undefined ? undefined : num(value);
+}
+
+function str(value: unknown): string {
+  return String(value);
+}
+
+function optStr(value: unknown): string | undefined {
+  return value === null || value === undefined ? undefined : String(value);
+}
+
+/** JSON columns hold arrays or objects only, so a string value is always serialised JSON. */
+export function fromJson<T>(value: unknown): T {
+  return (typeof value === "string" ? JSON.parse(value) : value) as T;
+}
+
+export function toJson(value: unknown): string {
+  return JSON.stringify(value);
+}
+
+/** The parts of a client kept in columns because the store updates or filters on them. */
+export function clientColumns(client: ClientRecord): {
+  data: string;
+  createdAt: number;
+  lastUsedAt: number | null;
+  expiresAt: number | null;
+} {
+  const { createdAt, lastUsedAt, expiresAt, ...rest } = client;
+  return { data: toJson(rest), createdAt, lastUsedAt: lastUsedAt ?? null, expiresAt: expiresAt ?? null };
+}
+
+export function rowToClient(row: Row): ClientRecord {
+  return withoutUndefined({
+    ...fromJson<Omit<ClientRecord, "createdAt" | "lastUsedAt" | "expiresAt">>(row.data),
+    createdAt: num(row.created_at),
+    lastUsedAt: optNum(row.last_used_at),
+    expiresAt: optNum(row.expires_at),
+  });
+}
+
+export function rowToUser(row: Row): UserRecord {
+  return {
+    id: str(row.id),
+    username: str(row.username),
+    passwordHash: str(row.password_hash),
+    isAdmin: Boolean(row.is_admin),
+    createdAt: num(row.created_at),
+  };
+}
+
+export function rowToSession(row: Row): SessionRecord {
+  return {
+    idHash: str(row.id_hash),
+    userId: str(row.user_id),
+    createdAt: num(row.created_at),
+    expiresAt: num(row.expires_at),
+  };
+}
+
+/** Interactions are written whole and read whole; only the user and expiry live in columns. */
+export function interactionData(interaction: InteractionRecord): string {
+  const { userId: _userId, ...rest } = interaction;
+  return toJson(rest);
+}
+
+export function rowToInteraction(row: Row): InteractionRecord {
+  return withoutUndefined({
+    ...fromJson<Omit<InteractionRecord, "userId">>(row.data),
+    userId: optStr(row.user_id),
+  });
+}
+
+export function rowToConsent(row: Row): ConsentRecord {
+  return {
+    userId: str(row.user_id),
+    clientId: str(row.client_id),
+    redirectUri: str(row.redirect_uri),
+    scopes: fromJson<string[]>(row.scopes),
+    createdAt: num(row.created_at),
+    updatedAt: num(row.updated_at),
+  };
+}
+
+export function rowToCode(row: Row): AuthorizationCodeRecord {
+  return withoutUndefined({
+    codeHash: str(row.code_hash),
+    grantId: str(row.grant_id),
+    clientId: str(row.client_id),
+    userId: str(row.user_id),
+    redirectUri: str(row.redirect_uri),
+    scopes: fromJson<string[]>(row.scopes),
+    resource: str(row.resource),
+    codeChallenge: str(row.code_challenge),
+    codeChallengeMethod: "S256",
+    refreshAllowed: Boolean(row.refresh_allowed),
+    createdAt: num(row.created_at),
+    expiresAt: num(row.expires_at),
+    consumedAt: optNum(row.consumed_at),
+  });
+}
+
+export function rowToGrant(row: Row): GrantRecord {
+  return withoutUndefined({
+    grantId: str(row.grant_id),
+    clientId: str(row.client_id),
+    userId: optStr(row.user_id),
+    scopes: fromJson<string[]>(row.scopes),
+    resource: str(row.resource),
+    createdAt: num(row.created_at),
+    expiresAt: num(row.expires_at),
+    revokedAt: optNum(row.revoked_at),
+  });
+}
+
+export function rowToRefreshToken(row: Row): RefreshTokenRecord {
+  return withoutUndefined({
+    tokenHash: str(row.token_hash),
+    grantId: str(row.grant_id),
+    clientId: str(row.client_id),
+    scopes: fromJson<string[]>(row.scopes),
+    createdAt: num(row.created_at),
+    expiresAt: num(row.expires_at),
+    rotatedAt: optNum(row.rotated_at),
+    revokedAt: optNum(row.revoked_at),
+  });
+}
+
+export function rowToAccessToken(row: Row): AccessTokenRecord {
+  return withoutUndefined({
+    jti: str(row.jti),
+    grantId: str(row.grant_id),
+    clientId: str(row.client_id),
+    userId: optStr(row.user_id),
+    scopes: fromJson<string[]>(row.scopes),
+    resource: str(row.resource),
+    createdAt: num(row.created_at),
+    expiresAt: num(row.expires_at),
+    revokedAt: optNum(row.revoked_at),
+  });
+}
+
+export function rowToSigningKey(row: Row): SigningKeyRecord {
+  return withoutUndefined({
+    kid: str(row.kid),
+    alg: str(row.alg) as SigningKeyRecord["alg"],
+    publicJwk: fromJson<Record<string, unknown>>(row.public_jwk),
+    privateJwk: fromJson<Record<string, unknown>>(row.private_jwk),
+    createdAt: num(row.created_at),
+    retiredAt: optNum(row.retired_at),
+    expiresAt: optNum(row.expires_at),
+  });
+}

@@ -1,0 +1,142 @@
+/**
+ * Versioned SQLite migrations. A migration is applied once, in order, inside a `BEGIN IMMEDIATE`
+ * transaction together with its row in `schema_migrations`, so two processes starting at once
+ * cannot both apply it. Never edit a released migration: add a new one.
+ */
+
+export interface SqliteMigration {
+  version: number;
+  description: string;
+  sql: string;
+}
+
+export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
+  {
+    version: 1,
+    description: "initial schema",
+    sql: `
+CREATE TABLE clients (
+  client_id TEXT PRIMARY KEY,
+  data TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  last_used_at INTEGER,
+  expires_at INTEGER
+) STRICT;
+CREATE INDEX clients_expires_at ON clients (expires_at) WHERE expires_at IS NOT NULL;
+
+CREATE TABLE users (
+  id TEXT PRIMARY KEY,
+  username TEXT NOT NULL UNIQUE,
+  password_hash TEXT NOT NULL,
+  is_admin INTEGER NOT NULL,
+  created_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE sessions (
+  id_hash TEXT PRIMARY KEY,
+  user_id TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX sessions_expires_at ON sessions (expires_at);
+
+CREATE TABLE interactions (
+  id TEXT PRIMARY KEY,
+  data TEXT NOT NULL,
+  user_id TEXT,
+  expires_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX interactions_expires_at ON interactions (expires_at);
+
+CREATE TABLE consents (
+  user_id TEXT NOT NULL,
+  client_id TEXT NOT NULL,
+  redirect_uri TEXT NOT NULL,
+  scopes TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (user_id, client_id, redirect_uri)
+) STRICT;
+
+CREATE TABLE authorization_codes (
+  code_hash TEXT PRIMARY KEY,
+  grant_id TEXT NOT NULL,
+  client_id TEXT NOT NULL,
+  user_id TEXT NOT NULL,
+  redirect_uri TEXT NOT NULL,
+  scopes TEXT NOT NULL,
+  resource TEXT NOT NULL,
+  code_challenge TEXT NOT NULL,
+  code_challenge_method TEXT NOT NULL,
+  refresh_allowed INTEGER NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  consumed_at INTEGER
+) STRICT;
+CREATE INDEX authorization_codes_expires_at ON authorization_codes (expires_at);
+
+CREATE TABLE grants (
+  grant_id TEXT PRIMARY KEY,
+  client_id TEXT NOT NULL,
+  user_id TEXT,
+  scopes TEXT NOT NULL,
+  resource TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  revoked_at INTEGER
+) STRICT;
+CREATE INDEX grants_user_id ON grants (user_id);
+CREATE INDEX grants_client_id ON grants (client_id);
+
+CREATE TABLE refresh_tokens (
+  token_hash TEXT PRIMARY KEY,
+  grant_id TEXT NOT NULL REFERENCES grants (grant_id) ON DELETE CASCADE,
+  client_id TEXT NOT NULL,
+  scopes TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  rotated_at INTEGER,
+  revoked_at INTEGER
+) STRICT;
+CREATE INDEX refresh_tokens_grant_id ON refresh_tokens (grant_id);
+CREATE INDEX refresh_tokens_expires_at ON refresh_tokens (expires_at);
+
+CREATE TABLE access_tokens (
+  jti TEXT PRIMARY KEY,
+  grant_id TEXT NOT NULL REFERENCES grants (grant_id) ON DELETE CASCADE,
+  client_id TEXT NOT NULL,
+  user_id TEXT,
+  scopes TEXT NOT NULL,
+  resource TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  revoked_at INTEGER
+) STRICT;
+CREATE INDEX access_tokens_grant_id ON access_tokens (grant_id);
+CREATE INDEX access_tokens_expires_at ON access_tokens (expires_at);
+
+CREATE TABLE signing_keys (
+  kid TEXT PRIMARY KEY,
+  alg TEXT NOT NULL,
+  public_jwk TEXT NOT NULL,
+  private_jwk TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  retired_at INTEGER,
+  expires_at INTEGER
+) STRICT;
+
+CREATE TABLE rate_limits (
+  key TEXT PRIMARY KEY,
+  window_start INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  count INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE cached_documents (
+  url TEXT PRIMARY KEY,
+  body TEXT NOT NULL,
+  expires_at INTEGER NOT NULL
+) STRICT;
+`,
+  },
+];

@@ -1,0 +1,603 @@
+/**
+ * SQLite {@link AuthorizationStore} on better-sqlite3: the default single-instance backend.
+ *
+ * better-sqlite3 is synchronous, so inside one process nothing interleaves within an operation;
+ * across processes every read-then-write operation runs in `BEGIN IMMEDIATE`, which takes the
+ * write lock before the first read, so two processes redeeming one code are serialised and the
+ * second sees it consumed (SECURITY.md "Storage, faults and load").
+ */
+
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from "node:fs";
+import { dirname } from "node:path";
+import Database from "better-sqlite3";
+import type {
+  AuthorizationStore,
+  GrantRecord,
+  IssuedTokens,
+  PurgeResult,
+  RedeemCodeResult,
+  RotateRefreshResult,
+} from "../contract.js";
+import { StorageConflictError, StorageUnavailableError } from "../contract.js";
+import { accessTokenFromGrant, grantFromCode, isExpired, mergeScopes, refreshTokenFor } from "../rules.js";
+import {
+  clientColumns,
+  fromJson,
+  interactionData,
+  type Row,
+  rowToAccessToken,
+  rowToClient,
+  rowToCode,
+  rowToConsent,
+  rowToGrant,
+  rowToInteraction,
+  rowToRefreshToken,
+  rowToSession,
+  rowToSigningKey,
+  rowToUser,
+  toJson,
+} from "../sql/rows.js";
+import { SQLITE_MIGRATIONS } from "./schema.js";
+
+export interface SqliteStoreOptions {
+  /** Database file. Its directory is created (mode 0700) and a new file gets mode 0600. */
+  path: string;
+  /** How long a write waits for another connection's lock before failing (default 5000 ms). */
+  busyTimeoutMs?: number;
+  /** Open without write access (inspection tools); every write fails with StorageUnavailableError. */
+  readonly?: boolean;
+}
+
+/** Result codes that mean "the database cannot serve us now", not "the request is wrong". */
+const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|READONLY|FULL|IOERR|CANTOPEN|NOTADB|CORRUPT|PROTOCOL|NOMEM)/;
+
+/** Turns driver errors into the contract's error types; anything else (a throwing `check`) passes. */
+function translate(error: unknown): unknown {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === "string") {
+    if (UNAVAILABLE.test(code))
+      return new StorageUnavailableError(`SQLite unavailable (${code})`, { cause: error });
+    if (code === "SQLITE_CONSTRAINT_PRIMARYKEY" || code === "SQLITE_CONSTRAINT_UNIQUE") {
+      return new StorageConflictError("record already exists", { cause: error });
+    }
+  }
+  // The file system refused the database file or its directory.
+  if (typeof code === "string" && /^E(NOTDIR|ACCES|PERM|ROFS|NOSPC|DQUOT|IO|ISDIR|NOENT)$/.test(code)) {
+    return new StorageUnavailableError(`SQLite file unavailable (${code})`, { cause: error });
+  }
+  if (error instanceof TypeError && /database connection is not open/.test(error.message)) {
+    return new StorageUnavailableError("SQLite store is closed", { cause: error });
+  }
+  return error;
+}
+
+function prepareFile(path: string, readonly: boolean): void {
+  if (path === ":memory:" || readonly) return;
+  const dir = dirname(path);
+  // The database holds signing keys and password hashes: keep it private to the service user.
+  if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if (!existsSync(path)) {
+    closeSync(openSync(path, "a", 0o600));
+    chmodSync(path, 0o600);
+  } else if (statSync(path).isDirectory()) {
+    throw new StorageUnavailableError("SQLite path is a directory");
+  }
+}
+
+/** A SQLite store; `database` is the open handle, for backups and inspection. */
+export interface SqliteStore extends AuthorizationStore {
+  readonly database: Database.Database;
+}
+
+/** Opens (creating if needed) a SQLite store. Call `migrate()` before first use. */
+export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+  const readonly = options.readonly ?? false;
+  let db: Database.Database;
+  try {
+    prepareFile(options.path, readonly);
+    db = new Database(options.path, { readonly, fileMustExist: readonly, timeout: busyTimeoutMs });
+    db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
+    if (!readonly) db.pragma("journal_mode = WAL");
+    db.pragma("synchronous = FULL");
+    db.pragma("foreign_keys = ON");
+  } catch (error) {
+    throw translate(error);
+  }
+
+  const statements = new Map<string, Database.Statement>();
+  /** Prepared statements are compiled once per SQL text and reused. */
+  function sql(text: string): Database.Statement {
+    let statement = statements.get(text);
+    if (!statement) {
+      statement = db.prepare(text);
+      statements.set(text, statement);
+    }
+    return statement;
+  }
+  const one = (text: string, ...params: unknown[]) => sql(text).get(...params) as Row | undefined;
+  const all = (text: string, ...params: unknown[]) => sql(text).all(...params) as Row[];
+  const run = (text: string, ...params: unknown[]) => sql(text).run(...params).changes;
+
+  /** Runs `fn` in `BEGIN IMMEDIATE`; it commits on return and rolls back on throw. */
+  async function immediate<T>(fn: () => T): Promise<T> {
+    try {
+      return db.transaction(fn).immediate();
+    } catch (error) {
+      throw translate(error);
+    }
+  }
+  async function single<T>(fn: () => T): Promise<T> {
+    try {
+      return fn();
+    } catch (error) {
+      throw translate(error);
+    }
+  }
+
+  function revokeGrantRows(grantId: string, now: number): boolean {
+    const changed = run(
+      "UPDATE grants SET revoked_at = coalesce(revoked_at, ?) WHERE grant_id = ?",
+      now,
+      grantId,
+    );
+    run("UPDATE refresh_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE grant_id = ?", now, grantId);
+    run("UPDATE access_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE grant_id = ?", now, grantId);
+    return changed > 0;
+  }
+
+  function insertGrant(grant: GrantRecord): void {
+    run(
+      `INSERT INTO grants (grant_id, client_id, user_id, scopes, resource, created_at, expires_at, revoked_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      grant.grantId,
+      grant.clientId,
+      grant.userId ?? null,
+      toJson(grant.scopes),
+      grant.resource,
+      grant.createdAt,
+      grant.expiresAt,
+      grant.revokedAt ?? null,
+    );
+  }
+
+  function insertTokens(
+    grant: GrantRecord,
+    clientId: string,
+    scopes: string[],
+    tokens: Omit<IssuedTokens, "grantExpiresAt">,
+    writeRefresh: boolean,
+  ): boolean {
+    const access = accessTokenFromGrant(grant, clientId, scopes, tokens.accessToken);
+    run(
+      `INSERT INTO access_tokens (jti, grant_id, client_id, user_id, scopes, resource, created_at, expires_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      access.jti,
+      access.grantId,
+      access.clientId,
+      access.userId ?? null,
+      toJson(access.scopes),
+      access.resource,
+      access.createdAt,
+      access.expiresAt,
+    );
+    if (!writeRefresh || !tokens.refreshToken) return false;
+    const refresh = refreshTokenFor(grant, clientId, scopes, tokens.refreshToken);
+    run(
+      `INSERT INTO refresh_tokens (token_hash, grant_id, client_id, scopes, created_at, expires_at)
+       VALUES (?, ?, ?, ?, ?, ?)`,
+      refresh.tokenHash,
+      refresh.grantId,
+      refresh.clientId,
+      toJson(refresh.scopes),
+      refresh.createdAt,
+      refresh.expiresAt,
+    );
+    return true;
+  }
+
+  const upsertClientSql = `INSERT INTO clients (client_id, data, created_at, last_used_at, expires_at)
+    VALUES (?, ?, ?, ?, ?) ON CONFLICT (client_id) DO UPDATE SET data = excluded.data,
+    created_at = excluded.created_at, last_used_at = excluded.last_used_at, expires_at = excluded.expires_at`;
+
+  return {
+    database: db,
+    async migrate() {
+      if (readonly) return;
+      await immediate(() => {
+        run(
+          "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+        );
+        const applied = Number(one("SELECT coalesce(max(version), 0) AS v FROM schema_migrations")?.v ?? 0);
+        for (const migration of SQLITE_MIGRATIONS) {
+          if (migration.version <= applied) continue;
+          db.exec(migration.sql);
+          run(
+            "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+            migration.version,
+            Date.now(),
+          );
+        }
+      });
+    },
+    async close() {
+      if (db.open) db.close();
+    },
+
+    async createClient(client) {
+      const c = clientColumns(client);
+      await single(() =>
+        run(
+          "INSERT INTO clients (client_id, data, created_at, last_used_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+          client.clientId,
+          c.data,
+          c.createdAt,
+          c.lastUsedAt,
+          c.expiresAt,
+        ),
+      );
+    },
+    async upsertClient(client) {
+      const c = clientColumns(client);
+      await single(() =>
+        run(upsertClientSql, client.clientId, c.data, c.createdAt, c.lastUsedAt, c.expiresAt),
+      );
+    },
+    async getClient(clientId) {
+      const row = await single(() => one("SELECT * FROM clients WHERE client_id = ?", clientId));
+      return row && rowToClient(row);
+    },
+    async listClients() {
+      return (await single(() => all("SELECT * FROM clients ORDER BY created_at, client_id"))).map(
+        rowToClient,
+      );
+    },
+    async deleteClient(clientId) {
+      return (await single(() => run("DELETE FROM clients WHERE client_id = ?", clientId))) > 0;
+    },
+    async markClientUsed(clientId, now) {
+      await single(() =>
+        run("UPDATE clients SET last_used_at = ?, expires_at = NULL WHERE client_id = ?", now, clientId),
+      );
+    },
+
+    async createUser(user) {
+      await single(() =>
+        run(
+          "INSERT INTO users (id, username, password_hash, is_admin, created_at) VALUES (?, ?, ?, ?, ?)",
+          user.id,
+          user.username,
+          user.passwordHash,
+          user.isAdmin ? 1 : 0,
+          user.createdAt,
+        ),
+      );
+    },
+    async getUserByUsername(username) {
+      const row = await single(() => one("SELECT * FROM users WHERE username = ?", username));
+      return row && rowToUser(row);
+    },
+    async getUser(id) {
+      const row = await single(() => one("SELECT * FROM users WHERE id = ?", id));
+      return row && rowToUser(row);
+    },
+    async listUsers() {
+      return (await single(() => all("SELECT * FROM users ORDER BY created_at, username"))).map(rowToUser);
+    },
+    async setUserPassword(id, passwordHash) {
+      await single(() => run("UPDATE users SET password_hash = ? WHERE id = ?", passwordHash, id));
+    },
+
+    async createSession(session) {
+      await single(() =>
+        run(
+          "INSERT INTO sessions (id_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
+          session.idHash,
+          session.userId,
+          session.createdAt,
+          session.expiresAt,
+        ),
+      );
+    },
+    async getSession(idHash, now) {
+      const row = await single(() =>
+        one("SELECT * FROM sessions WHERE id_hash = ? AND expires_at > ?", idHash, now),
+      );
+      return row && rowToSession(row);
+    },
+    async deleteSession(idHash) {
+      await single(() => run("DELETE FROM sessions WHERE id_hash = ?", idHash));
+    },
+
+    async createInteraction(interaction) {
+      await single(() =>
+        run(
+          "INSERT INTO interactions (id, data, user_id, expires_at) VALUES (?, ?, ?, ?)",
+          interaction.id,
+          interactionData(interaction),
+          interaction.userId ?? null,
+          interaction.expiresAt,
+        ),
+      );
+    },
+    async getInteraction(id, now) {
+      const row = await single(() =>
+        one("SELECT * FROM interactions WHERE id = ? AND expires_at > ?", id, now),
+      );
+      return row && rowToInteraction(row);
+    },
+    async setInteractionUser(id, userId) {
+      await single(() => run("UPDATE interactions SET user_id = ? WHERE id = ?", userId, id));
+    },
+    async consumeInteraction(id, now) {
+      // One statement: the row is returned to exactly one caller.
+      const row = await single(() => one("DELETE FROM interactions WHERE id = ? RETURNING *", id));
+      return row && Number(row.expires_at) > now ? rowToInteraction(row) : undefined;
+    },
+
+    async getConsent(userId, clientId, redirectUri) {
+      const row = await single(() =>
+        one(
+          "SELECT * FROM consents WHERE user_id = ? AND client_id = ? AND redirect_uri = ?",
+          userId,
+          clientId,
+          redirectUri,
+        ),
+      );
+      return row && rowToConsent(row);
+    },
+    async grantConsent(consent) {
+      await immediate(() => {
+        const row = one(
+          "SELECT scopes FROM consents WHERE user_id = ? AND client_id = ? AND redirect_uri = ?",
+          consent.userId,
+          consent.clientId,
+          consent.redirectUri,
+        );
+        if (row) {
+          const scopes = mergeScopes(fromJson<string[]>(row.scopes), consent.scopes);
+          run(
+            "UPDATE consents SET scopes = ?, updated_at = ? WHERE user_id = ? AND client_id = ? AND redirect_uri = ?",
+            toJson(scopes),
+            consent.updatedAt,
+            consent.userId,
+            consent.clientId,
+            consent.redirectUri,
+          );
+        } else {
+          run(
+            `INSERT INTO consents (user_id, client_id, redirect_uri, scopes, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?)`,
+            consent.userId,
+            consent.clientId,
+            consent.redirectUri,
+            toJson(mergeScopes([], consent.scopes)),
+            consent.createdAt,
+            consent.updatedAt,
+          );
+        }
+      });
+    },
+    async revokeConsent(userId, clientId, redirectUri) {
+      return single(() =>
+        redirectUri === undefined
+          ? run("DELETE FROM consents WHERE user_id = ? AND client_id = ?", userId, clientId)
+          : run(
+              "DELETE FROM consents WHERE user_id = ? AND client_id = ? AND redirect_uri = ?",
+              userId,
+              clientId,
+              redirectUri,
+            ),
+      );
+    },
+    async listConsents(userId) {
+      const order = "ORDER BY created_at, user_id, client_id, redirect_uri";
+      const rows = await single(() =>
+        userId === undefined
+          ? all(`SELECT * FROM consents ${order}`)
+          : all(`SELECT * FROM consents WHERE user_id = ? ${order}`, userId),
+      );
+      return rows.map(rowToConsent);
+    },
+
+    async insertAuthorizationCode(code) {
+      await single(() =>
+        run(
+          `INSERT INTO authorization_codes (code_hash, grant_id, client_id, user_id, redirect_uri, scopes, resource,
+           code_challenge, code_challenge_method, refresh_allowed, created_at, expires_at, consumed_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          code.codeHash,
+          code.grantId,
+          code.clientId,
+          code.userId,
+          code.redirectUri,
+          toJson(code.scopes),
+          code.resource,
+          code.codeChallenge,
+          code.codeChallengeMethod,
+          code.refreshAllowed ? 1 : 0,
+          code.createdAt,
+          code.expiresAt,
+          code.consumedAt ?? null,
+        ),
+      );
+    },
+    async redeemAuthorizationCode(codeHash, now, check, tokens): Promise<RedeemCodeResult> {
+      return immediate((): RedeemCodeResult => {
+        const row = one("SELECT * FROM authorization_codes WHERE code_hash = ?", codeHash);
+        if (!row) return { status: "not_found" };
+        const code = rowToCode(row);
+        // OAuth 2.1 §4.1.3: a code used twice revokes the tokens it issued.
+        if (code.consumedAt !== undefined) {
+          revokeGrantRows(code.grantId, now);
+          return { status: "replayed" };
+        }
+        if (isExpired(code.expiresAt, now)) return { status: "expired" };
+        const error = check(code);
+        run("UPDATE authorization_codes SET consumed_at = ? WHERE code_hash = ?", now, codeHash);
+        if (error) return { status: "refused", error };
+        const grant = grantFromCode(code, now, tokens.grantExpiresAt);
+        insertGrant(grant);
+        const refreshIssued = insertTokens(grant, code.clientId, code.scopes, tokens, code.refreshAllowed);
+        return { status: "issued", code: { ...code, consumedAt: now }, grant, refreshIssued };
+      });
+    },
+
+    async createGrantWithAccessToken(grant, accessToken) {
+      await immediate(() => {
+        insertGrant(grant);
+        insertTokens(grant, grant.clientId, grant.scopes, { accessToken }, false);
+      });
+    },
+    async getGrant(grantId) {
+      const row = await single(() => one("SELECT * FROM grants WHERE grant_id = ?", grantId));
+      return row && rowToGrant(row);
+    },
+    async listGrants(filter = {}) {
+      const rows = await single(() =>
+        all(
+          `SELECT * FROM grants WHERE ($userId IS NULL OR user_id = $userId)
+           AND ($clientId IS NULL OR client_id = $clientId) ORDER BY created_at, grant_id`,
+          { userId: filter.userId ?? null, clientId: filter.clientId ?? null },
+        ),
+      );
+      return rows.map(rowToGrant);
+    },
+    async revokeGrant(grantId, now) {
+      return immediate(() => revokeGrantRows(grantId, now));
+    },
+
+    async rotateRefreshToken(tokenHash, now, check, tokens, graceMs = 0): Promise<RotateRefreshResult> {
+      return immediate((): RotateRefreshResult => {
+        const row = one("SELECT * FROM refresh_tokens WHERE token_hash = ?", tokenHash);
+        if (!row) return { status: "not_found" };
+        const token = rowToRefreshToken(row);
+        const grantRow = one("SELECT * FROM grants WHERE grant_id = ?", token.grantId);
+        if (!grantRow) return { status: "not_found" };
+        const grant = rowToGrant(grantRow);
+        if (grant.revokedAt !== undefined || token.revokedAt !== undefined) return { status: "revoked" };
+        // RFC 9700 §4.14.2: a rotated token presented again means it leaked; end the grant.
+        if (token.rotatedAt !== undefined && now - token.rotatedAt >= graceMs) {
+          revokeGrantRows(grant.grantId, now);
+          return { status: "reused" };
+        }
+        if (isExpired(token.expiresAt, now) || isExpired(grant.expiresAt, now)) return { status: "expired" };
+        const verdict = check(token, grant);
+        if (verdict.error) return { status: "refused", error: verdict.error };
+        const scopes = verdict.scopes ?? token.scopes;
+        const old = { ...token };
+        if (tokens.refreshToken) {
+          old.rotatedAt ??= now;
+          run("UPDATE refresh_tokens SET rotated_at = ? WHERE token_hash = ?", old.rotatedAt, tokenHash);
+        }
+        insertTokens(grant, token.clientId, scopes, tokens, true);
+        return { status: "issued", old, grant, scopes: [...scopes] };
+      });
+    },
+    async getRefreshToken(tokenHash) {
+      const row = await single(() => one("SELECT * FROM refresh_tokens WHERE token_hash = ?", tokenHash));
+      return row && rowToRefreshToken(row);
+    },
+    async getAccessToken(jti) {
+      const row = await single(() => one("SELECT * FROM access_tokens WHERE jti = ?", jti));
+      return row && rowToAccessToken(row);
+    },
+    async revokeAccessToken(jti, now) {
+      const changed = await single(() =>
+        run("UPDATE access_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE jti = ?", now, jti),
+      );
+      return changed > 0;
+    },
+
+    async listSigningKeys() {
+      return (await single(() => all("SELECT * FROM signing_keys ORDER BY created_at, kid"))).map(
+        rowToSigningKey,
+      );
+    },
+    async addSigningKey(key, retireOthersAt) {
+      await immediate(() => {
+        if (retireOthersAt) {
+          run(
+            "UPDATE signing_keys SET retired_at = ?, expires_at = ? WHERE retired_at IS NULL",
+            retireOthersAt.retiredAt,
+            retireOthersAt.expiresAt,
+          );
+        }
+        run(
+          `INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk, created_at, retired_at, expires_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?)`,
+          key.kid,
+          key.alg,
+          toJson(key.publicJwk),
+          toJson(key.privateJwk),
+          key.createdAt,
+          key.retiredAt ?? null,
+          key.expiresAt ?? null,
+        );
+      });
+    },
+
+    async hitRateLimit(key, windowStart, windowMs) {
+      // A newer window restarts the count; a hit stamped with an older window (clock skew between
+      // instances) counts in the current one.
+      const row = await single(() =>
+        one(
+          `INSERT INTO rate_limits (key, window_start, expires_at, count) VALUES (?, ?, ?, 1)
+           ON CONFLICT (key) DO UPDATE SET
+             count = CASE WHEN excluded.window_start > window_start THEN 1 ELSE count + 1 END,
+             expires_at = CASE WHEN excluded.window_start > window_start THEN excluded.expires_at ELSE expires_at END,
+             window_start = max(window_start, excluded.window_start)
+           RETURNING count`,
+          key,
+          windowStart,
+          windowStart + windowMs,
+        ),
+      );
+      return Number(row?.count);
+    },
+
+    async getCachedDocument(url, now) {
+      const row = await single(() =>
+        one("SELECT body, expires_at FROM cached_documents WHERE url = ? AND expires_at > ?", url, now),
+      );
+      return row && { body: String(row.body), expiresAt: Number(row.expires_at) };
+    },
+    async putCachedDocument(url, body, expiresAt) {
+      await single(() =>
+        run(
+          `INSERT INTO cached_documents (url, body, expires_at) VALUES (?, ?, ?)
+           ON CONFLICT (url) DO UPDATE SET body = excluded.body, expires_at = excluded.expires_at`,
+          url,
+          body,
+          expiresAt,
+        ),
+      );
+    },
+
+    async purgeExpired(now): Promise<PurgeResult> {
+      // Grants past their absolute lifetime, or revoked with no access token still live.
+      const purgeable = `SELECT g.grant_id FROM grants g WHERE g.expires_at <= $now OR (g.revoked_at IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM access_tokens a WHERE a.grant_id = g.grant_id AND a.expires_at > $now))`;
+      return immediate((): PurgeResult => {
+        const at = { now };
+        const codes = run("DELETE FROM authorization_codes WHERE expires_at <= $now", at);
+        const refreshTokens = run(
+          `DELETE FROM refresh_tokens WHERE expires_at <= $now OR grant_id IN (${purgeable})`,
+          at,
+        );
+        // A revoked grant without live access tokens has only expired ones, caught by the first test.
+        const accessTokens = run(
+          "DELETE FROM access_tokens WHERE expires_at <= $now OR grant_id IN (SELECT grant_id FROM grants WHERE expires_at <= $now)",
+          at,
+        );
+        const grants = run(`DELETE FROM grants WHERE grant_id IN (${purgeable})`, at);
+        const interactions = run("DELETE FROM interactions WHERE expires_at <= ?", now);
+        const sessions = run("DELETE FROM sessions WHERE expires_at <= ?", now);
+        const clients = run("DELETE FROM clients WHERE expires_at <= ?", now);
+        run("DELETE FROM rate_limits WHERE expires_at <= ?", now);
+        run("DELETE FROM cached_documents WHERE expires_at <= ?", now);
+        return { codes, refreshTokens, accessTokens, interactions, sessions, clients, grants };
+      });
+    },
+  };
+}

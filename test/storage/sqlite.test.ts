@@ -1,0 +1,25 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { AuthorizationStore } from "../../src/storage/contract.js";
+import { createSqliteStore } from "../../src/storage/sqlite/index.js";
+import { runStoreContract } from "./contract.js";
+
+const root = mkdtempSync(join(tmpdir(), "gatehouse-sqlite-contract-"));
+const paths = new WeakMap<AuthorizationStore, string>();
+let counter = 0;
+
+runStoreContract(
+  "sqlite",
+  async () => {
+    const path = join(root, `db-${++counter}`, "gatehouse.sqlite");
+    const store = createSqliteStore({ path });
+    paths.set(store, path);
+    return store;
+  },
+  async () => rmSync(root, { recursive: true, force: true }),
+  {
+    // Other connections on the same file, as other server processes would open it.
+    openPeer: async (store) => createSqliteStore({ path: paths.get(store)! }),
+  },
+);

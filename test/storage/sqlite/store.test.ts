@@ -1,0 +1,127 @@
+import { chmodSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { afterAll, describe, expect, it } from "vitest";
+import { StorageUnavailableError } from "../../../src/storage/contract.js";
+import { createSqliteStore } from "../../../src/storage/sqlite/index.js";
+import { SQLITE_MIGRATIONS } from "../../../src/storage/sqlite/schema.js";
+import { code, interaction, T0, tokens } from "../fixtures.js";
+
+const root = mkdtempSync(join(tmpdir(), "gatehouse-sqlite-"));
+let counter = 0;
+const freshPath = () => join(root, `case-${++counter}`, "nested", "gatehouse.sqlite");
+
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+describe("SQLite store", () => {
+  it("creates a private directory (0700) and file (0600)", async () => {
+    const path = freshPath();
+    const store = createSqliteStore({ path });
+    await store.migrate();
+    await store.close();
+    expect(statSync(join(path, "..")).mode & 0o777).toBe(0o700);
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+  });
+
+  it("runs in WAL mode with synchronous=FULL, foreign keys on and a busy timeout", async () => {
+    const path = freshPath();
+    const store = createSqliteStore({ path, busyTimeoutMs: 1234 });
+    await store.migrate();
+    expect(store.database.pragma("journal_mode", { simple: true })).toBe("wal");
+    // synchronous: 2 = FULL (a committed grant survives power loss).
+    expect(store.database.pragma("synchronous", { simple: true })).toBe(2);
+    expect(store.database.pragma("foreign_keys", { simple: true })).toBe(1);
+    expect(store.database.pragma("busy_timeout", { simple: true })).toBe(1234);
+    await store.close();
+  });
+
+  it("records applied migrations once, even when several instances migrate the same file", async () => {
+    const path = freshPath();
+    const stores = [createSqliteStore({ path }), createSqliteStore({ path }), createSqliteStore({ path })];
+    await Promise.all(stores.map((s) => s.migrate()));
+    await stores[0]!.migrate();
+    const db = new Database(path, { readonly: true });
+    const versions = db.prepare("SELECT version FROM schema_migrations ORDER BY version").all();
+    db.close();
+    expect(versions).toEqual(SQLITE_MIGRATIONS.map((m) => ({ version: m.version })));
+    for (const s of stores) await s.close();
+  });
+
+  it("keeps data across reopen", async () => {
+    const path = freshPath();
+    const first = createSqliteStore({ path });
+    await first.migrate();
+    const record = code();
+    await first.insertAuthorizationCode(record);
+    await first.close();
+    const second = createSqliteStore({ path });
+    await second.migrate();
+    const result = await second.redeemAuthorizationCode(record.codeHash, T0, () => undefined, tokens(T0));
+    expect(result.status).toBe("issued");
+    await second.close();
+  });
+
+  it("locked by another connection beyond the busy timeout: StorageUnavailableError, code not consumed", async () => {
+    const path = freshPath();
+    const store = createSqliteStore({ path, busyTimeoutMs: 50 });
+    await store.migrate();
+    const record = code();
+    await store.insertAuthorizationCode(record);
+    const other = new Database(path);
+    other.exec("BEGIN IMMEDIATE");
+    try {
+      const error = await store
+        .redeemAuthorizationCode(record.codeHash, T0, () => undefined, tokens(T0))
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StorageUnavailableError);
+      await expect(store.createInteraction(interaction())).rejects.toBeInstanceOf(StorageUnavailableError);
+    } finally {
+      other.exec("ROLLBACK");
+      other.close();
+    }
+    const result = await store.redeemAuthorizationCode(record.codeHash, T0, () => undefined, tokens(T0));
+    expect(result.status).toBe("issued");
+    await store.close();
+  });
+
+  it("read-only database: reads work, writes fail with StorageUnavailableError and change nothing", async () => {
+    const path = freshPath();
+    const writer = createSqliteStore({ path });
+    await writer.migrate();
+    const record = code();
+    await writer.insertAuthorizationCode(record);
+    const reader = createSqliteStore({ path, readonly: true });
+    await expect(reader.getGrant(record.grantId)).resolves.toBeUndefined();
+    await expect(
+      reader.redeemAuthorizationCode(record.codeHash, T0, () => undefined, tokens(T0)),
+    ).rejects.toBeInstanceOf(StorageUnavailableError);
+    await expect(reader.hitRateLimit("k", T0, 1000)).rejects.toBeInstanceOf(StorageUnavailableError);
+    await reader.close();
+    const result = await writer.redeemAuthorizationCode(record.codeHash, T0, () => undefined, tokens(T0));
+    expect(result.status).toBe("issued");
+    await writer.close();
+  });
+
+  it("a path that cannot be opened fails with StorageUnavailableError", () => {
+    const file = join(root, `plain-file-${++counter}`);
+    writeFileSync(file, "not a directory");
+    chmodSync(file, 0o600);
+    expect(() => createSqliteStore({ path: join(file, "gatehouse.sqlite") })).toThrow(
+      StorageUnavailableError,
+    );
+    const notDb = join(root, `garbage-${++counter}.sqlite`);
+    writeFileSync(notDb, "x".repeat(4096));
+    expect(() => {
+      const store = createSqliteStore({ path: notDb });
+      return store;
+    }).toThrow(StorageUnavailableError);
+  });
+
+  it("a closed store fails with StorageUnavailableError", async () => {
+    const store = createSqliteStore({ path: freshPath() });
+    await store.migrate();
+    await store.close();
+    await expect(store.getClient("x")).rejects.toBeInstanceOf(StorageUnavailableError);
+  });
+});
