@@ -21,7 +21,7 @@ export interface ClientKeyMaterial {
 export function clientAuthentication(client: StoredClient, keys: ClientKeyMaterial = {}): oauth.ClientAuth {
   switch (client.token_endpoint_auth_method) {
     case "client_secret_basic":
-      return oauth.ClientSecretBasic(requireSecret(client));
+      return clientSecretBasic(requireSecret(client));
     case "client_secret_post":
       return oauth.ClientSecretPost(requireSecret(client));
     case "private_key_jwt":
@@ -39,6 +39,21 @@ export function clientAuthentication(client: StoredClient, keys: ClientKeyMateri
     default:
       return oauth.None();
   }
+}
+
+/**
+ * RFC 6749 §2.3.1 HTTP Basic: id and secret each encoded with the application/x-www-form-urlencoded
+ * serializer (Appendix B), joined by ":", base64. The WHATWG serializer leaves `*-._` and
+ * alphanumerics as they are, which servers that skip the decoding step also accept.
+ */
+function clientSecretBasic(secret: string): oauth.ClientAuth {
+  const encode = (value: string) => new URLSearchParams([["", value]]).toString().slice(1);
+  return (_as, client, _body, headers) => {
+    const credentials = Buffer.from(`${encode(client.client_id)}:${encode(secret)}`, "utf8").toString(
+      "base64",
+    );
+    headers.set("authorization", `Basic ${credentials}`);
+  };
 }
 
 function requireSecret(client: StoredClient): string {

@@ -1,0 +1,74 @@
+import { parseArgs } from "node:util";
+import { cliAuthClient, describeError } from "../../client/cli-support.js";
+
+const HELP = `Usage: gatehouse login <resource-url> [options]
+
+Discovers the resource's authorization server, registers if needed, opens your browser
+(the command in $BROWSER when set) and stores the tokens encrypted in the config directory.
+
+Options:
+  --print-url                 do not open a browser; print the URL to open
+  --client-metadata-url URL   use this Client ID Metadata Document URL as the client id
+  --client-id ID              pre-registered client id (with --issuer)
+  --client-secret SECRET      pre-registered client secret (prefer GATEHOUSE_CLIENT_SECRET)
+  --issuer URL                issuer the pre-registered client belongs to
+  --force                     authorize again even if a valid token is stored
+`;
+
+export async function run(args: string[]): Promise<number> {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(args);
+  } catch (error) {
+    process.stderr.write(`gatehouse login: ${describeError(error)}\n\n${HELP}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  const [resource] = positionals;
+  if (!resource || positionals.length > 1) {
+    process.stderr.write(HELP);
+    return 2;
+  }
+  const client = cliAuthClient({
+    ...(values["print-url"] && { printOnly: true }),
+    ...(values["client-metadata-url"] && { clientMetadataUrl: values["client-metadata-url"] }),
+    ...(values["client-id"] && { clientId: values["client-id"] }),
+    ...((values["client-secret"] ?? process.env.GATEHOUSE_CLIENT_SECRET) && {
+      clientSecret: values["client-secret"] ?? process.env.GATEHOUSE_CLIENT_SECRET,
+    }),
+    ...(values.issuer && { issuer: values.issuer }),
+  });
+  try {
+    const tokens = await client.login(resource, { force: values.force ?? false });
+    const expires = tokens.expires_at ? `, expires ${new Date(tokens.expires_at).toISOString()}` : "";
+    process.stdout.write(
+      `Logged in to ${tokens.resource} via ${tokens.issuer}${tokens.scope ? ` (scope: ${tokens.scope})` : ""}${expires}${
+        tokens.refresh_token ? ", refreshable" : ""
+      }\n`,
+    );
+    return 0;
+  } catch (error) {
+    process.stderr.write(`gatehouse login: ${describeError(error)}\n`);
+    return 1;
+  }
+}
+
+function parse(args: string[]) {
+  return parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      help: { type: "boolean", short: "h" },
+      "print-url": { type: "boolean" },
+      "client-metadata-url": { type: "string" },
+      "client-id": { type: "string" },
+      "client-secret": { type: "string" },
+      issuer: { type: "string" },
+      force: { type: "boolean" },
+    },
+  });
+}

@@ -1,0 +1,68 @@
+/**
+ * What the `login`, `fetch`, `logout` and `status` commands share: the config directory, the
+ * encrypted store, the browser user agent, and error text that names the failing step.
+ */
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { AuthClient, type CreateAuthFetchOptions } from "./auth-fetch.js";
+import { isAuthorizationFlowError } from "./errors.js";
+import { EncryptedFileTokenStore } from "./stores/encrypted-file.js";
+import { browserSession } from "./user-agent/browser.js";
+
+/** `$GATEHOUSE_CONFIG_DIR`, else `$XDG_CONFIG_HOME/gatehouse`, else `~/.config/gatehouse`. */
+export function configDirectory(): string {
+  if (process.env.GATEHOUSE_CONFIG_DIR) return process.env.GATEHOUSE_CONFIG_DIR;
+  const base = process.env.XDG_CONFIG_HOME || join(homedir(), ".config");
+  return join(base, "gatehouse");
+}
+
+export function cliAuthClient(options: {
+  printOnly?: boolean;
+  clientMetadataUrl?: string;
+  clientId?: string;
+  clientSecret?: string;
+  issuer?: string;
+  print?: (line: string) => void;
+  extra?: Partial<CreateAuthFetchOptions>;
+}): AuthClient {
+  const print = options.print ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const store = new EncryptedFileTokenStore({ directory: configDirectory() });
+  return new AuthClient({
+    store,
+    clientName: "Gatehouse CLI",
+    authorizationSession: browserSession({ print, ...(options.printOnly && { printOnly: true }) }),
+    ...(options.clientMetadataUrl && { clientMetadataUrl: options.clientMetadataUrl }),
+    ...(options.clientId &&
+      options.issuer && {
+        preregisteredClients: {
+          [options.issuer]: {
+            client_id: options.clientId,
+            ...(options.clientSecret && { client_secret: options.clientSecret }),
+          },
+        },
+      }),
+    onEvent: (event) => {
+      if (event.type === "authorization_started") {
+        print(
+          `${event.stepUp ? "Requesting more scope" : "Authorizing"} at ${event.issuer} for ${event.resource}${
+            event.scope ? ` (scope: ${event.scope})` : ""
+          }`,
+        );
+      } else if (event.type === "registered") {
+        print(`Client identity at ${event.issuer}: ${event.source}`);
+      } else if (event.type === "refreshed") {
+        print(`Refreshed the access token for ${event.resource}`);
+      }
+    },
+    ...options.extra,
+  });
+}
+
+/** One readable line for any error, naming the step; never a token. */
+export function describeError(error: unknown): string {
+  if (isAuthorizationFlowError(error)) {
+    const oauth = error.oauthError ? ` [${error.oauthError.error}]` : "";
+    return `${error.message}${oauth} (code ${error.code}, ${error.kind})`;
+  }
+  return error instanceof Error ? error.message : String(error);
+}
