@@ -1,0 +1,196 @@
+/**
+ * An MCP server (Streamable HTTP, stateless) behind Gatehouse's resource-server gate, with a scope
+ * per tool:
+ *
+ * | MCP request | scopes needed |
+ * |---|---|
+ * | any request to the endpoint (initialize, tools/list, ...) | `notes:read` |
+ * | `tools/call` of `notes.list` | `notes:read` |
+ * | `tools/call` of `notes.add` | `notes:write` (which implies `notes:read`) |
+ *
+ * The scope check happens at the HTTP layer, before the JSON-RPC message is dispatched: the gate's
+ * scopes-from-request function reads the `tools/call` name from the body, so a token without
+ * `notes:write` gets a real `403 insufficient_scope` challenge naming the scopes needed (spec
+ * "Insufficient scope"), which an MCP client can act on by stepping up. The tool handlers check the
+ * same table again, as a second line of defence.
+ *
+ * Run it (Node 22.6 or newer strips the types; `npm run build` first so `gatehouse/*` resolves):
+ *
+ *   ISSUER=http://127.0.0.1:9000 RESOURCE=http://127.0.0.1:3000/mcp \
+ *     node --experimental-strip-types examples/mcp/server.ts
+ */
+import { pathToFileURL } from "node:url";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import { ScopeHierarchy } from "gatehouse";
+import { listen } from "gatehouse/node";
+import { type AuthInfo, cachedVerifier, createResourceServer, jwtVerifier } from "gatehouse/resource-server";
+import * as z from "zod";
+
+/** Every request to the MCP endpoint needs these. */
+export const ENDPOINT_SCOPES: readonly string[] = ["notes:read"];
+
+/** The scopes each tool needs: the one table both the HTTP gate and the tool handlers read. */
+export const TOOL_SCOPES: Readonly<Record<string, readonly string[]>> = {
+  "notes.list": ["notes:read"],
+  "notes.add": ["notes:write"],
+};
+
+/** `notes:write` implies `notes:read` (2026-07-28: the resource server MUST honour its hierarchy). */
+export const NOTES_HIERARCHY: Readonly<Record<string, readonly string[]>> = {
+  "notes:write": ["notes:read"],
+};
+
+export interface NotesMcpServerOptions {
+  /** The canonical URI of the MCP endpoint, e.g. `https://mcp.example.com/mcp`. */
+  resource: string;
+  /** The issuer identifier of the authorization server that protects it. */
+  issuer: string;
+  /** Where that issuer publishes its signing keys (`jwks_uri` in its metadata). */
+  jwksUri: string;
+}
+
+export interface NotesMcpServer {
+  /** The web-standard handler: serve it with `listen` or `toNodeListener` from `gatehouse/node`. */
+  fetch(request: Request): Promise<Response>;
+  /** The metadata URL that challenges point to. */
+  resourceMetadataUrl: string;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * The scopes a request needs: the endpoint's, plus those of every tool named by a `tools/call` in
+ * the body (a single JSON-RPC message or a batch). A body that is not JSON needs only the
+ * endpoint's scopes; the MCP transport then answers the parse error itself.
+ */
+export async function requiredScopes(request: Request): Promise<string[]> {
+  const scopes = new Set(ENDPOINT_SCOPES);
+  if (request.method !== "POST") return [...scopes];
+  let body: unknown;
+  try {
+    // A clone, so the transport can still read the body after the gate.
+    body = await request.clone().json();
+  } catch {
+    return [...scopes];
+  }
+  for (const message of Array.isArray(body) ? body : [body]) {
+    if (!isRecord(message) || message.method !== "tools/call" || !isRecord(message.params)) continue;
+    const name = message.params.name;
+    if (typeof name !== "string" || !Object.hasOwn(TOOL_SCOPES, name)) continue;
+    for (const scope of TOOL_SCOPES[name] ?? []) scopes.add(scope);
+  }
+  return [...scopes];
+}
+
+/**
+ * Creates the protected MCP endpoint. Options are checked now (a bad resource URI or issuer throws
+ * at start-up, not on the first request).
+ */
+export function createNotesMcpServer(options: NotesMcpServerOptions): NotesMcpServer {
+  const hierarchy = new ScopeHierarchy(NOTES_HIERARCHY);
+  const gate = createResourceServer({
+    resource: options.resource,
+    authorizationServers: [options.issuer],
+    scopesSupported: ["notes:read", "notes:write"],
+    resourceName: "Notes (MCP example)",
+    scopeHierarchy: hierarchy,
+    verifier: cachedVerifier(
+      jwtVerifier({ issuer: options.issuer, audience: options.resource, jwksUri: options.jwksUri }),
+    ),
+  });
+  const endpointPath = new URL(gate.resource).pathname;
+  const protect = gate.requireBearer({ scopes: requiredScopes });
+  const notesBySubject = new Map<string, string[]>();
+
+  /** Second line of defence: a tool never runs without its scopes, whatever the HTTP layer did. */
+  const assertToolScopes = (auth: AuthInfo, tool: string): void => {
+    const missing = hierarchy.missing(auth.scopes, TOOL_SCOPES[tool] ?? []);
+    if (missing.size > 0) throw new Error(`${tool} needs the scope ${[...missing].join(" ")}`);
+  };
+
+  /** Stateless: one MCP server per request, knowing who is calling. */
+  const mcpServerFor = (auth: AuthInfo): McpServer => {
+    const owner = auth.subject ?? `client:${auth.clientId ?? "unknown"}`;
+    const server = new McpServer({ name: "gatehouse-notes-example", version: "1.0.0" });
+    server.registerTool(
+      "notes.list",
+      { description: "List your notes (needs notes:read)", inputSchema: {} },
+      async () => {
+        assertToolScopes(auth, "notes.list");
+        const notes = notesBySubject.get(owner) ?? [];
+        return { content: [{ type: "text", text: JSON.stringify(notes) }] };
+      },
+    );
+    server.registerTool(
+      "notes.add",
+      { description: "Add a note (needs notes:write)", inputSchema: { text: z.string().min(1).max(2000) } },
+      async ({ text }) => {
+        assertToolScopes(auth, "notes.add");
+        const notes = notesBySubject.get(owner) ?? [];
+        notes.push(text);
+        notesBySubject.set(owner, notes);
+        return { content: [{ type: "text", text: `added note ${notes.length}` }] };
+      },
+    );
+    return server;
+  };
+
+  const handleMcp = async (request: Request, auth: AuthInfo): Promise<Response> => {
+    // Stateless server: no server-initiated stream and no session to delete.
+    if (request.method !== "POST") {
+      return new Response(null, { status: 405, headers: { allow: "POST" } });
+    }
+    const server = mcpServerFor(auth);
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
+    await server.connect(transport);
+    try {
+      return await transport.handleRequest(request);
+    } finally {
+      await server.close();
+    }
+  };
+
+  return {
+    resourceMetadataUrl: gate.resourceMetadataUrl,
+    async fetch(request) {
+      // RFC 9728 §3: the metadata document is public.
+      if (gate.handles(request)) return gate.metadataResponse(request);
+      if (new URL(request.url).pathname !== endpointPath) return new Response("not found", { status: 404 });
+      return protect(request, handleMcp);
+    },
+  };
+}
+
+/** Reads the issuer's `jwks_uri` from its RFC 8414 metadata. */
+export async function discoverJwksUri(issuer: string): Promise<string> {
+  const response = await fetch(`${issuer.replace(/\/$/, "")}/.well-known/oauth-authorization-server`);
+  if (!response.ok) throw new Error(`no authorization server metadata at ${issuer} (${response.status})`);
+  const metadata = (await response.json()) as { issuer?: unknown; jwks_uri?: unknown };
+  // RFC 8414 §3.3: the metadata's issuer must be exactly the one we asked.
+  if (metadata.issuer !== issuer || typeof metadata.jwks_uri !== "string") {
+    throw new Error("the authorization server metadata does not match the issuer");
+  }
+  return metadata.jwks_uri;
+}
+
+async function main(): Promise<void> {
+  const issuer = process.env.ISSUER ?? "http://127.0.0.1:9000";
+  const resource = process.env.RESOURCE ?? "http://127.0.0.1:3000/mcp";
+  const url = new URL(resource);
+  const server = createNotesMcpServer({ resource, issuer, jwksUri: await discoverJwksUri(issuer) });
+  const running = await listen(server.fetch, { host: url.hostname, port: Number(url.port || 80) });
+  process.stdout.write(`MCP server on ${running.url}${url.pathname}, protected by ${issuer}\n`);
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main().catch((error: unknown) => {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+    process.exitCode = 1;
+  });
+}
