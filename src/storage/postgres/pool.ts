@@ -1,0 +1,162 @@
+/**
+ * Connection pool, transactions and error translation for the PostgreSQL store.
+ */
+
+import pg from "pg";
+import { GatehouseTypeError } from "../../shared/errors.js";
+import { StorageConflictError, StorageUnavailableError } from "../contract.js";
+import type { Row } from "../sql/rows.js";
+
+export interface PostgresStoreOptions {
+  /** `postgres://user@host:port/database`. Never logged: it may carry a password. */
+  connectionString: string;
+  /** Schema holding Gatehouse's tables (created by `migrate()`); default `gatehouse`. */
+  schema?: string;
+  /** Pool size (default 10). */
+  max?: number;
+  /** Server-side cap on any one statement (default 10 000 ms). */
+  statementTimeoutMs?: number;
+  /** How long to wait for a connection before failing (default 5000 ms). */
+  connectionTimeoutMs?: number;
+}
+
+export type Query = (text: string, params?: unknown[]) => Promise<Row[]>;
+export type Execute = (text: string, params?: unknown[]) => Promise<number>;
+
+export interface Db {
+  pool: pg.Pool;
+  schema: string;
+  query: Query;
+  execute: Execute;
+  /** Runs `fn` in one READ COMMITTED transaction, retrying serialization failures and deadlocks. */
+  transaction<T>(fn: (tx: { query: Query; execute: Execute }) => Promise<T>): Promise<T>;
+}
+
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** Network-level failures of the driver (no SQLSTATE). */
+const NETWORK_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "ENOTFOUND",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EPIPE",
+  "EAI_AGAIN",
+]);
+
+/** Transient conflicts between transactions: safe to run the whole transaction again. */
+const RETRYABLE = new Set(["40001", "40P01"]);
+
+function sqlState(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" ? code : undefined;
+}
+
+function isConnectionFailure(error: unknown): boolean {
+  const code = sqlState(error);
+  if (code !== undefined) {
+    // Class 08 connection exception; 57P01-03 shutdown / cannot connect now; class 53 insufficient
+    // resources (disk full, too many connections); 57014 statement timeout; 25006 read-only replica.
+    if (NETWORK_CODES.has(code) || code.startsWith("08") || code.startsWith("53")) return true;
+    if (code === "57P01" || code === "57P02" || code === "57P03" || code === "57014" || code === "25006")
+      return true;
+    if (code === "58030" || code === "XX001") return true;
+  }
+  const message = error instanceof Error ? error.message : "";
+  return /Connection terminated|timeout exceeded when trying to connect|Cannot use a pool after calling end|Client has encountered a connection error|Connection terminated unexpectedly/i.test(
+    message,
+  );
+}
+
+/** Turns driver errors into the contract's types; errors thrown by a caller's `check` pass as is. */
+export function translate(error: unknown): unknown {
+  if (error instanceof StorageUnavailableError || error instanceof StorageConflictError) return error;
+  const code = sqlState(error);
+  if (code === "23505") return new StorageConflictError("record already exists", { cause: error });
+  if (code !== undefined && RETRYABLE.has(code)) {
+    return new StorageUnavailableError(`PostgreSQL kept aborting the transaction (${code})`, {
+      cause: error,
+    });
+  }
+  if (isConnectionFailure(error)) {
+    return new StorageUnavailableError(`PostgreSQL unavailable${code ? ` (${code})` : ""}`, { cause: error });
+  }
+  return error;
+}
+
+export function openPool(options: PostgresStoreOptions): Db {
+  const schema = options.schema ?? "gatehouse";
+  if (!SCHEMA_NAME.test(schema)) {
+    throw new GatehouseTypeError(
+      "ERR_INVALID_OPTION",
+      "schema must be a lowercase SQL identifier ([a-z_][a-z0-9_]*)",
+    );
+  }
+  const statementTimeoutMs = options.statementTimeoutMs ?? 10_000;
+  if (!Number.isInteger(statementTimeoutMs) || statementTimeoutMs < 0) {
+    throw new GatehouseTypeError("ERR_INVALID_OPTION", "statementTimeoutMs must be a non-negative integer");
+  }
+  const pool = new pg.Pool({
+    connectionString: options.connectionString,
+    max: options.max ?? 10,
+    connectionTimeoutMillis: options.connectionTimeoutMs ?? 5000,
+    statement_timeout: statementTimeoutMs,
+    // The schema name was validated above, so it needs no quoting here.
+    options: `-c search_path=${schema}`,
+    application_name: "gatehouse",
+  });
+  // An idle connection dropped by the server (restart, admin shutdown) must not crash the
+  // process; the next query gets a fresh connection or a StorageUnavailableError.
+  pool.on("error", () => {});
+
+  const query: Query = async (text, params) => {
+    try {
+      return (await pool.query(text, params)).rows as Row[];
+    } catch (error) {
+      throw translate(error);
+    }
+  };
+  const execute: Execute = async (text, params) => {
+    try {
+      return (await pool.query(text, params)).rowCount ?? 0;
+    } catch (error) {
+      throw translate(error);
+    }
+  };
+
+  async function transaction<T>(fn: (tx: { query: Query; execute: Execute }) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      let client: pg.PoolClient;
+      try {
+        client = await pool.connect();
+      } catch (error) {
+        throw translate(error);
+      }
+      const tx = {
+        query: async (text: string, params?: unknown[]) => (await client.query(text, params)).rows as Row[],
+        execute: async (text: string, params?: unknown[]) => (await client.query(text, params)).rowCount ?? 0,
+      };
+      try {
+        await client.query("BEGIN");
+        const result = await fn(tx);
+        await client.query("COMMIT");
+        client.release();
+        return result;
+      } catch (error) {
+        const broken = isConnectionFailure(error);
+        if (!broken) await client.query("ROLLBACK").catch(() => {});
+        // A connection in an unknown state is destroyed rather than returned to the pool.
+        client.release(broken ? (error as Error) : undefined);
+        // `fn` is deterministic (callers' checks are pure), so a transaction the server aborted
+        // for a conflict can run again from the start.
+        const code = sqlState(error);
+        if (code !== undefined && RETRYABLE.has(code) && attempt < 5) continue;
+        throw translate(error);
+      }
+    }
+  }
+
+  return { pool, schema, query, execute, transaction };
+}

@@ -1,0 +1,144 @@
+/**
+ * Versioned PostgreSQL migrations. `migrate()` applies them inside one transaction holding a
+ * transaction-scoped advisory lock, so instances starting together apply each migration once and
+ * none sees a half-built schema. Never edit a released migration: add a new one.
+ *
+ * Times are `bigint` milliseconds since the epoch; lists are `jsonb` arrays.
+ */
+
+export interface PostgresMigration {
+  version: number;
+  description: string;
+  sql: string;
+}
+
+export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
+  {
+    version: 1,
+    description: "initial schema",
+    sql: `
+CREATE TABLE clients (
+  client_id text PRIMARY KEY,
+  data jsonb NOT NULL,
+  created_at bigint NOT NULL,
+  last_used_at bigint,
+  expires_at bigint
+);
+CREATE INDEX clients_expires_at ON clients (expires_at) WHERE expires_at IS NOT NULL;
+
+CREATE TABLE users (
+  id text PRIMARY KEY,
+  username text NOT NULL UNIQUE,
+  password_hash text NOT NULL,
+  is_admin boolean NOT NULL,
+  created_at bigint NOT NULL
+);
+
+CREATE TABLE sessions (
+  id_hash text PRIMARY KEY,
+  user_id text NOT NULL,
+  created_at bigint NOT NULL,
+  expires_at bigint NOT NULL
+);
+CREATE INDEX sessions_expires_at ON sessions (expires_at);
+
+CREATE TABLE interactions (
+  id text PRIMARY KEY,
+  data jsonb NOT NULL,
+  user_id text,
+  expires_at bigint NOT NULL
+);
+CREATE INDEX interactions_expires_at ON interactions (expires_at);
+
+CREATE TABLE consents (
+  user_id text NOT NULL,
+  client_id text NOT NULL,
+  redirect_uri text NOT NULL,
+  scopes jsonb NOT NULL,
+  created_at bigint NOT NULL,
+  updated_at bigint NOT NULL,
+  PRIMARY KEY (user_id, client_id, redirect_uri)
+);
+
+CREATE TABLE authorization_codes (
+  code_hash text PRIMARY KEY,
+  grant_id text NOT NULL,
+  client_id text NOT NULL,
+  user_id text NOT NULL,
+  redirect_uri text NOT NULL,
+  scopes jsonb NOT NULL,
+  resource text NOT NULL,
+  code_challenge text NOT NULL,
+  code_challenge_method text NOT NULL,
+  refresh_allowed boolean NOT NULL,
+  created_at bigint NOT NULL,
+  expires_at bigint NOT NULL,
+  consumed_at bigint
+);
+CREATE INDEX authorization_codes_expires_at ON authorization_codes (expires_at);
+
+CREATE TABLE grants (
+  grant_id text PRIMARY KEY,
+  client_id text NOT NULL,
+  user_id text,
+  scopes jsonb NOT NULL,
+  resource text NOT NULL,
+  created_at bigint NOT NULL,
+  expires_at bigint NOT NULL,
+  revoked_at bigint
+);
+CREATE INDEX grants_user_id ON grants (user_id);
+CREATE INDEX grants_client_id ON grants (client_id);
+
+CREATE TABLE refresh_tokens (
+  token_hash text PRIMARY KEY,
+  grant_id text NOT NULL REFERENCES grants (grant_id) ON DELETE CASCADE,
+  client_id text NOT NULL,
+  scopes jsonb NOT NULL,
+  created_at bigint NOT NULL,
+  expires_at bigint NOT NULL,
+  rotated_at bigint,
+  revoked_at bigint
+);
+CREATE INDEX refresh_tokens_grant_id ON refresh_tokens (grant_id);
+CREATE INDEX refresh_tokens_expires_at ON refresh_tokens (expires_at);
+
+CREATE TABLE access_tokens (
+  jti text PRIMARY KEY,
+  grant_id text NOT NULL REFERENCES grants (grant_id) ON DELETE CASCADE,
+  client_id text NOT NULL,
+  user_id text,
+  scopes jsonb NOT NULL,
+  resource text NOT NULL,
+  created_at bigint NOT NULL,
+  expires_at bigint NOT NULL,
+  revoked_at bigint
+);
+CREATE INDEX access_tokens_grant_id ON access_tokens (grant_id);
+CREATE INDEX access_tokens_expires_at ON access_tokens (expires_at);
+
+CREATE TABLE signing_keys (
+  kid text PRIMARY KEY,
+  alg text NOT NULL,
+  public_jwk jsonb NOT NULL,
+  private_jwk jsonb NOT NULL,
+  created_at bigint NOT NULL,
+  retired_at bigint,
+  expires_at bigint
+);
+
+CREATE TABLE rate_limits (
+  key text PRIMARY KEY,
+  window_start bigint NOT NULL,
+  expires_at bigint NOT NULL,
+  count integer NOT NULL
+);
+
+CREATE TABLE cached_documents (
+  url text PRIMARY KEY,
+  body text NOT NULL,
+  expires_at bigint NOT NULL
+);
+`,
+  },
+];

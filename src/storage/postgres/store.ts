@@ -1,0 +1,523 @@
+/**
+ * PostgreSQL {@link AuthorizationStore} on `pg`: the backend for several server instances.
+ *
+ * Single-use operations are atomic across instances: a code is claimed with
+ * `UPDATE ... WHERE consumed_at IS NULL RETURNING`, and every read-then-write runs in one
+ * transaction that locks the rows it decides on (`SELECT ... FOR UPDATE`), grant before tokens,
+ * so concurrent rotations, replays and revocations queue on the same lock instead of racing.
+ */
+
+import type {
+  AuthorizationStore,
+  GrantRecord,
+  IssuedTokens,
+  PurgeResult,
+  RedeemCodeResult,
+  RotateRefreshResult,
+} from "../contract.js";
+import { accessTokenFromGrant, grantFromCode, isExpired, mergeScopes, refreshTokenFor } from "../rules.js";
+import {
+  clientColumns,
+  fromJson,
+  interactionData,
+  rowToAccessToken,
+  rowToClient,
+  rowToCode,
+  rowToConsent,
+  rowToGrant,
+  rowToInteraction,
+  rowToRefreshToken,
+  rowToSession,
+  rowToSigningKey,
+  rowToUser,
+  toJson,
+} from "../sql/rows.js";
+import { type Db, type Execute, openPool, type PostgresStoreOptions, type Query } from "./pool.js";
+import { POSTGRES_MIGRATIONS } from "./schema.js";
+
+export type { PostgresStoreOptions } from "./pool.js";
+
+/** A PostgreSQL store; `pool` is exposed for health checks and shutdown ordering. */
+export interface PostgresStore extends AuthorizationStore {
+  readonly pool: Db["pool"];
+  readonly schema: string;
+}
+
+type Tx = { query: Query; execute: Execute };
+
+async function revokeGrantRows(tx: Tx, grantId: string, now: number): Promise<boolean> {
+  const changed = await tx.execute(
+    "UPDATE grants SET revoked_at = coalesce(revoked_at, $1) WHERE grant_id = $2",
+    [now, grantId],
+  );
+  await tx.execute("UPDATE refresh_tokens SET revoked_at = coalesce(revoked_at, $1) WHERE grant_id = $2", [
+    now,
+    grantId,
+  ]);
+  await tx.execute("UPDATE access_tokens SET revoked_at = coalesce(revoked_at, $1) WHERE grant_id = $2", [
+    now,
+    grantId,
+  ]);
+  return changed > 0;
+}
+
+async function insertGrant(tx: Tx, grant: GrantRecord): Promise<void> {
+  await tx.execute(
+    `INSERT INTO grants (grant_id, client_id, user_id, scopes, resource, created_at, expires_at, revoked_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [
+      grant.grantId,
+      grant.clientId,
+      grant.userId ?? null,
+      toJson(grant.scopes),
+      grant.resource,
+      grant.createdAt,
+      grant.expiresAt,
+      grant.revokedAt ?? null,
+    ],
+  );
+}
+
+async function insertTokens(
+  tx: Tx,
+  grant: GrantRecord,
+  clientId: string,
+  scopes: string[],
+  tokens: Omit<IssuedTokens, "grantExpiresAt">,
+  writeRefresh: boolean,
+): Promise<boolean> {
+  const access = accessTokenFromGrant(grant, clientId, scopes, tokens.accessToken);
+  await tx.execute(
+    `INSERT INTO access_tokens (jti, grant_id, client_id, user_id, scopes, resource, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [
+      access.jti,
+      access.grantId,
+      access.clientId,
+      access.userId ?? null,
+      toJson(access.scopes),
+      access.resource,
+      access.createdAt,
+      access.expiresAt,
+    ],
+  );
+  if (!writeRefresh || !tokens.refreshToken) return false;
+  const refresh = refreshTokenFor(grant, clientId, scopes, tokens.refreshToken);
+  await tx.execute(
+    `INSERT INTO refresh_tokens (token_hash, grant_id, client_id, scopes, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6)`,
+    [
+      refresh.tokenHash,
+      refresh.grantId,
+      refresh.clientId,
+      toJson(refresh.scopes),
+      refresh.createdAt,
+      refresh.expiresAt,
+    ],
+  );
+  return true;
+}
+
+/** Opens a pool for a PostgreSQL store. Call `migrate()` before first use. */
+export function createPostgresStore(options: PostgresStoreOptions): PostgresStore {
+  const db = openPool(options);
+  const { query, execute, transaction } = db;
+  const first = async (text: string, params?: unknown[]) => (await query(text, params))[0];
+  let closed = false;
+
+  return {
+    pool: db.pool,
+    schema: db.schema,
+    async migrate() {
+      await transaction(async (tx) => {
+        // Serialises instances starting together; released at COMMIT (or ROLLBACK).
+        await tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`gatehouse.migrate:${db.schema}`]);
+        await tx.execute(`CREATE SCHEMA IF NOT EXISTS ${db.schema}`);
+        await tx.execute(
+          "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)",
+        );
+        const row = (await tx.query("SELECT coalesce(max(version), 0) AS v FROM schema_migrations"))[0];
+        const applied = Number(row?.v ?? 0);
+        for (const migration of POSTGRES_MIGRATIONS) {
+          if (migration.version <= applied) continue;
+          await tx.execute(migration.sql);
+          await tx.execute("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)", [
+            migration.version,
+            Date.now(),
+          ]);
+        }
+      });
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await db.pool.end();
+    },
+
+    async createClient(client) {
+      const c = clientColumns(client);
+      await execute(
+        "INSERT INTO clients (client_id, data, created_at, last_used_at, expires_at) VALUES ($1, $2, $3, $4, $5)",
+        [client.clientId, c.data, c.createdAt, c.lastUsedAt, c.expiresAt],
+      );
+    },
+    async upsertClient(client) {
+      const c = clientColumns(client);
+      await execute(
+        `INSERT INTO clients (client_id, data, created_at, last_used_at, expires_at) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (client_id) DO UPDATE SET data = excluded.data, created_at = excluded.created_at,
+         last_used_at = excluded.last_used_at, expires_at = excluded.expires_at`,
+        [client.clientId, c.data, c.createdAt, c.lastUsedAt, c.expiresAt],
+      );
+    },
+    async getClient(clientId) {
+      const row = await first("SELECT * FROM clients WHERE client_id = $1", [clientId]);
+      return row && rowToClient(row);
+    },
+    async listClients() {
+      return (await query('SELECT * FROM clients ORDER BY created_at, client_id COLLATE "C"')).map(
+        rowToClient,
+      );
+    },
+    async deleteClient(clientId) {
+      return (await execute("DELETE FROM clients WHERE client_id = $1", [clientId])) > 0;
+    },
+    async markClientUsed(clientId, now) {
+      await execute("UPDATE clients SET last_used_at = $1, expires_at = NULL WHERE client_id = $2", [
+        now,
+        clientId,
+      ]);
+    },
+
+    async createUser(user) {
+      await execute(
+        "INSERT INTO users (id, username, password_hash, is_admin, created_at) VALUES ($1, $2, $3, $4, $5)",
+        [user.id, user.username, user.passwordHash, user.isAdmin, user.createdAt],
+      );
+    },
+    async getUserByUsername(username) {
+      const row = await first("SELECT * FROM users WHERE username = $1", [username]);
+      return row && rowToUser(row);
+    },
+    async getUser(id) {
+      const row = await first("SELECT * FROM users WHERE id = $1", [id]);
+      return row && rowToUser(row);
+    },
+    async listUsers() {
+      return (await query('SELECT * FROM users ORDER BY created_at, username COLLATE "C"')).map(rowToUser);
+    },
+    async setUserPassword(id, passwordHash) {
+      await execute("UPDATE users SET password_hash = $1 WHERE id = $2", [passwordHash, id]);
+    },
+
+    async createSession(session) {
+      await execute(
+        "INSERT INTO sessions (id_hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)",
+        [session.idHash, session.userId, session.createdAt, session.expiresAt],
+      );
+    },
+    async getSession(idHash, now) {
+      const row = await first("SELECT * FROM sessions WHERE id_hash = $1 AND expires_at > $2", [idHash, now]);
+      return row && rowToSession(row);
+    },
+    async deleteSession(idHash) {
+      await execute("DELETE FROM sessions WHERE id_hash = $1", [idHash]);
+    },
+
+    async createInteraction(interaction) {
+      await execute("INSERT INTO interactions (id, data, user_id, expires_at) VALUES ($1, $2, $3, $4)", [
+        interaction.id,
+        interactionData(interaction),
+        interaction.userId ?? null,
+        interaction.expiresAt,
+      ]);
+    },
+    async getInteraction(id, now) {
+      const row = await first("SELECT * FROM interactions WHERE id = $1 AND expires_at > $2", [id, now]);
+      return row && rowToInteraction(row);
+    },
+    async setInteractionUser(id, userId) {
+      await execute("UPDATE interactions SET user_id = $1 WHERE id = $2", [userId, id]);
+    },
+    async consumeInteraction(id, now) {
+      // One statement: the row goes to exactly one caller, whichever instance it runs on.
+      const row = await first("DELETE FROM interactions WHERE id = $1 RETURNING *", [id]);
+      return row && Number(row.expires_at) > now ? rowToInteraction(row) : undefined;
+    },
+
+    async getConsent(userId, clientId, redirectUri) {
+      const row = await first(
+        "SELECT * FROM consents WHERE user_id = $1 AND client_id = $2 AND redirect_uri = $3",
+        [userId, clientId, redirectUri],
+      );
+      return row && rowToConsent(row);
+    },
+    async grantConsent(consent) {
+      const key = [consent.userId, consent.clientId, consent.redirectUri];
+      await transaction(async (tx) => {
+        // Create the row if absent, then lock it, so concurrent grants merge instead of overwrite.
+        await tx.execute(
+          `INSERT INTO consents (user_id, client_id, redirect_uri, scopes, created_at, updated_at)
+           VALUES ($1, $2, $3, '[]', $4, $5) ON CONFLICT DO NOTHING`,
+          [...key, consent.createdAt, consent.updatedAt],
+        );
+        const row = (
+          await tx.query(
+            "SELECT scopes FROM consents WHERE user_id = $1 AND client_id = $2 AND redirect_uri = $3 FOR UPDATE",
+            key,
+          )
+        )[0];
+        const scopes = mergeScopes(fromJson<string[]>(row?.scopes ?? []), consent.scopes);
+        await tx.execute(
+          "UPDATE consents SET scopes = $4, updated_at = $5 WHERE user_id = $1 AND client_id = $2 AND redirect_uri = $3",
+          [...key, toJson(scopes), consent.updatedAt],
+        );
+      });
+    },
+    async revokeConsent(userId, clientId, redirectUri) {
+      return redirectUri === undefined
+        ? execute("DELETE FROM consents WHERE user_id = $1 AND client_id = $2", [userId, clientId])
+        : execute("DELETE FROM consents WHERE user_id = $1 AND client_id = $2 AND redirect_uri = $3", [
+            userId,
+            clientId,
+            redirectUri,
+          ]);
+    },
+    async listConsents(userId) {
+      const rows = await query(
+        `SELECT * FROM consents WHERE ($1::text IS NULL OR user_id = $1)
+         ORDER BY created_at, user_id COLLATE "C", client_id COLLATE "C", redirect_uri COLLATE "C"`,
+        [userId ?? null],
+      );
+      return rows.map(rowToConsent);
+    },
+
+    async insertAuthorizationCode(code) {
+      await execute(
+        `INSERT INTO authorization_codes (code_hash, grant_id, client_id, user_id, redirect_uri, scopes, resource,
+         code_challenge, code_challenge_method, refresh_allowed, created_at, expires_at, consumed_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+        [
+          code.codeHash,
+          code.grantId,
+          code.clientId,
+          code.userId,
+          code.redirectUri,
+          toJson(code.scopes),
+          code.resource,
+          code.codeChallenge,
+          code.codeChallengeMethod,
+          code.refreshAllowed,
+          code.createdAt,
+          code.expiresAt,
+          code.consumedAt ?? null,
+        ],
+      );
+    },
+    async redeemAuthorizationCode(codeHash, now, check, tokens): Promise<RedeemCodeResult> {
+      return transaction(async (tx): Promise<RedeemCodeResult> => {
+        // Claim the code: of concurrent callers exactly one gets the row back; the others wait on
+        // its row lock and then find it consumed.
+        const claimed = (
+          await tx.query(
+            `UPDATE authorization_codes SET consumed_at = $2
+             WHERE code_hash = $1 AND consumed_at IS NULL AND expires_at > $2 RETURNING *`,
+            [codeHash, now],
+          )
+        )[0];
+        if (!claimed) {
+          const row = (
+            await tx.query("SELECT * FROM authorization_codes WHERE code_hash = $1", [codeHash])
+          )[0];
+          if (!row) return { status: "not_found" };
+          const code = rowToCode(row);
+          // OAuth 2.1 §4.1.3: a code used twice revokes the tokens it issued.
+          if (code.consumedAt !== undefined) {
+            await revokeGrantRows(tx, code.grantId, now);
+            return { status: "replayed" };
+          }
+          return { status: "expired" };
+        }
+        const code = rowToCode(claimed);
+        const { consumedAt: _consumedAt, ...unconsumed } = code;
+        // A throwing check aborts the transaction: the claim is rolled back with it.
+        const error = check(unconsumed);
+        if (error) return { status: "refused", error };
+        const grant = grantFromCode(code, now, tokens.grantExpiresAt);
+        await insertGrant(tx, grant);
+        const refreshIssued = await insertTokens(
+          tx,
+          grant,
+          code.clientId,
+          code.scopes,
+          tokens,
+          code.refreshAllowed,
+        );
+        return { status: "issued", code, grant, refreshIssued };
+      });
+    },
+
+    async createGrantWithAccessToken(grant, accessToken) {
+      await transaction(async (tx) => {
+        await insertGrant(tx, grant);
+        await insertTokens(tx, grant, grant.clientId, grant.scopes, { accessToken }, false);
+      });
+    },
+    async getGrant(grantId) {
+      const row = await first("SELECT * FROM grants WHERE grant_id = $1", [grantId]);
+      return row && rowToGrant(row);
+    },
+    async listGrants(filter = {}) {
+      const rows = await query(
+        `SELECT * FROM grants WHERE ($1::text IS NULL OR user_id = $1) AND ($2::text IS NULL OR client_id = $2)
+         ORDER BY created_at, grant_id COLLATE "C"`,
+        [filter.userId ?? null, filter.clientId ?? null],
+      );
+      return rows.map(rowToGrant);
+    },
+    async revokeGrant(grantId, now) {
+      return transaction((tx) => revokeGrantRows(tx, grantId, now));
+    },
+
+    async rotateRefreshToken(tokenHash, now, check, tokens, graceMs = 0): Promise<RotateRefreshResult> {
+      return transaction(async (tx): Promise<RotateRefreshResult> => {
+        const peek = (
+          await tx.query("SELECT grant_id FROM refresh_tokens WHERE token_hash = $1", [tokenHash])
+        )[0];
+        if (!peek) return { status: "not_found" };
+        // Lock order everywhere: grant, then its tokens.
+        const grantRow = (
+          await tx.query("SELECT * FROM grants WHERE grant_id = $1 FOR UPDATE", [peek.grant_id])
+        )[0];
+        if (!grantRow) return { status: "not_found" };
+        const row = (
+          await tx.query("SELECT * FROM refresh_tokens WHERE token_hash = $1 FOR UPDATE", [tokenHash])
+        )[0];
+        if (!row) return { status: "not_found" };
+        const grant = rowToGrant(grantRow);
+        const token = rowToRefreshToken(row);
+        if (grant.revokedAt !== undefined || token.revokedAt !== undefined) return { status: "revoked" };
+        // RFC 9700 §4.14.2: a rotated token presented again means it leaked; end the grant.
+        if (token.rotatedAt !== undefined && now - token.rotatedAt >= graceMs) {
+          await revokeGrantRows(tx, grant.grantId, now);
+          return { status: "reused" };
+        }
+        if (isExpired(token.expiresAt, now) || isExpired(grant.expiresAt, now)) return { status: "expired" };
+        const verdict = check(token, grant);
+        if (verdict.error) return { status: "refused", error: verdict.error };
+        const scopes = verdict.scopes ?? token.scopes;
+        const old = { ...token };
+        if (tokens.refreshToken) {
+          old.rotatedAt ??= now;
+          await tx.execute("UPDATE refresh_tokens SET rotated_at = $1 WHERE token_hash = $2", [
+            old.rotatedAt,
+            tokenHash,
+          ]);
+        }
+        await insertTokens(tx, grant, token.clientId, scopes, tokens, true);
+        return { status: "issued", old, grant, scopes: [...scopes] };
+      });
+    },
+    async getRefreshToken(tokenHash) {
+      const row = await first("SELECT * FROM refresh_tokens WHERE token_hash = $1", [tokenHash]);
+      return row && rowToRefreshToken(row);
+    },
+    async getAccessToken(jti) {
+      const row = await first("SELECT * FROM access_tokens WHERE jti = $1", [jti]);
+      return row && rowToAccessToken(row);
+    },
+    async revokeAccessToken(jti, now) {
+      return (
+        (await execute("UPDATE access_tokens SET revoked_at = coalesce(revoked_at, $1) WHERE jti = $2", [
+          now,
+          jti,
+        ])) > 0
+      );
+    },
+
+    async listSigningKeys() {
+      return (await query('SELECT * FROM signing_keys ORDER BY created_at, kid COLLATE "C"')).map(
+        rowToSigningKey,
+      );
+    },
+    async addSigningKey(key, retireOthersAt) {
+      await transaction(async (tx) => {
+        if (retireOthersAt) {
+          await tx.execute(
+            "UPDATE signing_keys SET retired_at = $1, expires_at = $2 WHERE retired_at IS NULL",
+            [retireOthersAt.retiredAt, retireOthersAt.expiresAt],
+          );
+        }
+        await tx.execute(
+          `INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk, created_at, retired_at, expires_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+          [
+            key.kid,
+            key.alg,
+            toJson(key.publicJwk),
+            toJson(key.privateJwk),
+            key.createdAt,
+            key.retiredAt ?? null,
+            key.expiresAt ?? null,
+          ],
+        );
+      });
+    },
+
+    async hitRateLimit(key, windowStart, windowMs) {
+      // A newer window restarts the count; a hit stamped with an older window (clock skew between
+      // instances) counts in the current one.
+      const row = await first(
+        `INSERT INTO rate_limits AS r (key, window_start, expires_at, count) VALUES ($1, $2, $3, 1)
+         ON CONFLICT (key) DO UPDATE SET
+           count = CASE WHEN excluded.window_start > r.window_start THEN 1 ELSE r.count + 1 END,
+           expires_at = CASE WHEN excluded.window_start > r.window_start THEN excluded.expires_at ELSE r.expires_at END,
+           window_start = greatest(r.window_start, excluded.window_start)
+         RETURNING count`,
+        [key, windowStart, windowStart + windowMs],
+      );
+      return Number(row?.count);
+    },
+
+    async getCachedDocument(url, now) {
+      const row = await first(
+        "SELECT body, expires_at FROM cached_documents WHERE url = $1 AND expires_at > $2",
+        [url, now],
+      );
+      return row && { body: String(row.body), expiresAt: Number(row.expires_at) };
+    },
+    async putCachedDocument(url, body, expiresAt) {
+      await execute(
+        `INSERT INTO cached_documents (url, body, expires_at) VALUES ($1, $2, $3)
+         ON CONFLICT (url) DO UPDATE SET body = excluded.body, expires_at = excluded.expires_at`,
+        [url, body, expiresAt],
+      );
+    },
+
+    async purgeExpired(now): Promise<PurgeResult> {
+      // Grants past their absolute lifetime, or revoked with no access token still live.
+      const purgeable = `SELECT g.grant_id FROM grants g WHERE g.expires_at <= $1 OR (g.revoked_at IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM access_tokens a WHERE a.grant_id = g.grant_id AND a.expires_at > $1))`;
+      return transaction(async (tx): Promise<PurgeResult> => {
+        const at = [now];
+        const codes = await tx.execute("DELETE FROM authorization_codes WHERE expires_at <= $1", at);
+        const refreshTokens = await tx.execute(
+          `DELETE FROM refresh_tokens WHERE expires_at <= $1 OR grant_id IN (${purgeable})`,
+          at,
+        );
+        // A revoked grant without live access tokens has only expired ones, caught by the first test.
+        const accessTokens = await tx.execute(
+          "DELETE FROM access_tokens WHERE expires_at <= $1 OR grant_id IN (SELECT grant_id FROM grants WHERE expires_at <= $1)",
+          at,
+        );
+        const grants = await tx.execute(`DELETE FROM grants WHERE grant_id IN (${purgeable})`, at);
+        const interactions = await tx.execute("DELETE FROM interactions WHERE expires_at <= $1", at);
+        const sessions = await tx.execute("DELETE FROM sessions WHERE expires_at <= $1", at);
+        const clients = await tx.execute("DELETE FROM clients WHERE expires_at <= $1", at);
+        await tx.execute("DELETE FROM rate_limits WHERE expires_at <= $1", at);
+        await tx.execute("DELETE FROM cached_documents WHERE expires_at <= $1", at);
+        return { codes, refreshTokens, accessTokens, interactions, sessions, clients, grants };
+      });
+    },
+  };
+}
