@@ -1,0 +1,121 @@
+/**
+ * `gatehouse check`: an auditor for a deployed protected resource and its authorization server.
+ * It walks the discovery path the spec describes (401 challenge → protected resource metadata →
+ * authorization server metadata), records every discovery form rather than stopping at the first
+ * success, and reports rule by rule what holds.
+ *
+ * What it sends: metadata requests without credentials; two deliberately bogus tokens (one in the
+ * Authorization header, one in the query string) to the resource URL only. Nothing goes to the
+ * authorization server but metadata requests. Redirects are never followed.
+ */
+import type { FetchLike } from "../client/http.js";
+import { GatehouseTypeError } from "../shared/errors.js";
+import { findChallenge } from "../shared/www-authenticate.js";
+import {
+  MAX_AUTHORIZATION_SERVERS,
+  Prober,
+  probeAuthorizationServer,
+  probeBogusBearer,
+  probeBogusQuery,
+  probeProtectedResourceMetadata,
+  probeUnauthenticated,
+  usable,
+} from "./probes.js";
+import { evaluateRules, RULES } from "./rules.js";
+import type { CheckReport, Observations, Outcome, Revision } from "./types.js";
+
+export { classifyTransport, compareResource, type ResourceMatch, type TransportClass } from "./classify.js";
+export { formatHuman, formatJson } from "./report.js";
+export { evaluateRules, RULES, type Rule, type Verdict } from "./rules.js";
+export type * from "./types.js";
+
+export interface CheckOptions {
+  /** The fetch used for every request (default: the global one). */
+  fetch?: FetchLike;
+  /** Deadline per request in ms (default 10 000). */
+  timeoutMs?: number;
+  /** Which revision's rules apply (default `2026-07-28`). */
+  revision?: Revision;
+}
+
+/**
+ * Validates the URL given to the auditor: an absolute http(s) URL without a fragment (spec
+ * "Canonical server URI" 2). Throws `GatehouseTypeError` `ERR_INVALID_URL`.
+ */
+export function parseResourceUrl(value: string): URL {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch (cause) {
+    throw new GatehouseTypeError("ERR_INVALID_URL", "the resource URL is not an absolute URL", { cause });
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    throw new GatehouseTypeError("ERR_INVALID_URL", "the resource URL must use https (or http)");
+  }
+  if (value.includes("#")) {
+    throw new GatehouseTypeError("ERR_INVALID_URL", "the resource URL must not contain a fragment");
+  }
+  if (url.username || url.password) {
+    throw new GatehouseTypeError("ERR_INVALID_URL", "the resource URL must not contain userinfo");
+  }
+  return url;
+}
+
+/**
+ * Probes `resourceUrl` and its authorization servers, then evaluates {@link RULES}. Never throws for
+ * what the servers do (an unreachable server is a failed rule); throws `GatehouseTypeError` for an
+ * invalid URL.
+ */
+export async function runCheck(resourceUrl: string, options: CheckOptions = {}): Promise<CheckReport> {
+  parseResourceUrl(resourceUrl);
+  const revision = options.revision ?? "2026-07-28";
+  const startedAt = new Date().toISOString();
+  const prober = new Prober(options.fetch ?? globalThis.fetch, options.timeoutMs ?? 10_000);
+
+  const unauthenticated = await probeUnauthenticated(prober, resourceUrl);
+  const bearer = unauthenticated.challenges ? findChallenge(unauthenticated.challenges, "Bearer") : undefined;
+  const prm = await probeProtectedResourceMetadata(prober, resourceUrl, bearer?.params.resource_metadata);
+  // The document a client following the spec would read first (challenge URL, path-specific, root).
+  const selectedPrm = prm.find((p) => usable(p));
+
+  const observations: Observations = {
+    resourceUrl,
+    revision,
+    unauthenticated,
+    prm,
+    authorizationServers: [],
+  };
+  if (selectedPrm) observations.selectedPrm = selectedPrm;
+
+  const issuers = selectedPrm ? (selectedPrm.json!.authorization_servers as string[]) : [];
+  for (const issuer of issuers.slice(0, MAX_AUTHORIZATION_SERVERS)) {
+    observations.authorizationServers.push(await probeAuthorizationServer(prober, issuer));
+  }
+
+  // Bogus tokens: to the resource URL only.
+  observations.bogusBearer = await probeBogusBearer(prober, resourceUrl);
+  observations.bogusQuery = await probeBogusQuery(prober, resourceUrl);
+
+  return buildReport(observations, prober, startedAt);
+}
+
+/** Evaluates the rules over `observations` and assembles the report. */
+export function buildReport(
+  observations: Observations,
+  prober: { exchanges: CheckReport["exchanges"] },
+  startedAt: string,
+): CheckReport {
+  const findings = evaluateRules(observations, RULES);
+  const summary: Record<Outcome, number> = { pass: 0, fail: 0, warn: 0, info: 0, skip: 0 };
+  for (const f of findings) summary[f.outcome]++;
+  return {
+    resource: observations.resourceUrl,
+    revision: observations.revision,
+    startedAt,
+    ok: !findings.some((f) => f.level === "MUST" && f.outcome === "fail"),
+    summary,
+    findings,
+    exchanges: prober.exchanges,
+    observations,
+  };
+}

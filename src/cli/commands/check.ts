@@ -1,0 +1,95 @@
+/**
+ * `gatehouse check <resource-url>`: audits a deployed protected resource and its authorization
+ * server against the spec (see docs/check.md). Exit status: 0 when every MUST rule holds, 1 when one
+ * fails, 2 on a usage error.
+ */
+import { parseArgs } from "node:util";
+import { formatHuman, formatJson, parseResourceUrl, runCheck } from "../../check/index.js";
+import type { Revision } from "../../check/types.js";
+
+const USAGE = `Usage: gatehouse check <resource-url> [options]
+
+Walks the discovery and authorization path of a protected resource and its authorization
+server, and reports rule by rule what holds (see docs/check.md).
+
+Options:
+  --json               print one JSON object instead of text
+  --revision <date>    spec revision whose rules apply: 2026-07-28 (default) or 2025-11-25
+  --timeout <ms>       deadline per request (default 10000)
+  --verbose            show the rule id and spec reference of every finding
+  -h, --help           show this help
+
+Only metadata requests and two deliberately bogus tokens (sent to the resource URL itself)
+leave this machine. Exit status: 0 every MUST holds, 1 a MUST fails, 2 usage error.
+`;
+
+function usageError(message: string): number {
+  process.stderr.write(`gatehouse check: ${message}\n\n${USAGE}`);
+  return 2;
+}
+
+/** Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org). */
+export function useColour(stream: { isTTY?: boolean }, env: NodeJS.ProcessEnv): boolean {
+  return stream.isTTY === true && (env.NO_COLOR === undefined || env.NO_COLOR === "");
+}
+
+export async function run(args: string[]): Promise<number> {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(args);
+  } catch (error) {
+    return usageError(error instanceof Error ? error.message : String(error));
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (positionals.length !== 1) {
+    return usageError(
+      positionals.length === 0 ? "a resource URL is required" : "only one resource URL is accepted",
+    );
+  }
+  const resourceUrl = positionals[0]!;
+  try {
+    parseResourceUrl(resourceUrl);
+  } catch (error) {
+    return usageError(error instanceof Error ? error.message : String(error));
+  }
+  const revision = values.revision ?? "2026-07-28";
+  if (revision !== "2026-07-28" && revision !== "2025-11-25") {
+    return usageError(`unknown revision '${revision}' (2026-07-28 or 2025-11-25)`);
+  }
+  let timeoutMs = 10_000;
+  if (values.timeout !== undefined) {
+    timeoutMs = Number(values.timeout);
+    if (!Number.isInteger(timeoutMs) || timeoutMs <= 0)
+      return usageError("--timeout must be a positive integer");
+  }
+
+  const report = await runCheck(resourceUrl, { revision: revision as Revision, timeoutMs });
+  process.stdout.write(
+    values.json
+      ? formatJson(report)
+      : formatHuman(report, {
+          color: useColour(process.stdout, process.env),
+          verbose: values.verbose === true,
+        }),
+  );
+  return report.ok ? 0 : 1;
+}
+
+function parse(args: string[]) {
+  return parseArgs({
+    args,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      json: { type: "boolean" },
+      revision: { type: "string" },
+      timeout: { type: "string" },
+      verbose: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+}

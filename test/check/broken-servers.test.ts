@@ -1,0 +1,275 @@
+/**
+ * The auditor against deliberately broken servers on loopback: each test breaks one rule and
+ * asserts that exactly that rule fails (or warns) while a correct server passes it.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { type CheckReport, runCheck } from "../../src/check/index.js";
+import { type Fixture, type FixtureOptions, startFixture } from "./fixture.js";
+
+const open: Fixture[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((f) => f.close()));
+});
+
+async function audit(options: FixtureOptions = {}, revision?: "2025-11-25" | "2026-07-28") {
+  const fixture = await startFixture(options);
+  open.push(fixture);
+  const report = await runCheck(fixture.resourceUrl, { timeoutMs: 5000, ...(revision && { revision }) });
+  return { fixture, report };
+}
+
+function outcomes(report: CheckReport, rule: string): string[] {
+  return report.findings.filter((f) => f.rule === rule).map((f) => f.outcome);
+}
+
+/** MUST rules that failed. */
+function failedMusts(report: CheckReport): string[] {
+  return [...new Set(report.findings.filter((f) => f.outcome === "fail").map((f) => f.rule))];
+}
+
+describe("gatehouse check against a correct server", () => {
+  it("passes every MUST, and reports each discovery form as served", async () => {
+    const { report } = await audit();
+    expect(failedMusts(report)).toEqual([]);
+    expect(report.ok).toBe(true);
+    expect(outcomes(report, "prm.resource-metadata-url")).toEqual(["pass"]);
+    expect(outcomes(report, "prm.path-specific")).toEqual(["pass"]);
+    expect(outcomes(report, "prm.root")).toEqual(["pass"]);
+    expect(outcomes(report, "prm.resource")).toEqual(["pass", "pass", "pass"]);
+    expect(outcomes(report, "as.discovery-form")).toEqual(["pass", "pass"]);
+    expect(outcomes(report, "as.issuer")).toEqual(["pass", "pass"]);
+    expect(outcomes(report, "as.pkce")).toEqual(["pass", "pass"]);
+    expect(outcomes(report, "resource.invalid-token-401")).toEqual(["pass"]);
+    expect(outcomes(report, "resource.invalid-token-error")).toEqual(["pass"]);
+    expect(outcomes(report, "resource.query-token-refused")).toEqual(["pass"]);
+    expect(outcomes(report, "challenge.www-authenticate")).toEqual(["pass"]);
+    // Loopback http: tolerated with a warning, never a pass.
+    expect(outcomes(report, "transport.resource-https")).toEqual(["warn"]);
+    expect(outcomes(report, "as.https")).toEqual(["warn", "warn"]);
+  });
+
+  it("sends bogus tokens only to the resource URL and nothing but metadata requests to the AS", async () => {
+    const { fixture, report } = await audit();
+    const asRequests = fixture.requests.filter((r) => r.server === "as");
+    expect(asRequests.length).toBeGreaterThan(0);
+    for (const r of asRequests) {
+      expect(r.authorization).toBeNull();
+      expect(r.queryToken).toBe(false);
+      expect(new URL(r.url).pathname).toMatch(/\.well-known\//);
+    }
+    const withCredential = fixture.requests.filter((r) => r.authorization !== null || r.queryToken);
+    expect(withCredential).toHaveLength(2);
+    for (const r of withCredential) {
+      const url = new URL(r.url);
+      expect(`${url.origin}${url.pathname}`).toBe(fixture.resourceUrl);
+    }
+    // The exchange log names the credential kind and never holds the bogus value.
+    expect(report.exchanges.map((e) => e.credential).sort()).toEqual(
+      [...Array(report.exchanges.length - 2).fill("none"), "bogus-bearer", "bogus-query"].sort(),
+    );
+    expect(JSON.stringify(report)).not.toMatch(/gatehouse-check-bogus-[0-9a-f]/);
+  });
+
+  it("probes the three forms for an issuer with a path", async () => {
+    const { report } = await audit({ issuerPath: "/tenant1" });
+    const forms = report.findings.filter((f) => f.rule === "as.discovery-form");
+    expect(forms.map((f) => f.message.split(":")[0])).toEqual(["rfc8414", "oidc-inserted", "oidc-appended"]);
+    expect(forms.every((f) => f.outcome === "pass")).toBe(true);
+    expect(report.ok).toBe(true);
+  });
+});
+
+describe("gatehouse check: one broken rule per server", () => {
+  it("prm.resource: a PRM naming another resource fails", async () => {
+    const { report } = await audit({ prm: (doc) => ({ ...doc, resource: "https://elsewhere.example/mcp" }) });
+    expect(outcomes(report, "prm.resource")).toEqual(["fail", "fail", "fail"]);
+    expect(failedMusts(report)).toEqual(["prm.resource"]);
+    expect(report.ok).toBe(false);
+  });
+
+  it("prm.resource: a parent resource (same origin) is a warning, not a failure", async () => {
+    const { report } = await audit({
+      prm: (doc, { resource }) => ({ ...doc, resource: new URL(resource).origin }),
+    });
+    expect(outcomes(report, "prm.resource")).toEqual(["warn", "warn", "warn"]);
+    expect(report.ok).toBe(true);
+  });
+
+  it("as.pkce: missing code_challenge_methods_supported fails", async () => {
+    const { report } = await audit({
+      asMetadata: ({ code_challenge_methods_supported: _, ...doc }) => doc,
+    });
+    expect(outcomes(report, "as.pkce")).toEqual(["fail", "fail"]);
+    expect(failedMusts(report)).toEqual(["as.pkce"]);
+  });
+
+  it("as.pkce: plain only (no S256) fails", async () => {
+    const { report } = await audit({
+      asMetadata: (doc) => ({ ...doc, code_challenge_methods_supported: ["plain"] }),
+    });
+    expect(outcomes(report, "as.pkce")).toEqual(["fail", "fail"]);
+  });
+
+  it("as.issuer: an issuer that differs (even by a trailing slash) fails", async () => {
+    const { report } = await audit({ asMetadata: (doc, { issuer }) => ({ ...doc, issuer: `${issuer}/` }) });
+    expect(outcomes(report, "as.issuer")).toEqual(["fail", "fail"]);
+    expect(failedMusts(report)).toEqual(["as.issuer"]);
+  });
+
+  it("challenge.www-authenticate: a 401 without WWW-Authenticate fails", async () => {
+    const { report } = await audit({ challenge: () => null });
+    expect(outcomes(report, "challenge.www-authenticate")).toEqual(["fail"]);
+    // The well-known URLs still make the metadata discoverable.
+    expect(outcomes(report, "prm.discoverable")).toEqual(["pass"]);
+    expect(outcomes(report, "prm.resource-metadata-url")).toEqual(["skip"]);
+    expect(failedMusts(report)).toEqual(["challenge.www-authenticate"]);
+  });
+
+  it("challenge.www-authenticate: an unparsable header or a non-Bearer scheme fails", async () => {
+    const garbled = await audit({ challenge: () => 'Bearer realm="unterminated' });
+    expect(outcomes(garbled.report, "challenge.www-authenticate")).toEqual(["fail"]);
+    const basic = await audit({ challenge: () => 'Basic realm="x"' });
+    expect(outcomes(basic.report, "challenge.www-authenticate")).toEqual(["fail"]);
+  });
+
+  it("challenge.status-401: a resource that answers without a token fails", async () => {
+    const { report } = await audit({ anonymousStatus: 200 });
+    expect(outcomes(report, "challenge.status-401")).toEqual(["fail"]);
+    expect(outcomes(report, "resource.query-token-refused")).toEqual(["skip"]);
+  });
+
+  it("prm.path-specific / prm.root: PRM only at the root is reported per form and still discoverable", async () => {
+    const { report } = await audit({ prmAt: ["root"] });
+    expect(outcomes(report, "prm.resource-metadata-url")).toEqual(["skip"]);
+    expect(outcomes(report, "prm.path-specific")).toEqual(["info"]);
+    expect(outcomes(report, "prm.root")).toEqual(["pass"]);
+    expect(outcomes(report, "challenge.resource-metadata")).toEqual(["warn"]);
+    expect(report.observations.selectedPrm?.source).toBe("root");
+    expect(report.ok).toBe(true);
+  });
+
+  it("prm.discoverable: no PRM anywhere fails", async () => {
+    const { report } = await audit({ prmAt: [] });
+    expect(outcomes(report, "prm.discoverable")).toEqual(["fail"]);
+    expect(report.observations.authorizationServers).toEqual([]);
+    expect(report.ok).toBe(false);
+  });
+
+  it("prm.resource-metadata-url: a challenge URL that does not serve the PRM fails", async () => {
+    const { report } = await audit({
+      prmAt: ["path", "root"],
+      challenge: ({ prmUrl }) => `Bearer resource_metadata="${prmUrl}"`,
+    });
+    expect(outcomes(report, "prm.resource-metadata-url")).toEqual(["fail"]);
+    expect(failedMusts(report)).toEqual(["prm.resource-metadata-url"]);
+  });
+
+  it("prm.scopes-no-offline-access: offline_access in PRM scopes warns (2026-07-28 only)", async () => {
+    const options: FixtureOptions = {
+      prm: (doc) => ({ ...doc, scopes_supported: ["mcp:read", "offline_access"] }),
+    };
+    const latest = await audit(options);
+    expect(outcomes(latest.report, "prm.scopes-no-offline-access")).toEqual(["warn", "warn", "warn"]);
+    expect(latest.report.ok).toBe(true);
+    const older = await audit(options, "2025-11-25");
+    expect(outcomes(older.report, "prm.scopes-no-offline-access")).toEqual([]);
+  });
+
+  it("challenge.no-offline-access and challenge.no-error-without-token warn", async () => {
+    const { report } = await audit({
+      challenge: ({ prmUrl }) =>
+        `Bearer error="invalid_request", scope="mcp:read offline_access", resource_metadata="${prmUrl}"`,
+    });
+    expect(outcomes(report, "challenge.no-offline-access")).toEqual(["warn"]);
+    expect(outcomes(report, "challenge.no-error-without-token")).toEqual(["warn"]);
+    expect(report.ok).toBe(true);
+  });
+
+  it("challenge.scope: a challenge without scope warns", async () => {
+    const { report } = await audit({ challenge: ({ prmUrl }) => `Bearer resource_metadata="${prmUrl}"` });
+    expect(outcomes(report, "challenge.scope")).toEqual(["warn"]);
+  });
+
+  it("prm.bearer-methods: query in bearer_methods_supported fails", async () => {
+    const { report } = await audit({
+      prm: (doc) => ({ ...doc, bearer_methods_supported: ["header", "query"] }),
+    });
+    expect(outcomes(report, "prm.bearer-methods")).toEqual(["fail", "fail", "fail"]);
+    expect(failedMusts(report)).toEqual(["prm.bearer-methods"]);
+  });
+
+  it("prm.authorization-servers: an empty list fails and stops discovery", async () => {
+    const { report } = await audit({ prm: (doc) => ({ ...doc, authorization_servers: [] }) });
+    expect(outcomes(report, "prm.authorization-servers")).toEqual(["fail", "fail", "fail"]);
+    expect(outcomes(report, "prm.discoverable")).toEqual(["fail"]);
+  });
+
+  it("prm.valid: a PRM that is not JSON fails", async () => {
+    const { report } = await audit({ prm: () => "not an object" as unknown as Record<string, unknown> });
+    expect(outcomes(report, "prm.valid")).toEqual(["fail", "fail", "fail"]);
+  });
+
+  it("resource.query-token-refused: a resource accepting ?access_token= fails", async () => {
+    const { report } = await audit({ acceptQueryToken: true });
+    expect(outcomes(report, "resource.query-token-refused")).toEqual(["fail"]);
+    expect(failedMusts(report)).toEqual(["resource.query-token-refused"]);
+  });
+
+  it("resource.invalid-token-401: a resource accepting any bearer token fails", async () => {
+    const { report } = await audit({ bearerStatus: 200 });
+    expect(outcomes(report, "resource.invalid-token-401")).toEqual(["fail"]);
+    expect(failedMusts(report)).toEqual(["resource.invalid-token-401"]);
+  });
+
+  it("as.metadata-found: an AS serving only the OpenID Connect form passes; one serving none fails", async () => {
+    const oidcOnly = await audit({ asForms: ["oidc-inserted"] });
+    expect(outcomes(oidcOnly.report, "as.discovery-form")).toEqual(["info", "pass"]);
+    expect(outcomes(oidcOnly.report, "as.metadata-found")).toEqual(["pass"]);
+    const none = await audit({ asForms: [] });
+    expect(outcomes(none.report, "as.metadata-found")).toEqual(["fail"]);
+    expect(none.report.ok).toBe(false);
+  });
+
+  it("as.iss-parameter and as.client-id-metadata-documents warn when not announced", async () => {
+    const { report } = await audit({
+      asMetadata: ({
+        authorization_response_iss_parameter_supported: _a,
+        client_id_metadata_document_supported: _b,
+        ...doc
+      }) => doc,
+    });
+    expect(outcomes(report, "as.iss-parameter")).toEqual(["warn", "warn"]);
+    expect(outcomes(report, "as.client-id-metadata-documents")).toEqual(["warn", "warn"]);
+    expect(report.ok).toBe(true);
+  });
+
+  it("as.https: an endpoint on plain http at a non-loopback host fails", async () => {
+    const { report } = await audit({
+      asMetadata: (doc) => ({ ...doc, token_endpoint: "http://as.example.test/token" }),
+    });
+    expect(outcomes(report, "as.https")).toEqual(["fail", "fail"]);
+    expect(report.findings.find((f) => f.rule === "as.https")?.message).toContain("token_endpoint");
+  });
+
+  it("as.endpoints and as.response-type-code: missing required fields fail", async () => {
+    const { report } = await audit({
+      asMetadata: ({ token_endpoint: _t, response_types_supported: _r, ...doc }) => doc,
+    });
+    expect(outcomes(report, "as.endpoints")).toEqual(["fail", "fail"]);
+    expect(outcomes(report, "as.response-type-code")).toEqual(["fail", "fail"]);
+  });
+
+  it("as.issuer-identifier: an authorization_servers entry that is not a URL fails", async () => {
+    const { report } = await audit({ prm: (doc) => ({ ...doc, authorization_servers: ["not a url"] }) });
+    expect(outcomes(report, "as.issuer-identifier")).toEqual(["fail"]);
+  });
+
+  it("challenge.status-401: an unreachable resource fails without throwing", async () => {
+    const fixture = await startFixture();
+    const url = fixture.resourceUrl;
+    await fixture.close();
+    const report = await runCheck(url, { timeoutMs: 2000 });
+    expect(outcomes(report, "challenge.status-401")).toEqual(["fail"]);
+    expect(report.ok).toBe(false);
+  });
+});
