@@ -44,6 +44,36 @@ export function setClientAddress(request: Request, address: string): void {
   CLIENT_ADDRESSES.set(request, address);
 }
 
+interface AbortState {
+  controller: AbortController | undefined;
+  aborted: boolean;
+}
+
+const ABORT_STATE = Symbol("gatehouse.abort");
+
+/**
+ * A Request whose `signal` is created on first use: linking a signal through the Request
+ * constructor costs more than the rest of the request conversion, and most handlers never look.
+ */
+class NodeRequest extends Request {
+  [ABORT_STATE]: AbortState;
+  constructor(input: string, init: RequestInit, abort: AbortState) {
+    super(input, init);
+    this[ABORT_STATE] = abort;
+  }
+}
+Object.defineProperty(NodeRequest.prototype, "signal", {
+  configurable: true,
+  get(this: NodeRequest): AbortSignal {
+    const state = this[ABORT_STATE];
+    if (!state.controller) {
+      state.controller = new AbortController();
+      if (state.aborted) state.controller.abort();
+    }
+    return state.controller.signal;
+  },
+});
+
 class BodyTooLargeError extends Error {
   constructor() {
     super("request body exceeds the configured limit");
@@ -236,23 +266,21 @@ export function toNodeListener(
       req.resume();
       return;
     }
-    const controller = new AbortController();
+    const abort: AbortState = { controller: undefined, aborted: false };
     res.once("close", () => {
-      if (!res.writableFinished) controller.abort();
+      if (res.writableFinished) return;
+      abort.aborted = true;
+      abort.controller?.abort();
     });
     const state = { tooLarge: false };
     let request: Request;
     try {
-      const init: RequestInit & { duplex?: "half" } = {
-        method,
-        headers: buildHeaders(req),
-        signal: controller.signal,
-      };
+      const init: RequestInit & { duplex?: "half" } = { method, headers: buildHeaders(req) };
       if (hasBody) {
         init.body = bodyStream(req, limit, state);
         init.duplex = "half";
       }
-      request = new Request(origin + (req.url ?? "/"), init);
+      request = new NodeRequest(origin + (req.url ?? "/"), init, abort);
     } catch {
       // An unparseable request target or header value.
       plainResponse(res, 400, "Bad Request\n");
@@ -276,13 +304,13 @@ export function toNodeListener(
             plainResponse(res, 413, "Payload Too Large\n");
             return;
           }
-          if (!controller.signal.aborted) onError?.(error);
+          if (!abort.aborted) onError?.(error);
           plainResponse(res, 500, "Internal Server Error\n");
         },
       )
       .catch((error: unknown) => {
         // Writing failed (client gone, or the body stream errored mid-way): drop the connection.
-        if (!controller.signal.aborted) onError?.(error);
+        if (!abort.aborted) onError?.(error);
         if (!res.destroyed) res.destroy();
       });
   };

@@ -19,15 +19,27 @@ const FORM = "application/x-www-form-urlencoded";
  * (`bearer_methods_supported: ["header"]`); such a token is never validated.
  */
 export async function extractBearerToken(request: Request): Promise<string | undefined> {
+  const token = bearerTokenFromHeader(request);
+  if (mayCarryFormToken(request) && (await formHasToken(request))) {
+    throw invalidRequest("Access tokens are not accepted in the request body", "token in form body");
+  }
+  return token;
+}
+
+/**
+ * The synchronous part of {@link extractBearerToken}: the query-string refusal and the
+ * `Authorization` header, without looking at a body.
+ */
+export function bearerTokenFromHeader(request: Request): string | undefined {
   // Cheap substring test first: the URL is only parsed when it may carry the parameter.
-  if (request.url.includes("access_token") && new URL(request.url).searchParams.has("access_token")) {
+  const url = request.url;
+  if (url.includes("access_token") && new URL(url).searchParams.has("access_token")) {
     throw invalidRequest("Access tokens are not accepted in the query string", "token in query");
   }
   const header = request.headers.get("authorization");
-  if (request.body !== null && isForm(request) && (await formHasToken(request))) {
-    throw invalidRequest("Access tokens are not accepted in the request body", "token in form body");
-  }
   if (header === null) return undefined;
+  // Fast path for the common, well-formed case: "Bearer " + b64token.
+  if (header.startsWith("Bearer ") && B64TOKEN.test(header.slice(7))) return header.slice(7);
   const match = SCHEME.exec(header.trim());
   if (!match) throw invalidRequest("Malformed Authorization header", "authorization header syntax");
   // RFC 9110 §11.1: the scheme name is case-insensitive.
@@ -38,6 +50,11 @@ export async function extractBearerToken(request: Request): Promise<string | und
     throw invalidRequest("Malformed Authorization header", "bearer credentials syntax");
   }
   return token;
+}
+
+/** True when the request has a form-encoded body, which must be checked for `access_token`. */
+export function mayCarryFormToken(request: Request): boolean {
+  return request.body !== null && isForm(request);
 }
 
 function isForm(request: Request): boolean {

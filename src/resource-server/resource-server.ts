@@ -4,7 +4,7 @@
 import { GatehouseTypeError } from "../shared/errors.js";
 import type { Logger } from "../shared/log.js";
 import { isScopeToken, ScopeHierarchy } from "../shared/scopes.js";
-import { extractBearerToken } from "./bearer-token.js";
+import { bearerTokenFromHeader, extractBearerToken, mayCarryFormToken } from "./bearer-token.js";
 import { type ChallengeContext, challengeResponse } from "./challenge.js";
 import { InsufficientScopeError, invalidToken, MissingTokenError } from "./errors.js";
 import {
@@ -118,7 +118,10 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
   };
 
   const verifyAccessToken = async (request: Request, required: readonly string[] = []): Promise<AuthInfo> => {
-    const token = await extractBearerToken(request);
+    // The body is only looked at when it is a form (RFC 6750 §2.2 method, refused here).
+    const token = mayCarryFormToken(request)
+      ? await extractBearerToken(request)
+      : bearerTokenFromHeader(request);
     if (token === undefined) throw new MissingTokenError(required);
     const auth = await verifier.verify(token);
     // Spec, Token validation rules 2-3: whatever the verifier, the token MUST name this resource
@@ -141,6 +144,8 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
 
   const checkScopes = (auth: AuthInfo, required: readonly string[]): void => {
     if (required.length === 0) return;
+    // Fast path: every required scope granted directly (no hierarchy walk needed).
+    if (required.every((s) => auth.scopes.includes(s))) return;
     // 2026-07-28 (Insufficient scope, rule 5): sufficiency MUST honour the scope hierarchy.
     const missing = hierarchy.missing(auth.scopes, required);
     if (missing.size > 0) throw new InsufficientScopeError(required, auth.scopes, [...missing]);
