@@ -98,8 +98,9 @@ describe("createAuthFetch", () => {
     const refreshes = f.seen.token.filter((t) => t.get("grant_type") === "refresh_token");
     expect(refreshes).toHaveLength(1);
     // The rotated refresh token was persisted.
-    const [[, tokens]] = (await store.list("tokens")) as [[string, { refresh_token?: string }]];
-    expect(tokens.refresh_token).toBe("rt-2");
+    const [entry] = await store.list("tokens");
+    const tokens = entry?.[1];
+    expect(tokens?.refresh_token).toBe("rt-2");
   });
 
   it("invalid_grant on refresh → one re-authorization, no loop", async () => {
