@@ -1,0 +1,169 @@
+/**
+ * `gatehouse serve`: the authorization server as a long-running process. Configuration comes from
+ * a JSON file and flags (src/cli/config.ts); state lives in SQLite under `--data` or in
+ * PostgreSQL (`--database-url` / GATEHOUSE_DATABASE_URL). Logs are JSON lines on stderr; one ready
+ * line goes to stdout.
+ */
+import { createAuthorizationServer } from "../../authorization-server/index.js";
+import { jsonLogger } from "../../shared/log.js";
+import { flag, formatUsage, type OptionSpecs, parseCommandArgs, UsageError } from "../args.js";
+import { buildServeConfig } from "../config.js";
+import { err, INSECURE_BANNER, out, outJson, runCommand } from "../output.js";
+import { describeStore, openCliStore, serveHttp, waitForShutdownSignal } from "../server-runtime.js";
+
+export const SERVE_OPTIONS: OptionSpecs = {
+  config: { type: "string", valueName: "file", description: "JSON config file (flags override it)" },
+  issuer: {
+    type: "string",
+    valueName: "url",
+    description: "issuer identifier: the public https URL of this server",
+  },
+  port: {
+    type: "string",
+    valueName: "n",
+    description: "port to listen on (0 = any free port; default 8443 with TLS, else 8080)",
+  },
+  host: {
+    type: "string",
+    valueName: "addr",
+    description: "address to bind (default 0.0.0.0; 127.0.0.1 with --insecure-loopback)",
+  },
+  data: {
+    type: "string",
+    valueName: "dir",
+    description: "data directory for the SQLite database (default ./.gatehouse)",
+  },
+  "database-url": {
+    type: "string",
+    valueName: "url",
+    description: "postgres:// URL instead of SQLite (or GATEHOUSE_DATABASE_URL)",
+  },
+  resource: {
+    type: "string",
+    multiple: true,
+    valueName: "uri",
+    description: "a protected resource this server issues tokens for (repeatable)",
+  },
+  scopes: {
+    type: "string",
+    multiple: true,
+    valueName: "list",
+    description: "scopes of the preceding --resource (space or comma separated)",
+  },
+  "access-token-ttl": {
+    type: "string",
+    valueName: "s",
+    description: "access token lifetime in seconds (default 300)",
+  },
+  "code-ttl": {
+    type: "string",
+    valueName: "s",
+    description: "authorization code lifetime in seconds (default and maximum 60)",
+  },
+  "refresh-idle-ttl": {
+    type: "string",
+    valueName: "s",
+    description: "refresh token idle lifetime in seconds (default 14 days)",
+  },
+  "refresh-absolute-ttl": {
+    type: "string",
+    valueName: "s",
+    description: "grant absolute lifetime in seconds (default 90 days)",
+  },
+  "no-refresh-tokens": { type: "boolean", description: "issue no refresh tokens" },
+  "no-dynamic-registration": {
+    type: "boolean",
+    description: "turn off dynamic client registration (RFC 7591)",
+  },
+  "no-client-metadata-documents": { type: "boolean", description: "turn off Client ID Metadata Documents" },
+  "cimd-allow-host": {
+    type: "string",
+    multiple: true,
+    valueName: "host",
+    description: "accept metadata-document client ids only from these hosts",
+  },
+  "tls-cert": {
+    type: "string",
+    valueName: "file",
+    description: "PEM certificate chain: serve HTTPS directly",
+  },
+  "tls-key": { type: "string", valueName: "file", description: "PEM private key for --tls-cert" },
+  "insecure-loopback": {
+    type: "boolean",
+    description: "DEVELOPMENT ONLY: plain http issuer on a loopback address",
+  },
+  "trust-proxy": {
+    type: "boolean",
+    description: "behind a TLS-terminating proxy: trust X-Forwarded-Proto/Host/For",
+  },
+  "no-request-log": { type: "boolean", description: "no log line per request" },
+  json: { type: "boolean", description: "print the ready line as one JSON object" },
+  help: { type: "boolean", short: "h", description: "show this help" },
+};
+
+const USAGE = formatUsage(
+  "gatehouse serve [options]",
+  SERVE_OPTIONS,
+  [
+    "Examples:",
+    "  gatehouse serve --issuer https://auth.example.com --tls-cert cert.pem --tls-key key.pem \\",
+    "      --resource https://mcp.example.com --scopes 'files:read files:write'",
+    "  gatehouse serve --config gatehouse.json --trust-proxy",
+    "  gatehouse serve --insecure-loopback --port 9000 --resource http://localhost:9001 --scopes notes:read",
+  ].join("\n"),
+);
+
+export async function run(args: string[]): Promise<number> {
+  return runCommand("serve", async () => {
+    const parsed = parseCommandArgs(args, SERVE_OPTIONS);
+    if (flag(parsed, "help")) {
+      out(USAGE);
+      return 0;
+    }
+    if (parsed.positionals.length)
+      throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[0])}`);
+    const config = buildServeConfig(parsed);
+    const log = jsonLogger();
+    const json = flag(parsed, "json");
+
+    const store = await openCliStore(config.store);
+    let http: Awaited<ReturnType<typeof serveHttp>> | undefined;
+    try {
+      const issuerHost = config.issuer ? new URL(config.issuer).hostname : "localhost";
+      http = await serveHttp({
+        name: "authorization-server",
+        host: config.host,
+        port: config.port,
+        // `localhost` may resolve to ::1 first: answer there too when bound to 127.0.0.1.
+        alsoHosts: config.host === "127.0.0.1" && issuerHost === "localhost" ? ["::1"] : [],
+        ...(config.tls ? { tls: config.tls } : {}),
+        trustProxy: config.trustProxy,
+        log,
+        requestLog: config.requestLog,
+      });
+      const issuer = config.issuer ?? `http://localhost:${http.port}`;
+      const server = await createAuthorizationServer({ ...config.server, issuer, store, logger: log });
+      http.setHandler(server.fetch);
+      if (config.insecureLoopback && new URL(issuer).protocol === "http:") err(INSECURE_BANNER);
+      log.info("ready", { issuer, host: config.host, port: http.port, store: describeStore(config.store) });
+      if (json)
+        outJson({ event: "ready", issuer, host: config.host, port: http.port, tls: Boolean(config.tls) });
+      else
+        out(
+          `gatehouse: authorization server ready at ${issuer} (listening on ${config.host}:${http.port}, ${describeStore(config.store)})`,
+        );
+
+      await waitForShutdownSignal(log);
+      await http.close();
+      http = undefined;
+      await server.close();
+      await store.close();
+      log.info("shutdown_complete", {});
+      return 0;
+    } catch (error) {
+      await http?.close(0).catch(() => {});
+      await store.close().catch(() => {});
+      throw error;
+    }
+  });
+}

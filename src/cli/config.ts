@@ -1,0 +1,300 @@
+/**
+ * Configuration of `gatehouse serve`: a JSON file (`--config gatehouse.json`) validated with zod,
+ * with command-line flags overriding it. Everything is checked here, before anything listens, so
+ * a mistake fails at start-up with a message naming the field (DESIGN.md principle 5).
+ */
+import { readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { z } from "zod";
+import type { AuthorizationServerOptions, ResourceOptions } from "../authorization-server/options.js";
+import { canonicalResourceUri, isLoopbackHost } from "../shared/resource-uri.js";
+import { isScopeToken } from "../shared/scopes.js";
+import { integerValue, type ParsedArgs, stringList, stringValue, UsageError } from "./args.js";
+
+const scopeToken = z.string().refine(isScopeToken, "not a valid scope token (RFC 6749 §3.3)");
+const seconds = z.number().int().positive();
+
+const resourceSchema = z.strictObject({
+  uri: z.string().min(1),
+  name: z.string().max(200).optional(),
+  scopes: z.array(scopeToken).default([]),
+});
+
+/** The config file (every field optional; flags may supply the rest). */
+export const configFileSchema = z.strictObject({
+  issuer: z.string().optional(),
+  port: z.number().int().min(0).max(65535).optional(),
+  host: z.string().min(1).optional(),
+  /** Directory holding the SQLite database (default `./.gatehouse`). */
+  data: z.string().min(1).optional(),
+  /** `postgres://` URL; selects PostgreSQL instead of SQLite. Prefer GATEHOUSE_DATABASE_URL. */
+  databaseUrl: z.string().min(1).optional(),
+  resources: z.array(resourceSchema).optional(),
+  scopeDescriptions: z.record(scopeToken, z.string().max(500)).optional(),
+  scopeHierarchy: z.record(scopeToken, z.array(scopeToken)).optional(),
+  revision: z.enum(["2025-11-25", "2026-07-28"]).optional(),
+  accessTokenTtlSeconds: seconds.optional(),
+  codeTtlSeconds: seconds.max(60).optional(),
+  refreshTokens: z
+    .strictObject({
+      enabled: z.boolean().optional(),
+      idleTtlSeconds: seconds.optional(),
+      absoluteTtlSeconds: seconds.optional(),
+      reuseGraceSeconds: z.number().int().min(0).optional(),
+    })
+    .optional(),
+  dynamicRegistration: z
+    .strictObject({
+      enabled: z.boolean().optional(),
+      ratePerHour: z.number().int().positive().optional(),
+      unusedTtlSeconds: seconds.optional(),
+    })
+    .optional(),
+  clientMetadataDocuments: z
+    .strictObject({
+      enabled: z.boolean().optional(),
+      trust: z
+        .discriminatedUnion("kind", [
+          z.strictObject({ kind: z.literal("any-https") }),
+          z.strictObject({ kind: z.literal("allow-list"), hosts: z.array(z.string().min(1)).min(1) }),
+        ])
+        .optional(),
+      maxBytes: z.number().int().positive().optional(),
+      timeoutMs: z.number().int().positive().optional(),
+      minCacheSeconds: z.number().int().min(0).optional(),
+      maxCacheSeconds: z.number().int().min(0).optional(),
+    })
+    .optional(),
+  tls: z.strictObject({ cert: z.string().min(1), key: z.string().min(1) }).optional(),
+  insecureLoopback: z.boolean().optional(),
+  trustProxy: z.boolean().optional(),
+  /** One log line per request (method, path without query, status, duration). Default true. */
+  requestLog: z.boolean().optional(),
+});
+
+export type ConfigFile = z.infer<typeof configFileSchema>;
+
+/** Where the authorization server keeps its state. */
+export type StoreTarget = { kind: "sqlite"; path: string } | { kind: "postgres"; url: string };
+
+/** Everything `serve` needs, validated. */
+export interface ServeConfig {
+  /** Undefined only with insecure loopback: then `http://localhost:<real port>`. */
+  issuer: string | undefined;
+  port: number;
+  host: string;
+  store: StoreTarget;
+  tls?: { cert: string; key: string };
+  insecureLoopback: boolean;
+  trustProxy: boolean;
+  requestLog: boolean;
+  /** Options for `createAuthorizationServer`, minus issuer, store and logger (added at start). */
+  server: Omit<AuthorizationServerOptions, "issuer" | "store" | "logger">;
+}
+
+/** The SQLite file name inside a data directory. */
+export const SQLITE_FILE = "gatehouse.sqlite";
+
+function formatIssues(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => `  ${issue.path.length ? issue.path.join(".") : "(root)"}: ${issue.message}`)
+    .join("\n");
+}
+
+/** Reads and validates a config file; errors name the file and each bad field. */
+export function loadConfigFile(path: string): ConfigFile {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new UsageError(
+      `cannot read config file ${path}: ${(error as NodeJS.ErrnoException).code ?? "error"}`,
+    );
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`config file ${path} is not valid JSON: ${(error as Error).message}`);
+  }
+  const result = configFileSchema.safeParse(json);
+  if (!result.success) throw new UsageError(`invalid config file ${path}:\n${formatIssues(result.error)}`);
+  return result.data;
+}
+
+/** A database URL selects PostgreSQL; anything else is taken as a SQLite file path. */
+export function storeTarget(options: {
+  data?: string;
+  databaseUrl?: string;
+  defaultData: string;
+}): StoreTarget {
+  if (options.databaseUrl) {
+    if (!/^postgres(ql)?:\/\//i.test(options.databaseUrl)) {
+      throw new UsageError("--database-url must be a postgres:// URL");
+    }
+    return { kind: "postgres", url: options.databaseUrl };
+  }
+  return { kind: "sqlite", path: join(resolve(options.data ?? options.defaultData), SQLITE_FILE) };
+}
+
+/** Store location for the admin commands (`users`, `clients`, `keys`): --config, --data, --database-url. */
+export function storeTargetFromArgs(parsed: ParsedArgs, defaultData = ".gatehouse"): StoreTarget {
+  const configPath = stringValue(parsed, "config");
+  const file = configPath ? loadConfigFile(configPath) : {};
+  return storeTarget({
+    data: stringValue(parsed, "data") ?? file.data,
+    databaseUrl:
+      stringValue(parsed, "database-url") ?? process.env.GATEHOUSE_DATABASE_URL ?? file.databaseUrl,
+    defaultData,
+  });
+}
+
+function splitScopes(values: string[]): string[] {
+  const out = values.flatMap((v) => v.split(/[\s,]+/)).filter((s) => s !== "");
+  for (const s of out)
+    if (!isScopeToken(s)) throw new UsageError(`--scopes: "${s}" is not a valid scope token`);
+  return out;
+}
+
+/**
+ * Resources from flags: each `--resource` takes the `--scopes` that follow it (before the next
+ * `--resource`); `--scopes` values are space- or comma-separated and may repeat.
+ */
+export function resourcesFromFlags(parsed: ParsedArgs): ResourceOptions[] {
+  const out: { uri: string; scopes: string[] }[] = [];
+  for (const { name, value } of parsed.ordered) {
+    if (name === "resource" && value !== undefined) out.push({ uri: value, scopes: [] });
+    else if (name === "scopes" && value !== undefined) {
+      const last = out.at(-1);
+      if (!last) throw new UsageError("--scopes must follow the --resource it applies to");
+      last.scopes.push(...splitScopes([value]));
+    }
+  }
+  return out;
+}
+
+function isLoopbackBindHost(host: string): boolean {
+  return isLoopbackHost(host);
+}
+
+/** Merges the config file and the flags of `gatehouse serve`, then checks the combination. */
+export function buildServeConfig(parsed: ParsedArgs): ServeConfig {
+  const configPath = stringValue(parsed, "config");
+  const file: ConfigFile = configPath ? loadConfigFile(configPath) : {};
+
+  const flagResources = resourcesFromFlags(parsed);
+  const resources = (flagResources.length ? flagResources : (file.resources ?? [])).map((r) => {
+    try {
+      return { ...r, uri: canonicalResourceUri(r.uri) };
+    } catch (error) {
+      throw new UsageError(`resource ${JSON.stringify(r.uri)}: ${(error as Error).message}`);
+    }
+  });
+  if (resources.length === 0) {
+    throw new UsageError(
+      'at least one protected resource is needed: --resource <uri> --scopes <scopes> or "resources" in the config file',
+    );
+  }
+
+  const tlsCert = stringValue(parsed, "tls-cert") ?? file.tls?.cert;
+  const tlsKey = stringValue(parsed, "tls-key") ?? file.tls?.key;
+  if (Boolean(tlsCert) !== Boolean(tlsKey)) throw new UsageError("--tls-cert and --tls-key go together");
+  const tls = tlsCert && tlsKey ? { cert: tlsCert, key: tlsKey } : undefined;
+
+  const insecureLoopback = parsed.values["insecure-loopback"] === true || file.insecureLoopback === true;
+  const trustProxy = parsed.values["trust-proxy"] === true || file.trustProxy === true;
+  const host = stringValue(parsed, "host") ?? file.host ?? (insecureLoopback ? "127.0.0.1" : "0.0.0.0");
+  const port = integerValue(parsed, "port", 65535) ?? file.port ?? (tls ? 8443 : 8080);
+  const issuer = stringValue(parsed, "issuer") ?? file.issuer;
+
+  if (issuer === undefined && !insecureLoopback) {
+    throw new UsageError("--issuer is required (the public https URL of this authorization server)");
+  }
+  if (issuer !== undefined) {
+    let url: URL;
+    try {
+      url = new URL(issuer);
+    } catch {
+      throw new UsageError(`--issuer ${JSON.stringify(issuer)} is not an absolute URL`);
+    }
+    if (url.search || url.hash || issuer.includes("?") || issuer.includes("#")) {
+      throw new UsageError("--issuer must not have a query or fragment (RFC 8414 §2)");
+    }
+    if (url.protocol === "http:") {
+      // Spec: authorization server endpoints MUST be served over HTTPS. Plain http is a
+      // development mode, allowed only on loopback and only when asked for by name.
+      if (!isLoopbackHost(url.hostname)) {
+        throw new UsageError(
+          "refusing a plain-http issuer on a non-loopback host: the spec requires HTTPS (use --tls-cert/--tls-key, or --trust-proxy behind a TLS-terminating proxy with an https issuer)",
+        );
+      }
+      if (!insecureLoopback) {
+        throw new UsageError(
+          "the issuer is plain http: add --insecure-loopback for local development, or use https",
+        );
+      }
+    } else if (url.protocol === "https:") {
+      if (!tls && !trustProxy) {
+        throw new UsageError(
+          "the issuer is https but this server would speak plain http: give --tls-cert and --tls-key, or --trust-proxy when a TLS-terminating proxy forwards to it",
+        );
+      }
+    } else {
+      throw new UsageError("--issuer must be an https URL");
+    }
+  }
+  if (insecureLoopback && !tls && !isLoopbackBindHost(host)) {
+    throw new UsageError(
+      `--insecure-loopback serves plain http: --host must be a loopback address, not ${host}`,
+    );
+  }
+
+  const databaseUrl =
+    stringValue(parsed, "database-url") ?? process.env.GATEHOUSE_DATABASE_URL ?? file.databaseUrl;
+  const store = storeTarget({
+    data: stringValue(parsed, "data") ?? file.data,
+    databaseUrl,
+    defaultData: ".gatehouse",
+  });
+
+  const accessTtl = integerValue(parsed, "access-token-ttl") ?? file.accessTokenTtlSeconds;
+  const codeTtl = integerValue(parsed, "code-ttl", 60) ?? file.codeTtlSeconds;
+  const refresh = { ...file.refreshTokens };
+  const idle = integerValue(parsed, "refresh-idle-ttl");
+  const absolute = integerValue(parsed, "refresh-absolute-ttl");
+  if (idle !== undefined) refresh.idleTtlSeconds = idle;
+  if (absolute !== undefined) refresh.absoluteTtlSeconds = absolute;
+  if (parsed.values["no-refresh-tokens"] === true) refresh.enabled = false;
+  const registration = { ...file.dynamicRegistration };
+  if (parsed.values["no-dynamic-registration"] === true) registration.enabled = false;
+  const cimd = { ...file.clientMetadataDocuments };
+  if (parsed.values["no-client-metadata-documents"] === true) cimd.enabled = false;
+  const trustHosts = stringList(parsed, "cimd-allow-host");
+  if (trustHosts.length) cimd.trust = { kind: "allow-list", hosts: trustHosts };
+
+  const server: ServeConfig["server"] = {
+    resources,
+    allowInsecureLoopback: insecureLoopback,
+    trustProxy,
+    refreshTokens: refresh,
+    dynamicRegistration: registration,
+    clientMetadataDocuments: cimd,
+  };
+  if (file.scopeDescriptions) server.scopeDescriptions = file.scopeDescriptions;
+  if (file.scopeHierarchy) server.scopeHierarchy = file.scopeHierarchy;
+  if (file.revision) server.revision = file.revision;
+  if (accessTtl !== undefined) server.accessTokenTtlSeconds = accessTtl;
+  if (codeTtl !== undefined) server.codeTtlSeconds = codeTtl;
+
+  return {
+    issuer,
+    port,
+    host,
+    store,
+    ...(tls ? { tls } : {}),
+    insecureLoopback,
+    trustProxy,
+    requestLog: parsed.values["no-request-log"] === true ? false : (file.requestLog ?? true),
+    server,
+  };
+}

@@ -1,0 +1,257 @@
+/**
+ * What `gatehouse serve` and `gatehouse demo` share: opening the store, serving a web-standard
+ * handler over node:http or node:https with request logs, and a graceful shutdown on SIGTERM /
+ * SIGINT (stop accepting, let in-flight requests finish, then close the store).
+ */
+import { readFileSync } from "node:fs";
+import { createServer as createHttpServer, type Server } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import type { AddressInfo } from "node:net";
+import { type FetchHandler, toNodeListener } from "../http/node.js";
+import type { Logger } from "../shared/log.js";
+import type { AuthorizationStore } from "../storage/contract.js";
+import type { StoreTarget } from "./config.js";
+
+type OpenStore = (target: string) => Promise<AuthorizationStore> | AuthorizationStore;
+
+/**
+ * Opens and migrates the store: `openStore` from `storage/open` when the build has it (SQLite path
+ * or `postgres://` URL), otherwise SQLite directly. Loaded lazily so that commands which do not
+ * touch storage never load the native SQLite module.
+ */
+export async function openCliStore(target: StoreTarget): Promise<AuthorizationStore> {
+  const spec = target.kind === "postgres" ? target.url : target.path;
+  let store: AuthorizationStore;
+  let openStore: OpenStore | undefined;
+  try {
+    // A computed specifier: storage/open is optional in some builds.
+    const openModule = "../storage/open.js";
+    openStore = ((await import(openModule)) as { openStore?: OpenStore }).openStore;
+  } catch {
+    openStore = undefined;
+  }
+  if (openStore) {
+    store = await openStore(spec);
+  } else if (target.kind === "sqlite") {
+    const { createSqliteStore } = await import("../storage/sqlite/index.js");
+    store = createSqliteStore({ path: target.path });
+  } else {
+    throw new Error("this build has no PostgreSQL support (storage/open is missing)");
+  }
+  try {
+    await store.migrate();
+  } catch (error) {
+    await store.close().catch(() => {});
+    throw error;
+  }
+  return store;
+}
+
+/** Describes a store target for logs and messages (a database URL without its credentials). */
+export function describeStore(target: StoreTarget): string {
+  if (target.kind === "sqlite") return `SQLite ${target.path}`;
+  try {
+    const url = new URL(target.url);
+    return `PostgreSQL ${url.hostname}${url.port ? `:${url.port}` : ""}${url.pathname}`;
+  } catch {
+    return "PostgreSQL";
+  }
+}
+
+export interface HttpServeOptions {
+  host: string;
+  port: number;
+  /** Extra hosts bound on the same port, best effort (e.g. `::1` next to `127.0.0.1` for `localhost`). */
+  alsoHosts?: string[];
+  tls?: { cert: string; key: string };
+  trustProxy?: boolean;
+  log: Logger;
+  requestLog?: boolean;
+  /** Name in log lines (`authorization-server`, `notes-resource`). */
+  name: string;
+}
+
+export interface RunningHttp {
+  port: number;
+  host: string;
+  /** Replaces the handler (servers that need their real port before they can be built). */
+  setHandler(handler: FetchHandler): void;
+  /**
+   * Stops accepting, waits for in-flight requests (idle keep-alive connections are closed at once)
+   * and, after `graceMs`, cuts whatever is left.
+   */
+  close(graceMs?: number): Promise<void>;
+}
+
+function notReady(): Promise<Response> {
+  return Promise.resolve(
+    new Response("starting\n", {
+      status: 503,
+      headers: { "retry-after": "1", "content-type": "text/plain" },
+    }),
+  );
+}
+
+/** Adds one structured log line per request: method, path (never the query: it carries codes), status, time. */
+function withRequestLog(handler: FetchHandler, log: Logger, name: string): FetchHandler {
+  return async (request) => {
+    const started = performance.now();
+    const response = await handler(request);
+    log.info("request", {
+      server: name,
+      method: request.method,
+      path: new URL(request.url).pathname,
+      status: response.status,
+      ms: Math.round((performance.now() - started) * 10) / 10,
+    });
+    return response;
+  };
+}
+
+function listenOn(server: Server, port: number, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (error: Error) => reject(error);
+    server.once("error", onError);
+    server.listen(port, host, () => {
+      server.off("error", onError);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+function closeGracefully(server: Server, graceMs: number): Promise<void> {
+  if (!server.listening) return Promise.resolve();
+  return new Promise((resolve) => {
+    // Keep-alive connections that finish their request become idle: close those as they appear.
+    const sweep = setInterval(() => server.closeIdleConnections(), 50);
+    const deadline = setTimeout(() => server.closeAllConnections(), graceMs);
+    server.close(() => {
+      clearInterval(sweep);
+      clearTimeout(deadline);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
+}
+
+/** Serves `handler` (set later with `setHandler`) over http, or https when `tls` is given. */
+export async function serveHttp(options: HttpServeOptions): Promise<RunningHttp> {
+  let current: FetchHandler = notReady;
+  let tlsOptions: { cert: Buffer; key: Buffer } | undefined;
+  if (options.tls) {
+    try {
+      tlsOptions = { cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key) };
+    } catch (error) {
+      throw new Error(
+        `cannot read the TLS certificate or key: ${(error as NodeJS.ErrnoException).code ?? "error"}`,
+      );
+    }
+  }
+  const dispatch: FetchHandler = (request) => current(request);
+  const handler = options.requestLog ? withRequestLog(dispatch, options.log, options.name) : dispatch;
+  const listener = toNodeListener(handler, {
+    trustProxy: options.trustProxy ?? false,
+    onError: (error) =>
+      options.log.error("handler_error", {
+        server: options.name,
+        reason: error instanceof Error ? error.message : String(error),
+      }),
+  });
+  const make = (): Server => {
+    if (!tlsOptions) return createHttpServer(listener);
+    try {
+      return createHttpsServer(tlsOptions, listener) as unknown as Server;
+    } catch (error) {
+      throw new Error(`the TLS certificate or key is not usable: ${(error as Error).message}`);
+    }
+  };
+  const servers: Server[] = [];
+  const primary = make();
+  const port = await listenOn(primary, options.port, options.host);
+  servers.push(primary);
+  for (const extra of options.alsoHosts ?? []) {
+    const server = make();
+    try {
+      await listenOn(server, port, extra);
+      servers.push(server);
+    } catch (error) {
+      // Best effort: a machine without IPv6 still works through the primary address.
+      options.log.info("listen_skipped", {
+        server: options.name,
+        host: extra,
+        reason: (error as NodeJS.ErrnoException).code ?? "error",
+      });
+    }
+  }
+  return {
+    port,
+    host: options.host,
+    setHandler(next) {
+      current = next;
+    },
+    async close(graceMs = 10_000) {
+      await Promise.all(servers.map((s) => closeGracefully(s, graceMs)));
+    },
+  };
+}
+
+/**
+ * Resolves with the signal name on the first SIGTERM or SIGINT. A second signal while shutting
+ * down exits at once with status 1.
+ */
+export function waitForShutdownSignal(log: Logger): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    let received = false;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (received) {
+        log.warn("shutdown_forced", { signal });
+        process.exit(1);
+      }
+      received = true;
+      log.info("shutdown_started", { signal });
+      resolve(signal);
+    };
+    process.on("SIGTERM", onSignal);
+    process.on("SIGINT", onSignal);
+  });
+}
+
+/** `http://localhost:<port>` style URL for a host and port (brackets around IPv6 literals). */
+export function originFor(scheme: "http" | "https", host: string, port: number): string {
+  const h = host.includes(":") ? `[${host}]` : host;
+  return `${scheme}://${h}:${port}`;
+}
+
+/** Options every admin command (`users`, `clients`, `keys`) takes to find the store. */
+export const STORE_OPTIONS = {
+  config: {
+    type: "string",
+    valueName: "file",
+    description: "config file naming the store (data / databaseUrl)",
+  },
+  data: {
+    type: "string",
+    valueName: "dir",
+    description: "data directory of the SQLite database (default ./.gatehouse)",
+  },
+  "database-url": {
+    type: "string",
+    valueName: "url",
+    description: "postgres:// URL (or GATEHOUSE_DATABASE_URL)",
+  },
+  json: { type: "boolean", description: "machine-readable output (one JSON object)" },
+  help: { type: "boolean", short: "h", description: "show this help" },
+} as const;
+
+/** Opens the store, runs `body`, and always closes the store. */
+export async function withStore<T>(
+  target: StoreTarget,
+  body: (store: AuthorizationStore) => Promise<T>,
+): Promise<T> {
+  const store = await openCliStore(target);
+  try {
+    return await body(store);
+  } finally {
+    await store.close();
+  }
+}
