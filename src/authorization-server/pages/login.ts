@@ -42,8 +42,10 @@ export const handleLogin: Endpoint = async (request, ctx) => {
   }
 };
 
-/** Attempts allowed per username and per client address in one window. */
-export const LOGIN_ATTEMPTS_PER_WINDOW = 10;
+/** Attempts allowed per username in one window (slows guessing one account's password). */
+export const LOGIN_ATTEMPTS_PER_USER = 10;
+/** Attempts allowed per client address (higher: several people may share one address). */
+export const LOGIN_ATTEMPTS_PER_ADDRESS = 30;
 export const LOGIN_WINDOW_MS = 5 * 60 * 1000;
 
 /** Where a login comes from and goes to. */
@@ -136,7 +138,7 @@ async function rateLimited(request: Request, ctx: ServerContext, username: strin
     ctx.store.hitRateLimit(`login:user:${username.toLowerCase()}`, windowStart, LOGIN_WINDOW_MS),
     ctx.store.hitRateLimit(`login:addr:${address}`, windowStart, LOGIN_WINDOW_MS),
   ]);
-  return perUser > LOGIN_ATTEMPTS_PER_WINDOW || perAddress > LOGIN_ATTEMPTS_PER_WINDOW;
+  return perUser > LOGIN_ATTEMPTS_PER_USER || perAddress > LOGIN_ATTEMPTS_PER_ADDRESS;
 }
 
 async function submitLogin(request: Request, ctx: ServerContext): Promise<Response> {

@@ -7,7 +7,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ListeningServer, listen } from "../../../src/http/node.js";
 import { launchChromium } from "../../support/browser.js";
-import { authorizeUrl, type Harness, PASSWORD, startHarness, XSS_NAME } from "./harness.js";
+import { authorizeUrl, type Harness, startHarness, XSS_NAME } from "./harness.js";
 
 let h: Harness;
 let client: ListeningServer;
@@ -52,10 +52,13 @@ function flowUrl(params: Record<string, string | undefined> = {}): string {
   return authorizeUrl(h.url, { redirect_uri: callback, ...params });
 }
 
-async function signIn(page: Page, username = "alice", password = PASSWORD): Promise<void> {
-  await page.getByLabel("Username").fill(username);
-  await page.getByLabel("Password").fill(password);
+/** Signs in on the login page, as a fresh user unless one is given (no shared rate-limit counters). */
+async function signIn(page: Page, user?: { id: string; username: string; password: string }) {
+  const who = user ?? (await h.newUser());
+  await page.getByLabel("Username").fill(who.username);
+  await page.getByLabel("Password").fill(who.password);
   await page.getByRole("button", { name: "Sign in" }).click();
+  return who;
 }
 
 async function waitForCallback(page: Page): Promise<URLSearchParams> {
@@ -74,13 +77,15 @@ async function freshClient(
   return clientId;
 }
 
-async function approveInNewPage(context: BrowserContext, clientId: string, scope: string): Promise<void> {
+/** A first approval in a new page of `context`; returns the user it signed in as. */
+async function approveInNewPage(context: BrowserContext, clientId: string, scope: string) {
   const page = await context.newPage();
   await page.goto(flowUrl({ client_id: clientId, scope }));
-  if (new URL(page.url()).pathname === "/login") await signIn(page);
+  const user = await signIn(page);
   await page.getByRole("button", { name: "Allow" }).click();
   await waitForCallback(page);
   await page.close();
+  return user;
 }
 
 describe("the code flow in Chromium", () => {
@@ -125,7 +130,7 @@ describe("the code flow in Chromium", () => {
   it("step-up: the consent page asks only for the new scope and lists the granted one apart", async () => {
     const context = await browser.newContext();
     const clientId = await freshClient();
-    await approveInNewPage(context, clientId, "notes:read");
+    const user = await approveInNewPage(context, clientId, "notes:read");
     const page = await context.newPage();
     await page.goto(flowUrl({ client_id: clientId, state: "step", scope: "notes:read offline_access" }));
     expect(new URL(page.url()).pathname).toBe("/consent");
@@ -142,7 +147,7 @@ describe("the code flow in Chromium", () => {
     await page.getByRole("button", { name: "Allow" }).click();
     const q = await waitForCallback(page);
     expect(q.get("state")).toBe("step");
-    const consent = await h.store.getConsent("u-alice", clientId, callback);
+    const consent = await h.store.getConsent(user.id, clientId, callback);
     expect(new Set(consent!.scopes)).toEqual(new Set(["notes:read", "offline_access"]));
     await context.close();
   });
@@ -246,7 +251,7 @@ describe("hostile cases in Chromium", () => {
     const page = await victim.newPage();
     await page.goto(flowUrl({ client_id: await freshClient(), state: "bound" }));
     const loginUrl = page.url();
-    await signIn(page);
+    const user = await signIn(page);
     const consentUrl = page.url();
 
     const other = await browser.newContext();
@@ -259,7 +264,7 @@ describe("hostile cases in Chromium", () => {
     }
     // Even signed in as the same user, the other browser cannot approve.
     await stranger.goto(`${h.url}/login`);
-    await signIn(stranger);
+    await signIn(stranger, user);
     const response = await stranger.goto(consentUrl);
     expect(response!.status()).toBe(403);
     expect(received.some((u) => u.searchParams.get("state") === "bound")).toBe(false);

@@ -34,6 +34,10 @@ export interface Harness {
   url: string;
   ctx: ServerContext;
   store: AuthorizationStore;
+  /** A new user (password {@link PASSWORD}), so tests never share login rate-limit counters. */
+  newUser(): Promise<{ id: string; username: string; password: string }>;
+  /** A new pre-registered client, so tests never lean on consents another test granted. */
+  newClient(extra?: Partial<ClientRecord>): Promise<string>;
   /** Adds or replaces a client in storage. */
   addClient(
     client: Partial<ClientRecord> & Pick<ClientRecord, "clientId" | "redirectUris">,
@@ -152,8 +156,26 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       redirectUris: ["https://app.example/cb", ...(options.redirectUris ?? [])],
     }),
   );
+  let counter = 0;
   const harness: Harness = {
     url: server.url,
+    async newUser() {
+      const n = ++counter;
+      const user = { id: `u-${n}`, username: `user-${n}`, password: PASSWORD };
+      await store.createUser({
+        id: user.id,
+        username: user.username,
+        passwordHash: hashes.alice,
+        isAdmin: false,
+        createdAt: 0,
+      });
+      return user;
+    },
+    async newClient(extra = {}) {
+      const clientId = `client-${++counter}`;
+      await store.upsertClient(makeClient({ clientId, redirectUris: ["https://app.example/cb"], ...extra }));
+      return clientId;
+    },
     ctx,
     store,
     async addClient(partial) {
