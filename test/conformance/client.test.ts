@@ -85,12 +85,15 @@ function runScenario(
     });
     child.on("close", (code) => {
       let checks: Check[] | undefined;
-      if (existsSync(outDir)) {
-        for (const dir of readdirSync(outDir)) {
-          const file = join(outDir, dir, "checks.json");
-          if (existsSync(file)) checks = JSON.parse(readFileSync(file, "utf8")) as Check[];
+      // The tool writes <out>/<scenario>-<timestamp>/checks.json; the scenario name holds a "/".
+      const visit = (dir: string): void => {
+        for (const entry of readdirSync(dir, { withFileTypes: true })) {
+          const path = join(dir, entry.name);
+          if (entry.isDirectory()) visit(path);
+          else if (entry.name === "checks.json") checks = JSON.parse(readFileSync(path, "utf8")) as Check[];
         }
-      }
+      };
+      if (existsSync(outDir)) visit(outDir);
       done({ code: code ?? 1, output, checks });
     });
   });
