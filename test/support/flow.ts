@@ -120,24 +120,34 @@ export async function obtainCode(options: FlowOptions): Promise<ObtainedCode> {
   if (new URL(location, "http://x").pathname.endsWith("/login")) {
     const base = options.instanceFor("login");
     const page = await browser.request(onInstance(location, base));
-    await expectStatus(page, 200, "GET /login");
-    const fields = hiddenFields(await page.text());
-    const done = await browser.postForm(`${base}/login`, {
-      ...fields,
-      username: options.user.username,
-      password: options.user.password,
-    });
-    await expectStatus(done, 303, "POST /login");
-    location = done.headers.get("location") ?? "";
+    if (page.status === 303) {
+      // Already signed in (a session from an earlier flow): the page sends us on.
+      location = page.headers.get("location") ?? "";
+    } else {
+      await expectStatus(page, 200, "GET /login");
+      const fields = hiddenFields(await page.text());
+      const done = await browser.postForm(`${base}/login`, {
+        ...fields,
+        username: options.user.username,
+        password: options.user.password,
+      });
+      await expectStatus(done, 303, "POST /login");
+      location = done.headers.get("location") ?? "";
+    }
   }
   if (new URL(location, "http://x").pathname.endsWith("/consent")) {
     const base = options.instanceFor("consent");
     const page = await browser.request(onInstance(location, base));
-    await expectStatus(page, 200, "GET /consent");
-    const fields = hiddenFields(await page.text());
-    const done = await browser.postForm(`${base}/consent`, { ...fields, decision: "approve" });
-    await expectStatus(done, 303, "POST /consent");
-    location = done.headers.get("location") ?? "";
+    if (page.status === 303) {
+      // An earlier consent covers the request: straight back to the client.
+      location = page.headers.get("location") ?? "";
+    } else {
+      await expectStatus(page, 200, "GET /consent");
+      const fields = hiddenFields(await page.text());
+      const done = await browser.postForm(`${base}/consent`, { ...fields, decision: "approve" });
+      await expectStatus(done, 303, "POST /consent");
+      location = done.headers.get("location") ?? "";
+    }
   }
   if (!location.startsWith(options.redirectUri)) {
     throw new Error(
