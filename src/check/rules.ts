@@ -8,7 +8,6 @@ import { findChallenge } from "../shared/www-authenticate.js";
 import { classifyTransport, compareResource } from "./classify.js";
 import { usable } from "./probes.js";
 import type {
-  AsMetadataProbe,
   AuthorizationServerProbe,
   Group,
   Level,
@@ -67,18 +66,38 @@ function stringArray(value: unknown): string[] | undefined {
   return Array.isArray(value) && value.every((v) => typeof v === "string") ? value : undefined;
 }
 
-/** PRM documents that answered 200 with a JSON object. */
-function servedPrm(o: Observations): PrmProbe[] {
-  return o.prm.filter((p) => p.status === 200 && p.json !== undefined);
+/** Probes once per URL (the challenge's URL is often one of the well-known ones). */
+function uniqueByUrl<T extends { url: string }>(probes: T[]): T[] {
+  const seen = new Set<string>();
+  return probes.filter((p) => !seen.has(p.url) && seen.add(p.url));
 }
 
-/** Valid AS metadata documents, one entry per (server, form). */
-function servedAsMetadata(
-  o: Observations,
-): Array<{ server: AuthorizationServerProbe; form: AsMetadataProbe }> {
-  return o.authorizationServers.flatMap((server) =>
-    server.forms.filter((form) => usable(form)).map((form) => ({ server, form })),
-  );
+/** PRM documents that answered 200 with a JSON object, once per URL. */
+function servedPrm(o: Observations): PrmProbe[] {
+  return uniqueByUrl(o.prm.filter((p) => p.status === 200 && p.json !== undefined));
+}
+
+interface ServedAsDocument {
+  server: AuthorizationServerProbe;
+  json: Record<string, unknown>;
+  urls: string[];
+}
+
+/**
+ * Valid AS metadata documents. Identical documents served under several forms of one server are
+ * checked once, with every URL named in the subject.
+ */
+function servedAsMetadata(o: Observations): ServedAsDocument[] {
+  return o.authorizationServers.flatMap((server) => {
+    const byBody = new Map<string, ServedAsDocument>();
+    for (const form of server.forms.filter((f) => usable(f))) {
+      const key = JSON.stringify(form.json);
+      const entry = byBody.get(key);
+      if (entry) entry.urls.push(form.url);
+      else byBody.set(key, { server, json: form.json!, urls: [form.url] });
+    }
+    return [...byBody.values()];
+  });
 }
 
 function perAsDocument(
@@ -88,7 +107,7 @@ function perAsDocument(
 ): Verdict[] {
   const docs = servedAsMetadata(o);
   if (docs.length === 0) return [skip(`no authorization server metadata to check ${what} in`)];
-  return docs.map(({ server, form }) => ({ ...check(form.json!, server), subject: form.url }));
+  return docs.map(({ server, json, urls }) => ({ ...check(json, server), subject: urls.join(" and ") }));
 }
 
 /** The endpoints whose scheme the transport rule inspects. */
@@ -279,7 +298,7 @@ export const RULES: readonly Rule[] = [
     spec: "RFC 9728 §2 (resource REQUIRED; field types) and §3.2 (a JSON object)",
     title: "Each PRM document served is a valid JSON object",
     check(o) {
-      const served = o.prm.filter((p) => p.status === 200);
+      const served = uniqueByUrl(o.prm.filter((p) => p.status === 200));
       if (served.length === 0) return skip("no PRM document served");
       return served.map((p) => {
         if (p.bodyError) return fail(p.bodyError, p.url);

@@ -34,7 +34,10 @@ export interface FixtureOptions {
   /** Which AS discovery forms are served (default: every form that applies). */
   asForms?: Array<"rfc8414" | "oidc-inserted" | "oidc-appended">;
   /** Edits the AS metadata before it is served. */
-  asMetadata?: (doc: Record<string, unknown>, ctx: { issuer: string }) => Record<string, unknown>;
+  asMetadata?: (
+    doc: Record<string, unknown>,
+    ctx: { issuer: string; form: "rfc8414" | "oidc-inserted" | "oidc-appended" },
+  ) => Record<string, unknown>;
 }
 
 export interface Fixture {
@@ -87,7 +90,6 @@ export async function startFixture(options: FixtureOptions = {}): Promise<Fixtur
     client_id_metadata_document_supported: true,
     scopes_supported: ["mcp:read", "offline_access"],
   };
-  const served = options.asMetadata ? options.asMetadata({ ...metadata }, { issuer }) : metadata;
   const formPaths: Record<string, string> = issuerPath
     ? {
         rfc8414: `/.well-known/oauth-authorization-server${issuerPath}`,
@@ -99,11 +101,16 @@ export async function startFixture(options: FixtureOptions = {}): Promise<Fixtur
         "oidc-inserted": "/.well-known/openid-configuration",
       };
   const asForms = options.asForms ?? (Object.keys(formPaths) as Array<keyof typeof formPaths>);
-  const asPaths = new Set(asForms.map((f) => formPaths[f]).filter((p): p is string => p !== undefined));
+  const asPaths = new Map(
+    asForms.filter((f) => formPaths[f] !== undefined).map((f) => [formPaths[f]!, f] as const),
+  );
   asHandler = async (request) => {
     log("as", request);
     const { pathname } = new URL(request.url);
-    if (request.method === "GET" && asPaths.has(pathname)) return json(served);
+    const form = asPaths.get(pathname);
+    if (request.method === "GET" && form) {
+      return json(options.asMetadata ? options.asMetadata({ ...metadata }, { issuer, form }) : metadata);
+    }
     return json({ error: "not found" }, 404);
   };
 
