@@ -11,7 +11,7 @@ import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSqliteStore } from "../../../src/storage/sqlite/index.js";
-import { code, issueGrant, T0 } from "../fixtures.js";
+import { code, issueGrant, T0, tally } from "../fixtures.js";
 
 const run = promisify(execFile);
 const root = mkdtempSync(join(tmpdir(), "gatehouse-sqlite-mp-"));
@@ -66,11 +66,8 @@ async function race(path: string, op: "redeem" | "rotate", hash: string, process
       }),
     ),
   );
-  return results.flatMap((r) => JSON.parse(r.stdout) as string[]);
+  return results.flatMap((r) => (JSON.parse(r.stdout) as string[]).map((status) => ({ status })));
 }
-
-const tally = (statuses: string[]) =>
-  statuses.reduce<Record<string, number>>((acc, s) => ({ ...acc, [s]: (acc[s] ?? 0) + 1 }), {});
 
 describe("SQLite across processes", () => {
   it("exactly one of 40 redemptions of one code from 4 processes is issued", async () => {
