@@ -90,7 +90,8 @@ export async function startFixture(options: FixtureOptions = {}): Promise<Fixtur
     client_id_metadata_document_supported: true,
     scopes_supported: ["mcp:read", "offline_access"],
   };
-  const formPaths: Record<string, string> = issuerPath
+  type Form = "rfc8414" | "oidc-inserted" | "oidc-appended";
+  const formPaths: Partial<Record<Form, string>> = issuerPath
     ? {
         rfc8414: `/.well-known/oauth-authorization-server${issuerPath}`,
         "oidc-inserted": `/.well-known/openid-configuration${issuerPath}`,
@@ -100,7 +101,7 @@ export async function startFixture(options: FixtureOptions = {}): Promise<Fixtur
         rfc8414: "/.well-known/oauth-authorization-server",
         "oidc-inserted": "/.well-known/openid-configuration",
       };
-  const asForms = options.asForms ?? (Object.keys(formPaths) as Array<keyof typeof formPaths>);
+  const asForms = options.asForms ?? (Object.keys(formPaths) as Form[]);
   const asPaths = new Map(
     asForms.filter((f) => formPaths[f] !== undefined).map((f) => [formPaths[f]!, f] as const),
   );
