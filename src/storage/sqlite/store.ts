@@ -7,8 +7,6 @@
  * second sees it consumed (SECURITY.md "Storage, faults and load").
  */
 
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from "node:fs";
-import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import type {
   AuthorizationStore,
@@ -18,7 +16,6 @@ import type {
   RedeemCodeResult,
   RotateRefreshResult,
 } from "../contract.js";
-import { StorageConflictError, StorageUnavailableError } from "../contract.js";
 import { accessTokenFromGrant, grantFromCode, isExpired, mergeScopes, refreshTokenFor } from "../rules.js";
 import {
   clientColumns,
@@ -37,6 +34,7 @@ import {
   rowToUser,
   toJson,
 } from "../sql/rows.js";
+import { prepareFile, translate } from "./files.js";
 import { SQLITE_MIGRATIONS } from "./schema.js";
 
 export interface SqliteStoreOptions {
@@ -46,42 +44,6 @@ export interface SqliteStoreOptions {
   busyTimeoutMs?: number;
   /** Open without write access (inspection tools); every write fails with StorageUnavailableError. */
   readonly?: boolean;
-}
-
-/** Result codes that mean "the database cannot serve us now", not "the request is wrong". */
-const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|READONLY|FULL|IOERR|CANTOPEN|NOTADB|CORRUPT|PROTOCOL|NOMEM)/;
-
-/** Turns driver errors into the contract's error types; anything else (a throwing `check`) passes. */
-function translate(error: unknown): unknown {
-  const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code === "string") {
-    if (UNAVAILABLE.test(code))
-      return new StorageUnavailableError(`SQLite unavailable (${code})`, { cause: error });
-    if (code === "SQLITE_CONSTRAINT_PRIMARYKEY" || code === "SQLITE_CONSTRAINT_UNIQUE") {
-      return new StorageConflictError("record already exists", { cause: error });
-    }
-  }
-  // The file system refused the database file or its directory.
-  if (typeof code === "string" && /^E(NOTDIR|ACCES|PERM|ROFS|NOSPC|DQUOT|IO|ISDIR|NOENT)$/.test(code)) {
-    return new StorageUnavailableError(`SQLite file unavailable (${code})`, { cause: error });
-  }
-  if (error instanceof TypeError && /database connection is not open/.test(error.message)) {
-    return new StorageUnavailableError("SQLite store is closed", { cause: error });
-  }
-  return error;
-}
-
-function prepareFile(path: string, readonly: boolean): void {
-  if (path === ":memory:" || readonly) return;
-  const dir = dirname(path);
-  // The database holds signing keys and password hashes: keep it private to the service user.
-  if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
-  if (!existsSync(path)) {
-    closeSync(openSync(path, "a", 0o600));
-    chmodSync(path, 0o600);
-  } else if (statSync(path).isDirectory()) {
-    throw new StorageUnavailableError("SQLite path is a directory");
-  }
 }
 
 /** A SQLite store; `database` is the open handle, for backups and inspection. */
