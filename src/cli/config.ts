@@ -144,7 +144,9 @@ export function storeTargetFromArgs(parsed: ParsedArgs, defaultData = ".gatehous
   return storeTarget({
     data: stringValue(parsed, "data") ?? file.data,
     databaseUrl:
-      stringValue(parsed, "database-url") ?? process.env.GATEHOUSE_DATABASE_URL ?? file.databaseUrl,
+      stringValue(parsed, "database-url") ??
+      (process.env.GATEHOUSE_DATABASE_URL || undefined) ??
+      file.databaseUrl,
     defaultData,
   });
 }
@@ -250,7 +252,9 @@ export function buildServeConfig(parsed: ParsedArgs): ServeConfig {
   }
 
   const databaseUrl =
-    stringValue(parsed, "database-url") ?? process.env.GATEHOUSE_DATABASE_URL ?? file.databaseUrl;
+    stringValue(parsed, "database-url") ??
+    (process.env.GATEHOUSE_DATABASE_URL || undefined) ??
+    file.databaseUrl;
   const store = storeTarget({
     data: stringValue(parsed, "data") ?? file.data,
     databaseUrl,

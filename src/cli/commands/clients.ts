@@ -36,6 +36,10 @@ const ADD_OPTIONS: OptionSpecs = {
     type: "boolean",
     description: "a confidential client: generate a client secret (client_secret_basic)",
   },
+  "client-credentials": {
+    type: "boolean",
+    description: "also allow the client_credentials grant (machine-to-machine; needs --confidential)",
+  },
   "auth-method": {
     type: "string",
     valueName: "method",
@@ -101,6 +105,12 @@ async function add(args: string[]): Promise<number> {
   const clientId = chosenId ?? randomToken(16);
   const secret = method === "none" ? undefined : randomToken(32);
   const grantTypes = ["authorization_code", "refresh_token"];
+  if (flag(parsed, "client-credentials")) {
+    // OAuth 2.1 §4.2: only a confidential client may use the client credentials grant.
+    if (method === "none")
+      throw new UsageError("--client-credentials needs a confidential client (--confidential)");
+    grantTypes.push("client_credentials");
+  }
   const scope = scopes.length ? [...new Set(scopes)].join(" ") : undefined;
   const record: ClientRecord = {
     clientId,

@@ -6,6 +6,7 @@
  */
 import { createAuthorizationServer } from "../../authorization-server/index.js";
 import { jsonLogger } from "../../shared/log.js";
+import { withFaultInjection } from "../../testing/fault-injection.js";
 import { flag, formatUsage, type OptionSpecs, parseCommandArgs, UsageError } from "../args.js";
 import { buildServeConfig } from "../config.js";
 import { err, INSECURE_BANNER, out, outJson, runCommand } from "../output.js";
@@ -126,7 +127,8 @@ export async function run(args: string[]): Promise<number> {
     const log = jsonLogger();
     const json = flag(parsed, "json");
 
-    const store = await openCliStore(config.store);
+    // Inert unless GATEHOUSE_TEST_FAULT is set (crash tests in test/faults/).
+    const store = withFaultInjection(await openCliStore(config.store));
     let http: Awaited<ReturnType<typeof serveHttp>> | undefined;
     try {
       const issuerHost = config.issuer ? new URL(config.issuer).hostname : "localhost";
