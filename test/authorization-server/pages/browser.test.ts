@@ -62,7 +62,7 @@ async function signIn(page: Page, user?: { id: string; username: string; passwor
 }
 
 async function waitForCallback(page: Page): Promise<URLSearchParams> {
-  await page.waitForURL((u) => u.href.startsWith(`${callback}?`));
+  await page.waitForURL((u) => u.href.startsWith(`${callback}?`), { timeout: 15_000 });
   await expect(page.locator("#ok").textContent()).resolves.toBe("client got the response");
   return new URL(page.url()).searchParams;
 }

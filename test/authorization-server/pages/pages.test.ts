@@ -412,6 +412,47 @@ describe("consent decisions", () => {
     }
   });
 
+  it("names the client's host (metadata document URL, else client_uri) and the redirect host", async () => {
+    await h.addClient({
+      clientId: "https://meta.example/client.json",
+      source: "metadata-document",
+      clientName: "Meta Tool",
+      clientUri: "https://elsewhere.example/",
+      redirectUris: ["https://cb.meta-tool.example/done"],
+    });
+    await h.addClient({
+      clientId: "vendor-app",
+      clientName: "Vendor App",
+      clientUri: "https://vendor.example/about",
+      redirectUris: ["https://app.example/cb"],
+    });
+    const hostsOf = (html: string) => ({
+      client: /data-testid="client-host">([^<]*)</.exec(html)?.[1],
+      redirect: /data-testid="redirect-host">([^<]*)</.exec(html)?.[1],
+      warning: html.includes('data-testid="localhost-warning"'),
+    });
+    const meta = await freshConsent(new Agent(h.url), {
+      client_id: "https://meta.example/client.json",
+      redirect_uri: "https://cb.meta-tool.example/done",
+    });
+    expect(hostsOf(meta.html)).toEqual({
+      client: "meta.example",
+      redirect: "cb.meta-tool.example",
+      warning: false,
+    });
+    const vendor = await freshConsent(new Agent(h.url), { client_id: "vendor-app" });
+    expect(hostsOf(vendor.html)).toEqual({
+      client: "vendor.example",
+      redirect: "app.example",
+      warning: false,
+    });
+    const local = await freshConsent(new Agent(h.url), {
+      client_id: "v6",
+      redirect_uri: "http://[::1]:1234/cb",
+    });
+    expect(hostsOf(local.html)).toEqual({ client: undefined, redirect: "[::1]:1234", warning: true });
+  });
+
   it("a script-bearing client name is escaped in the HTML", async () => {
     const agent = new Agent(h.url);
     const { html } = await freshConsent(agent, { client_id: "xss", redirect_uri: "https://xss.example/cb" });
