@@ -28,7 +28,7 @@ const BODY = JSON.stringify({ notes: [{ id: "1", text: "benchmark note" }] });
 
 async function child() {
   // The configuration arrives over IPC (the token list is too large for an environment variable).
-  const { caseName, jwk, tokens, seconds } = await new Promise((resolve) => process.once("message", resolve));
+  const { caseName, jwk, tokens } = await new Promise((resolve) => process.once("message", resolve));
   const jose = await import("jose");
   const { toNodeListener } = await import("../dist/http/node.js");
   const { createResourceServer, cachedVerifier, jwtVerifier } = await import(
@@ -37,25 +37,28 @@ async function child() {
 
   if (caseName === "jose-loop") {
     const key = await jose.importJWK(jwk, "ES256");
-    const deadline = Date.now() + seconds * 1000;
-    let done = 0;
-    // Ten concurrent chains, like ten HTTP connections.
-    await Promise.all(
-      Array.from({ length: 10 }, async (_, chain) => {
-        let i = chain;
-        while (Date.now() < deadline) {
-          await jose.jwtVerify(tokens[i % tokens.length], key, {
-            issuer: ISSUER,
-            audience: RESOURCE,
-            algorithms: ["ES256"],
-            typ: "at+jwt",
-          });
-          i += 10;
-          done++;
-        }
-      }),
-    );
-    process.send({ opsPerSecond: done / seconds });
+    let i = 0;
+    // Each {loop: seconds} message runs ten concurrent verification chains (like ten connections).
+    process.on("message", async (m) => {
+      if (m === "stop") process.exit(0);
+      const deadline = Date.now() + m.loop * 1000;
+      let done = 0;
+      await Promise.all(
+        Array.from({ length: 10 }, async () => {
+          while (Date.now() < deadline) {
+            await jose.jwtVerify(tokens[i++ % tokens.length], key, {
+              issuer: ISSUER,
+              audience: RESOURCE,
+              algorithms: ["ES256"],
+              typ: "at+jwt",
+            });
+            done++;
+          }
+        }),
+      );
+      process.send({ opsPerSecond: done / m.loop });
+    });
+    process.send({ ready: true });
     return;
   }
 
@@ -138,12 +141,14 @@ function startCase(caseName, shared, seconds) {
   });
 }
 
-async function runAutocannon(autocannon, url, { seconds, connections, headersFor }) {
+async function runAutocannon(autocannon, url, { seconds, connections, headersFor, headers }) {
   const opts = {
     url,
     connections,
     pipelining: 1,
     duration: seconds,
+    // A constant header set is sent as-is; only the distinct-token case rebuilds each request.
+    headers,
     requests: [
       {
         method: "GET",
@@ -163,6 +168,12 @@ async function runAutocannon(autocannon, url, { seconds, connections, headersFor
     p99Ms: result.latency.p99,
     failures: non2xx,
   };
+}
+
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
 async function parent() {
@@ -195,55 +206,106 @@ async function parent() {
   for (let i = 0; i < tokenCount; i++) tokens.push(await sign(i));
   const warmToken = tokens[0];
 
-  const results = {};
-  const measure = async (name, caseName, headersFor, childTokens = []) => {
-    const { proc, port } = await startCase(caseName, { jwk, tokens: childTokens }, seconds);
-    try {
-      const url = `http://127.0.0.1:${port}`;
-      // Warm-up (JIT, keep-alive sockets, JWKS import), not recorded.
+  // Every server runs in its own child for the whole run; the cases are measured in interleaved
+  // rounds so that load from other processes on the machine hits all cases alike.
+  const rounds = numberArg("--rounds", 5);
+  const roundSeconds = seconds / rounds;
+  const recordedTokens = Math.floor(tokenCount * 0.75);
+  let next = 0;
+  let warmupNext = recordedTokens;
+  const bearer = { authorization: `Bearer ${warmToken}` };
+  const cases = {
+    // Every case sends the same Authorization header (ignored where unprotected), so the client
+    // does the same work in each.
+    raw: { child: "raw", headers: bearer },
+    unprotected: { child: "unprotected", headers: bearer },
+    warm: { child: "warm", headers: bearer },
+    distinct: {
+      child: "distinct",
+      warmupHeaders: () => ({
+        authorization: `Bearer ${tokens[recordedTokens + (warmupNext++ % (tokenCount - recordedTokens))]}`,
+      }),
+      headersFor: () => ({ authorization: `Bearer ${tokens[next++ % recordedTokens]}` }),
+    },
+    peer: { child: "peer", headers: bearer },
+  };
+  const servers = {};
+  let results;
+  let roundRatio;
+  try {
+    for (const [name, c] of Object.entries(cases)) {
+      servers[name] = await startCase(c.child, { jwk, tokens: [] }, seconds);
+      const url = `http://127.0.0.1:${servers[name].port}`;
+      // Warm-up (JIT, keep-alive sockets, key import), not recorded.
       await runAutocannon(autocannon, url, {
         seconds: 1,
         connections,
-        headersFor: headersFor?.warmup ?? headersFor,
+        headers: c.headers,
+        headersFor: c.warmupHeaders ?? c.headersFor,
       });
-      results[name] = await runAutocannon(autocannon, url, {
-        seconds,
-        connections,
-        headersFor: headersFor?.run ?? headersFor,
-      });
-      log(
-        `${name.padEnd(12)} ${String(results[name].requestsPerSecond).padStart(7)} req/s  p50 ${results[name].p50Ms} ms  p99 ${results[name].p99Ms} ms  failures ${results[name].failures}`,
-      );
-    } finally {
-      proc.send("stop");
     }
-  };
-
-  const bearer = { authorization: `Bearer ${warmToken}` };
-  await measure("raw", "raw");
-  await measure("unprotected", "unprotected");
-  await measure("warm", "warm", () => bearer);
-  // Distinct: warm-up uses the last tokens, the recorded run starts from the first, so no token
-  // of the recorded run has been seen before (until the list wraps; reported below).
-  let next = 0;
-  let warmupNext = Math.floor(tokenCount / 2);
-  await measure("distinct", "distinct", {
-    warmup: () => ({ authorization: `Bearer ${tokens[warmupNext++ % tokenCount]}` }),
-    run: () => ({ authorization: `Bearer ${tokens[next++ % Math.floor(tokenCount / 2)]}` }),
-  });
-  const distinctWrapped = next > Math.floor(tokenCount / 2);
-  await measure("peer", "peer", () => bearer);
-
-  const loop = await startCase("jose-loop", { jwk, tokens: tokens.slice(0, 10_000) }, seconds);
-  results["jose-loop"] = { opsPerSecond: Math.round(loop.opsPerSecond) };
-  log(`${"jose-loop".padEnd(12)} ${String(results["jose-loop"].opsPerSecond).padStart(7)} verifications/s`);
-
-  const ratio = (a, b) => Math.round((a / b) * 1000) / 1000;
+    servers.loop = await startCase("jose-loop", { jwk, tokens: tokens.slice(0, 10_000) }, seconds);
+    const perRound = Object.fromEntries([...Object.keys(cases), "jose-loop"].map((n) => [n, []]));
+    for (let round = 0; round < rounds; round++) {
+      for (const [name, c] of Object.entries(cases)) {
+        const url = `http://127.0.0.1:${servers[name].port}`;
+        perRound[name].push(
+          await runAutocannon(autocannon, url, {
+            seconds: roundSeconds,
+            connections,
+            headers: c.headers,
+            headersFor: c.headersFor,
+          }),
+        );
+      }
+      servers.loop.proc.send({ loop: roundSeconds });
+      perRound["jose-loop"].push(await new Promise((resolve) => servers.loop.proc.once("message", resolve)));
+      log(
+        `round ${round + 1}/${rounds}: ${Object.entries(perRound)
+          .map(([n, r]) => `${n} ${Math.round(r.at(-1).requestsPerSecond ?? r.at(-1).opsPerSecond)}`)
+          .join(", ")}`,
+      );
+    }
+    results = {};
+    for (const name of Object.keys(cases)) {
+      const r = perRound[name];
+      results[name] = {
+        requestsPerSecond: median(r.map((x) => x.requestsPerSecond)),
+        p50Ms: median(r.map((x) => x.p50Ms)),
+        p99Ms: median(r.map((x) => x.p99Ms)),
+        failures: r.reduce((a, x) => a + x.failures, 0),
+        rounds: r.map((x) => x.requestsPerSecond),
+      };
+    }
+    results["jose-loop"] = {
+      opsPerSecond: median(perRound["jose-loop"].map((x) => Math.round(x.opsPerSecond))),
+      rounds: perRound["jose-loop"].map((x) => Math.round(x.opsPerSecond)),
+    };
+    roundRatio = (a, b, key = "requestsPerSecond") =>
+      median(
+        perRound[a].map((x, i) => x.requestsPerSecond / (perRound[b][i][key] ?? perRound[b][i].opsPerSecond)),
+      );
+  } finally {
+    for (const s of Object.values(servers)) s.proc.send("stop");
+  }
+  log("");
+  for (const [name, r] of Object.entries(results)) {
+    if (r.opsPerSecond !== undefined)
+      log(`${name.padEnd(12)} ${String(r.opsPerSecond).padStart(7)} verifications/s (median of ${rounds})`);
+    else
+      log(
+        `${name.padEnd(12)} ${String(r.requestsPerSecond).padStart(7)} req/s  p50 ${r.p50Ms} ms  p99 ${r.p99Ms} ms  failures ${r.failures}`,
+      );
+  }
+  const distinctWrapped = next > recordedTokens;
+  // Ratios: median over rounds of the ratio within each round (robust to load drifting between rounds).
+  const round3 = (x) => Math.round(x * 1000) / 1000;
   const ratios = {
-    warmVsUnprotected: ratio(results.warm.requestsPerSecond, results.unprotected.requestsPerSecond),
-    warmVsRawNodeHttp: ratio(results.warm.requestsPerSecond, results.raw.requestsPerSecond),
-    warmVsPeer: ratio(results.warm.requestsPerSecond, results.peer.requestsPerSecond),
-    distinctVsJoseLoop: ratio(results.distinct.requestsPerSecond, results["jose-loop"].opsPerSecond),
+    warmVsUnprotected: round3(roundRatio("warm", "unprotected")),
+    warmVsRawNodeHttp: round3(roundRatio("warm", "raw")),
+    warmVsPeer: round3(roundRatio("warm", "peer")),
+    distinctVsJoseLoop: round3(roundRatio("distinct", "jose-loop", "opsPerSecond")),
+    unprotectedVsRawNodeHttp: round3(roundRatio("unprotected", "raw")),
   };
   const targets = {
     warmVsUnprotected: ratios.warmVsUnprotected >= 0.95,

@@ -177,6 +177,10 @@ function plainResponse(res: ServerResponse, status: number, text: string): void 
   res.end(text);
 }
 
+const NOT_YET_VALUE = Symbol("not yet");
+/** Settles after any already-settled promise raced before it (promise jobs run in order). */
+const NOT_YET: Promise<typeof NOT_YET_VALUE> = Promise.resolve(NOT_YET_VALUE);
+
 /**
  * Writes a web `Response` to a node `ServerResponse`: status, every header (each `Set-Cookie`
  * separately), and the body streamed with backpressure; a client disconnect cancels the body.
@@ -210,8 +214,27 @@ export async function sendWebResponse(
   };
   res.once("close", onClose);
   try {
+    // Read-ahead: a body that is already complete (a string, a buffer, JSON) goes out in one write
+    // with Content-Length instead of chunked framing. A body still being produced (SSE) is not
+    // waited for: the second read only counts when it has already settled.
+    const first = await reader.read();
+    if (first.done || closed) {
+      if (!closed) res.end();
+      return;
+    }
+    let pending: Promise<ReadableStreamReadResult<Uint8Array>> | undefined = reader.read();
+    const second = await Promise.race([pending, NOT_YET]);
+    if (second !== NOT_YET_VALUE && second.done) {
+      if (!res.hasHeader("content-length") && !res.hasHeader("transfer-encoding")) {
+        res.setHeader("content-length", first.value.byteLength);
+      }
+      res.end(first.value);
+      return;
+    }
+    res.write(first.value);
     for (;;) {
-      const { done, value } = await reader.read();
+      const { done, value } = await (pending ?? reader.read());
+      pending = undefined;
       if (done || closed) break;
       if (!res.write(value)) {
         // Backpressure: wait until the socket drains or the client goes away.

@@ -183,6 +183,44 @@ describe("toNodeListener", () => {
     expect(res.status).toBe(200);
   });
 
+  it("sends a complete body in one piece with Content-Length (no chunked framing)", async () => {
+    running = await listen(async () => Response.json({ a: 1 }));
+    const out = await rawRequest(running.url, `GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+    expect(out).toMatch(/content-length: 7\r\n/i);
+    expect(out).not.toMatch(/transfer-encoding/i);
+    expect(out.endsWith('{"a":1}')).toBe(true);
+  });
+
+  it("rule: a streamed body's first chunk is sent before the next one exists (SSE is not buffered)", async () => {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    running = await listen(async () => {
+      const body = new ReadableStream<Uint8Array>({
+        async start(c) {
+          c.enqueue(new TextEncoder().encode("data: first\n\n"));
+          await released;
+          c.enqueue(new TextEncoder().encode("data: second\n\n"));
+          c.close();
+        },
+      });
+      return new Response(body, { headers: { "content-type": "text/event-stream" } });
+    });
+    const res = await fetch(running.url);
+    const reader = res.body!.getReader();
+    const first = await reader.read();
+    expect(new TextDecoder().decode(first.value)).toBe("data: first\n\n");
+    release();
+    let rest = "";
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      rest += new TextDecoder().decode(value);
+    }
+    expect(rest).toBe("data: second\n\n");
+  }, 10_000);
+
   it("listen reports the real port for port 0", async () => {
     running = await listen(async () => new Response("x"), { port: 0 });
     expect(running.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
