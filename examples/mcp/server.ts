@@ -16,7 +16,7 @@
  *
  * Run it (Node 22.6 or newer strips the types; `npm run build` first so `gatehouse/*` resolves):
  *
- *   ISSUER=http://127.0.0.1:9000 RESOURCE=http://127.0.0.1:3000/mcp \
+ *   ISSUER=http://localhost:9000 RESOURCE=http://127.0.0.1:3000/mcp \
  *     node --experimental-strip-types examples/mcp/server.ts
  */
 import { pathToFileURL } from "node:url";
@@ -24,7 +24,13 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { ScopeHierarchy } from "gatehouse";
 import { listen } from "gatehouse/node";
-import { type AuthInfo, cachedVerifier, createResourceServer, jwtVerifier } from "gatehouse/resource-server";
+import {
+  type AuthInfo,
+  cachedVerifier,
+  createResourceServer,
+  jwtVerifier,
+  type Revision,
+} from "gatehouse/resource-server";
 import * as z from "zod";
 
 /** Every request to the MCP endpoint needs these. */
@@ -48,6 +54,8 @@ export interface NotesMcpServerOptions {
   issuer: string;
   /** Where that issuer publishes its signing keys (`jwks_uri` in its metadata). */
   jwksUri: string;
+  /** Spec revision whose resource-server rules apply (default `2026-07-28`). */
+  revision?: Revision;
 }
 
 export interface NotesMcpServer {
@@ -97,6 +105,7 @@ export function createNotesMcpServer(options: NotesMcpServerOptions): NotesMcpSe
     scopesSupported: ["notes:read", "notes:write"],
     resourceName: "Notes (MCP example)",
     scopeHierarchy: hierarchy,
+    revision: options.revision,
     verifier: cachedVerifier(
       jwtVerifier({ issuer: options.issuer, audience: options.resource, jwksUri: options.jwksUri }),
     ),
@@ -169,7 +178,10 @@ export function createNotesMcpServer(options: NotesMcpServerOptions): NotesMcpSe
 
 /** Reads the issuer's `jwks_uri` from its RFC 8414 metadata. */
 export async function discoverJwksUri(issuer: string): Promise<string> {
-  const response = await fetch(`${issuer.replace(/\/$/, "")}/.well-known/oauth-authorization-server`);
+  const url = `${issuer.replace(/\/$/, "")}/.well-known/oauth-authorization-server`;
+  const response = await fetch(url).catch((error: unknown) => {
+    throw new Error(`cannot reach the authorization server at ${issuer}`, { cause: error });
+  });
   if (!response.ok) throw new Error(`no authorization server metadata at ${issuer} (${response.status})`);
   const metadata = (await response.json()) as { issuer?: unknown; jwks_uri?: unknown };
   // RFC 8414 §3.3: the metadata's issuer must be exactly the one we asked.
@@ -180,7 +192,7 @@ export async function discoverJwksUri(issuer: string): Promise<string> {
 }
 
 async function main(): Promise<void> {
-  const issuer = process.env.ISSUER ?? "http://127.0.0.1:9000";
+  const issuer = process.env.ISSUER ?? "http://localhost:9000";
   const resource = process.env.RESOURCE ?? "http://127.0.0.1:3000/mcp";
   const url = new URL(resource);
   const server = createNotesMcpServer({ resource, issuer, jwksUri: await discoverJwksUri(issuer) });

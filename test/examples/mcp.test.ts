@@ -138,156 +138,163 @@ function recordingFetch(log: { method: string; url: string; status: number; chal
   };
 }
 
-describe("examples/mcp: MCP server and client protected by Gatehouse", () => {
-  let as: AuthorizationServer;
-  let asHttp: ListeningServer;
-  let mcpHttp: ListeningServer;
-  let resource: string;
-  let serverModule: ServerModule;
-  let clientModule: ClientModule;
+const REVISIONS = ["2025-11-25", "2026-07-28"] as const;
 
-  beforeAll(async () => {
-    serverModule = await importExample<ServerModule>("examples/mcp/server.ts");
-    clientModule = await importExample<ClientModule>("examples/mcp/client.ts");
+describe.each(REVISIONS)(
+  "examples/mcp: MCP server and client protected by Gatehouse (revision %s)",
+  (revision) => {
+    let as: AuthorizationServer;
+    let asHttp: ListeningServer;
+    let mcpHttp: ListeningServer;
+    let resource: string;
+    let serverModule: ServerModule;
+    let clientModule: ClientModule;
 
-    // Both servers first listen (port 0) and get their handlers once their URLs are known.
-    let asHandler: ((request: Request) => Promise<Response>) | undefined;
-    let mcpHandler: ((request: Request) => Promise<Response>) | undefined;
-    asHttp = await listen((request) => asHandler!(request));
-    mcpHttp = await listen((request) => mcpHandler!(request));
-    resource = `${mcpHttp.url}/mcp`;
+    beforeAll(async () => {
+      serverModule = await importExample<ServerModule>("examples/mcp/server.ts");
+      clientModule = await importExample<ClientModule>("examples/mcp/client.ts");
 
-    const store = createMemoryStore();
-    as = await createAuthorizationServer({
-      issuer: asHttp.url,
-      allowInsecureLoopback: true,
-      store,
-      resources: [{ uri: resource, name: "Notes (MCP example)", scopes: ["notes:read", "notes:write"] }],
-      scopeDescriptions: { "notes:read": "Read your notes", "notes:write": "Add notes" },
-      maintenanceIntervalMs: 0,
-      logger: silentLogger,
+      // Both servers first listen (port 0) and get their handlers once their URLs are known.
+      let asHandler: ((request: Request) => Promise<Response>) | undefined;
+      let mcpHandler: ((request: Request) => Promise<Response>) | undefined;
+      asHttp = await listen((request) => asHandler!(request));
+      mcpHttp = await listen((request) => mcpHandler!(request));
+      resource = `${mcpHttp.url}/mcp`;
+
+      const store = createMemoryStore();
+      as = await createAuthorizationServer({
+        issuer: asHttp.url,
+        allowInsecureLoopback: true,
+        store,
+        resources: [{ uri: resource, name: "Notes (MCP example)", scopes: ["notes:read", "notes:write"] }],
+        scopeDescriptions: { "notes:read": "Read your notes", "notes:write": "Add notes" },
+        maintenanceIntervalMs: 0,
+        logger: silentLogger,
+        revision,
+      });
+      asHandler = as.fetch;
+      await store.createUser({
+        id: "u-alice",
+        username: "alice",
+        passwordHash: await hashPassword(PASSWORD),
+        isAdmin: false,
+        createdAt: Date.now(),
+      });
+
+      const jwksUri = await serverModule.discoverJwksUri(asHttp.url);
+      const mcp = serverModule.createNotesMcpServer({ resource, issuer: asHttp.url, jwksUri, revision });
+      mcpHandler = mcp.fetch;
     });
-    asHandler = as.fetch;
-    await store.createUser({
-      id: "u-alice",
-      username: "alice",
-      passwordHash: await hashPassword(PASSWORD),
-      isAdmin: false,
-      createdAt: Date.now(),
+
+    afterAll(async () => {
+      await as?.close();
+      await mcpHttp?.close();
+      await asHttp?.close();
     });
 
-    const jwksUri = await serverModule.discoverJwksUri(asHttp.url);
-    const mcp = serverModule.createNotesMcpServer({ resource, issuer: asHttp.url, jwksUri });
-    mcpHandler = mcp.fetch;
-  });
+    function connect(
+      agent: FormUserAgent,
+      exchanges: Parameters<typeof recordingFetch>[0],
+      events: AuthEvent[],
+    ): Promise<Client> {
+      const options: CreateAuthFetchOptions = {
+        fetch: recordingFetch(exchanges),
+        revision,
+        redirectUri: REDIRECT_URI,
+        userAgent: agent.open,
+        onEvent: (event) => events.push(event),
+      };
+      return clientModule.connectNotesClient(new URL(resource), options);
+    }
 
-  afterAll(async () => {
-    await as?.close();
-    await mcpHttp?.close();
-    await asHttp?.close();
-  });
-
-  function connect(
-    agent: FormUserAgent,
-    exchanges: Parameters<typeof recordingFetch>[0],
-    events: AuthEvent[],
-  ): Promise<Client> {
-    const options: CreateAuthFetchOptions = {
-      fetch: recordingFetch(exchanges),
-      redirectUri: REDIRECT_URI,
-      userAgent: agent.open,
-      onEvent: (event) => events.push(event),
-    };
-    return clientModule.connectNotesClient(new URL(resource), options);
-  }
-
-  it("the endpoint refuses an anonymous MCP request with a 401 pointing at its metadata", async () => {
-    const response = await fetch(resource, {
-      method: "POST",
-      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "notes.add" } }),
-    });
-    expect(response.status).toBe(401);
-    const [challenge] = parseWWWAuthenticate(response.headers.get("www-authenticate") ?? "");
-    expect(challenge?.params.error).toBeUndefined();
-    expect(challenge?.params.resource_metadata).toBe(
-      `${mcpHttp.url}/.well-known/oauth-protected-resource/mcp`,
-    );
-    // The scopes of the tool named in the body are announced before any token exists.
-    expect(challenge?.params.scope?.split(" ").sort()).toEqual(["notes:read", "notes:write"]);
-
-    const metadata = (await (await fetch(challenge!.params.resource_metadata!)).json()) as Record<
-      string,
-      unknown
-    >;
-    expect(metadata.resource).toBe(resource);
-    expect(metadata.authorization_servers).toEqual([asHttp.url]);
-  });
-
-  it("log in with notes:read, list tools and notes, then step up to notes:write for notes.add", async () => {
-    const agent = new FormUserAgent("alice", PASSWORD);
-    const exchanges: Parameters<typeof recordingFetch>[0] = [];
-    const events: AuthEvent[] = [];
-    const client = await connect(agent, exchanges, events);
-    try {
-      // The first authorization: login page, then consent for notes:read only.
-      expect(agent.visits).toHaveLength(1);
-      expect(agent.visits[0]).toMatchObject({ login: true, consent: true });
-      expect(agent.visits[0]!.consentPage).toContain("Read your notes");
-      expect(agent.visits[0]!.consentPage).not.toContain("Add notes");
-      const first = events.find((e) => e.type === "authorized");
-      expect(first?.type === "authorized" && first.scope?.split(" ")).toContain("notes:read");
-      expect(first?.type === "authorized" && first.scope?.split(" ")).not.toContain("notes:write");
-
-      const { tools } = await client.listTools();
-      expect(tools.map((t) => t.name).sort()).toEqual(["notes.add", "notes.list"]);
-      expect(clientModule.resultText(await client.callTool({ name: "notes.list" }))).toBe("[]");
-
-      const before = exchanges.length;
-      const added = await client.callTool({ name: "notes.add", arguments: { text: "buy milk" } });
-      expect(added.isError).toBeFalsy();
-      expect(clientModule.resultText(added)).toBe("added note 1");
-
-      // On the wire: the read-only token got a 403 insufficient_scope naming notes:write ...
-      const refused = exchanges.slice(before).find((x) => x.url === resource && x.status === 403);
-      expect(refused).toBeDefined();
-      const [challenge] = parseWWWAuthenticate(refused!.challenge ?? "");
-      expect(challenge?.params.error).toBe("insufficient_scope");
-      expect(challenge?.params.scope?.split(" ")).toContain("notes:write");
+    it("the endpoint refuses an anonymous MCP request with a 401 pointing at its metadata", async () => {
+      const response = await fetch(resource, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "notes.add" } }),
+      });
+      expect(response.status).toBe(401);
+      const [challenge] = parseWWWAuthenticate(response.headers.get("www-authenticate") ?? "");
+      expect(challenge?.params.error).toBeUndefined();
       expect(challenge?.params.resource_metadata).toBe(
         `${mcpHttp.url}/.well-known/oauth-protected-resource/mcp`,
       );
-      // ... which started a step-up: the signed-in browser skipped the login and saw consent for
-      // the new scope; the retried request succeeded.
-      const stepUp = events.find((e) => e.type === "authorization_started" && e.stepUp);
-      expect(stepUp?.type === "authorization_started" && stepUp.scope?.split(" ")).toContain("notes:write");
-      expect(agent.visits).toHaveLength(2);
-      expect(agent.visits[1]).toMatchObject({ login: false, consent: true });
-      expect(agent.visits[1]!.consentPage).toContain("Add notes");
-      const last = exchanges.filter((x) => x.url === resource).at(-1);
-      expect(last?.status).toBe(200);
+      // The scopes of the tool named in the body are announced before any token exists.
+      expect(challenge?.params.scope?.split(" ").sort()).toEqual(["notes:read", "notes:write"]);
 
-      expect(clientModule.resultText(await client.callTool({ name: "notes.list" }))).toBe('["buy milk"]');
-    } finally {
-      await client.close();
-    }
-  });
-
-  it("a token that does not verify is refused with 401 invalid_token before any tool runs", async () => {
-    const response = await fetch(resource, {
-      method: "POST",
-      headers: {
-        authorization: "Bearer eyJhbGciOiJFUzI1NiJ9.eyJhdWQiOiJodHRwczovL290aGVyIn0.c2ln",
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream",
-      },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+      const metadata = (await (await fetch(challenge!.params.resource_metadata!)).json()) as Record<
+        string,
+        unknown
+      >;
+      expect(metadata.resource).toBe(resource);
+      expect(metadata.authorization_servers).toEqual([asHttp.url]);
     });
-    expect(response.status).toBe(401);
-    const [challenge] = parseWWWAuthenticate(response.headers.get("www-authenticate") ?? "");
-    expect(challenge?.params.error).toBe("invalid_token");
-  });
-});
+
+    it("log in with notes:read, list tools and notes, then step up to notes:write for notes.add", async () => {
+      const agent = new FormUserAgent("alice", PASSWORD);
+      const exchanges: Parameters<typeof recordingFetch>[0] = [];
+      const events: AuthEvent[] = [];
+      const client = await connect(agent, exchanges, events);
+      try {
+        // The first authorization: login page, then consent for notes:read only.
+        expect(agent.visits).toHaveLength(1);
+        expect(agent.visits[0]).toMatchObject({ login: true, consent: true });
+        expect(agent.visits[0]!.consentPage).toContain("Read your notes");
+        expect(agent.visits[0]!.consentPage).not.toContain("Add notes");
+        const first = events.find((e) => e.type === "authorized");
+        expect(first?.type === "authorized" && first.scope?.split(" ")).toContain("notes:read");
+        expect(first?.type === "authorized" && first.scope?.split(" ")).not.toContain("notes:write");
+
+        const { tools } = await client.listTools();
+        expect(tools.map((t) => t.name).sort()).toEqual(["notes.add", "notes.list"]);
+        expect(clientModule.resultText(await client.callTool({ name: "notes.list" }))).toBe("[]");
+
+        const before = exchanges.length;
+        const added = await client.callTool({ name: "notes.add", arguments: { text: "buy milk" } });
+        expect(added.isError).toBeFalsy();
+        expect(clientModule.resultText(added)).toBe("added note 1");
+
+        // On the wire: the read-only token got a 403 insufficient_scope naming notes:write ...
+        const refused = exchanges.slice(before).find((x) => x.url === resource && x.status === 403);
+        expect(refused).toBeDefined();
+        const [challenge] = parseWWWAuthenticate(refused!.challenge ?? "");
+        expect(challenge?.params.error).toBe("insufficient_scope");
+        expect(challenge?.params.scope?.split(" ")).toContain("notes:write");
+        expect(challenge?.params.resource_metadata).toBe(
+          `${mcpHttp.url}/.well-known/oauth-protected-resource/mcp`,
+        );
+        // ... which started a step-up: the signed-in browser skipped the login and saw consent for
+        // the new scope; the retried request succeeded.
+        const stepUp = events.find((e) => e.type === "authorization_started" && e.stepUp);
+        expect(stepUp?.type === "authorization_started" && stepUp.scope?.split(" ")).toContain("notes:write");
+        expect(agent.visits).toHaveLength(2);
+        expect(agent.visits[1]).toMatchObject({ login: false, consent: true });
+        expect(agent.visits[1]!.consentPage).toContain("Add notes");
+        const last = exchanges.filter((x) => x.url === resource).at(-1);
+        expect(last?.status).toBe(200);
+
+        expect(clientModule.resultText(await client.callTool({ name: "notes.list" }))).toBe('["buy milk"]');
+      } finally {
+        await client.close();
+      }
+    });
+
+    it("a token that does not verify is refused with 401 invalid_token before any tool runs", async () => {
+      const response = await fetch(resource, {
+        method: "POST",
+        headers: {
+          authorization: "Bearer eyJhbGciOiJFUzI1NiJ9.eyJhdWQiOiJodHRwczovL290aGVyIn0.c2ln",
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+        },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+      });
+      expect(response.status).toBe(401);
+      const [challenge] = parseWWWAuthenticate(response.headers.get("www-authenticate") ?? "");
+      expect(challenge?.params.error).toBe("invalid_token");
+    });
+  },
+);
 
 describe("examples/mcp: the scopes a request needs", () => {
   let requiredScopes: ServerModule["requiredScopes"];

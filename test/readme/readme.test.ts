@@ -89,6 +89,38 @@ describe("README.md", () => {
     }
   });
 
+  it("every gatehouse command line in README.md and examples/mcp/README.md names a real command and real flags", () => {
+    const main = readFileSync(join(REPO_ROOT, "src/cli/main.ts"), "utf8");
+    const pages = [readme, readFileSync(join(REPO_ROOT, "examples/mcp/README.md"), "utf8")];
+    const lines = pages
+      .flatMap((page) => fencedBlocks(page, "sh"))
+      .join("\n")
+      .replace(/\\\n\s*/g, " ") // join continued lines
+      .split("\n")
+      .filter((line) => /(?:npx gatehouse|dist\/cli\/main\.js) /.test(line));
+    expect(lines.length).toBeGreaterThanOrEqual(6);
+    const problems: string[] = [];
+    for (const line of lines) {
+      const args = line
+        .replace(/#.*$/, "")
+        .split(/(?:npx gatehouse|dist\/cli\/main\.js) /)[1]!
+        .trim()
+        .split(/\s+/);
+      const command = args[0]!;
+      if (!new RegExp(`^\\s*${command}: \\{`, "m").test(main)) {
+        problems.push(`${command}: not a command in src/cli/main.ts`);
+        continue;
+      }
+      const source = readFileSync(join(REPO_ROOT, "src/cli/commands", `${command}.ts`), "utf8");
+      for (const flag of args.filter((a) => a.startsWith("--")).map((a) => a.slice(2).split("=")[0]!)) {
+        if (!source.includes(`"${flag}"`) && !new RegExp(`^\\s*${flag}: \\{`, "m").test(source)) {
+          problems.push(`${command} --${flag}: no such option in src/cli/commands/${command}.ts`);
+        }
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
   it("every ```ts snippet, and every example, type-checks against the sources", () => {
     const examples = listTs(join(REPO_ROOT, "examples"));
     expect(examples.length).toBeGreaterThan(0);
