@@ -150,3 +150,33 @@ describe("README.md", () => {
     expect(missing).toEqual([]);
   });
 });
+
+describe("docs/index.md", () => {
+  const page = readFileSync(join(REPO_ROOT, "docs", "index.md"), "utf8");
+
+  it("every entry point it lists is in package.json exports, and the names it gives are exported there", async () => {
+    const map = packageSourceMap();
+    const table = page.slice(page.indexOf("## Package entry points"));
+    const rows = table.split("\n").filter((l) => l.startsWith("| `gatehouse"));
+    expect(rows.length).toBeGreaterThanOrEqual(6);
+    const problems: string[] = [];
+    for (const row of rows) {
+      const [entries = "", holds = ""] = row.split(" | ");
+      const names = [...entries.matchAll(/`(gatehouse[^`]*)`/g)].map((m) => m[1]!);
+      const exported = new Set<string>();
+      for (const name of names) {
+        const source = map.get(name);
+        if (!source) {
+          problems.push(`${name}: not in package.json exports`);
+          continue;
+        }
+        for (const key of Object.keys((await import(source)) as object)) exported.add(key);
+      }
+      // Identifiers in the description (`createAuthFetch`, `OAuthError`, ...) must be exports of the row.
+      for (const [, identifier] of holds.matchAll(/`([A-Za-z][A-Za-z0-9]*)`/g)) {
+        if (!exported.has(identifier!)) problems.push(`${names.join(", ")}: no export named ${identifier}`);
+      }
+    }
+    expect(problems).toEqual([]);
+  }, 60_000);
+});
