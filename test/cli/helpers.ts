@@ -138,3 +138,13 @@ export function logLines(stderr: string): Record<string, unknown>[] {
   }
   return out;
 }
+
+/** The ready line of `gatehouse demo --json`. */
+export interface DemoReady {
+  issuer: string;
+  resource: string;
+  username: string;
+  password: string;
+  port: number;
+  resourcePort: number;
+}

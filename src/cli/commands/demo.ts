@@ -93,6 +93,8 @@ export async function run(args: string[]): Promise<number> {
     const requestLog = !flag(parsed, "no-request-log");
     const log = jsonLogger();
 
+    // Handlers first: a signal that arrives while starting still shuts down cleanly.
+    const shutdownSignal = waitForShutdownSignal(log);
     const store = await openCliStore(target);
     const servers: RunningHttp[] = [];
     let authorizationServer: Awaited<ReturnType<typeof createAuthorizationServer>> | undefined;
@@ -175,7 +177,7 @@ export async function run(args: string[]): Promise<number> {
         );
       }
 
-      await waitForShutdownSignal(log);
+      await shutdownSignal;
       await Promise.all(servers.map((s) => s.close()));
       servers.length = 0;
       await authorizationServer.close();

@@ -127,6 +127,8 @@ export async function run(args: string[]): Promise<number> {
     const log = jsonLogger();
     const json = flag(parsed, "json");
 
+    // Handlers first: a signal that arrives while starting still shuts down cleanly.
+    const shutdownSignal = waitForShutdownSignal(log);
     // Inert unless GATEHOUSE_TEST_FAULT is set (crash tests in test/faults/).
     const store = withFaultInjection(await openCliStore(config.store));
     let http: Awaited<ReturnType<typeof serveHttp>> | undefined;
@@ -155,7 +157,7 @@ export async function run(args: string[]): Promise<number> {
           `gatehouse: authorization server ready at ${issuer} (listening on ${config.host}:${http.port}, ${describeStore(config.store)})`,
         );
 
-      await waitForShutdownSignal(log);
+      await shutdownSignal;
       await http.close();
       http = undefined;
       await server.close();
