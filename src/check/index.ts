@@ -19,10 +19,11 @@ import {
   probeBogusQuery,
   probeProtectedResourceMetadata,
   probeUnauthenticated,
+  type RequestForm,
   usable,
 } from "./probes.js";
 import { evaluateRules, RULES } from "./rules.js";
-import type { CheckReport, Observations, Outcome, Revision } from "./types.js";
+import type { CheckReport, Observations, Outcome, ResponseProbe, Revision } from "./types.js";
 
 export { classifyTransport, compareResource, type ResourceMatch, type TransportClass } from "./classify.js";
 export { formatHuman, formatJson } from "./report.js";
@@ -36,6 +37,11 @@ export interface CheckOptions {
   timeoutMs?: number;
   /** Which revision's rules apply (default `2026-07-28`). */
   revision?: Revision;
+  /**
+   * How the resource is called: `get`; `mcp` (a JSON-RPC `initialize` POST, as an MCP client's
+   * first request); or `auto` (default): GET, then the MCP request when GET gets 404, 405 or 406.
+   */
+  request?: "get" | "mcp" | "auto";
 }
 
 /**
@@ -72,7 +78,19 @@ export async function runCheck(resourceUrl: string, options: CheckOptions = {}):
   const startedAt = new Date().toISOString();
   const prober = new Prober(options.fetch ?? globalThis.fetch, options.timeoutMs ?? 10_000);
 
-  const unauthenticated = await probeUnauthenticated(prober, resourceUrl);
+  const mode = options.request ?? "auto";
+  let form: RequestForm = mode === "mcp" ? "mcp" : "get";
+  let unauthenticated = await probeUnauthenticated(prober, resourceUrl, form);
+  let getAnswer: ResponseProbe | undefined;
+  if (mode === "auto" && [404, 405, 406].includes(unauthenticated.status ?? 0)) {
+    // Streamable HTTP MCP servers may serve only POST: call it the way an MCP client first does.
+    const viaMcp = await probeUnauthenticated(prober, resourceUrl, "mcp");
+    if (viaMcp.status === 401 || (viaMcp.status !== undefined && viaMcp.status < 300)) {
+      getAnswer = unauthenticated;
+      unauthenticated = viaMcp;
+      form = "mcp";
+    }
+  }
   const bearer = unauthenticated.challenges ? findChallenge(unauthenticated.challenges, "Bearer") : undefined;
   const prm = await probeProtectedResourceMetadata(prober, resourceUrl, bearer?.params.resource_metadata);
   // The document a client following the spec would read first (challenge URL, path-specific, root).
@@ -85,6 +103,7 @@ export async function runCheck(resourceUrl: string, options: CheckOptions = {}):
     prm,
     authorizationServers: [],
   };
+  if (getAnswer) observations.getAnswer = getAnswer;
   if (selectedPrm) observations.selectedPrm = selectedPrm;
 
   const issuers = selectedPrm ? (selectedPrm.json!.authorization_servers as string[]) : [];
@@ -93,8 +112,8 @@ export async function runCheck(resourceUrl: string, options: CheckOptions = {}):
   }
 
   // Bogus tokens: to the resource URL only.
-  observations.bogusBearer = await probeBogusBearer(prober, resourceUrl);
-  observations.bogusQuery = await probeBogusQuery(prober, resourceUrl);
+  observations.bogusBearer = await probeBogusBearer(prober, resourceUrl, form);
+  observations.bogusQuery = await probeBogusQuery(prober, resourceUrl, form);
 
   return buildReport(observations, prober, startedAt);
 }

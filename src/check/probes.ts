@@ -47,14 +47,22 @@ export class Prober {
    */
   async send(
     url: string,
-    init: { headers?: Record<string, string>; credential: CredentialKind; logUrl?: string },
+    init: {
+      headers?: Record<string, string>;
+      credential: CredentialKind;
+      logUrl?: string;
+      method?: "GET" | "POST";
+      body?: string;
+    },
   ): Promise<{ response?: Response; error?: string }> {
-    const exchange: Exchange = { method: "GET", url: init.logUrl ?? url, credential: init.credential };
+    const method = init.method ?? "GET";
+    const exchange: Exchange = { method, url: init.logUrl ?? url, credential: init.credential };
     this.exchanges.push(exchange);
     try {
       const response = await this.#fetch(url, {
-        method: "GET",
+        method,
         headers: init.headers ?? {},
+        ...(init.body !== undefined && { body: init.body }),
         redirect: "manual",
         signal: AbortSignal.timeout(this.#timeoutMs),
       });
@@ -158,23 +166,62 @@ function schemaIssues(
 }
 
 /**
+ * How the resource is called. `get` is the plain request the spec's endpoint table shows; `mcp` is
+ * the first request of an MCP client over Streamable HTTP (a JSON-RPC `initialize` POST), for
+ * servers that answer GET with 404 or 405.
+ */
+export type RequestForm = "get" | "mcp";
+
+const MCP_INITIALIZE = JSON.stringify({
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: {
+    protocolVersion: "2025-11-25",
+    capabilities: {},
+    clientInfo: { name: "gatehouse-check", version: "1" },
+  },
+});
+
+function requestInit(form: RequestForm): {
+  method: "GET" | "POST";
+  body?: string;
+  headers: Record<string, string>;
+} {
+  if (form === "get") return { method: "GET", headers: {} };
+  return {
+    method: "POST",
+    body: MCP_INITIALIZE,
+    headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+  };
+}
+
+/**
  * Step 1 of the flow: the request without a token. The challenge header is parsed with the shared
  * RFC 9110 §11.6.1 parser; an unparsable header yields no challenges.
  */
-export async function probeUnauthenticated(prober: Prober, resourceUrl: string): Promise<ResponseProbe> {
-  return probeResource(prober, resourceUrl, {}, "none");
+export async function probeUnauthenticated(
+  prober: Prober,
+  resourceUrl: string,
+  form: RequestForm = "get",
+): Promise<ResponseProbe> {
+  return probeResource(prober, resourceUrl, form, {}, "none");
 }
 
 async function probeResource(
   prober: Prober,
   url: string,
+  form: RequestForm,
   headers: Record<string, string>,
   credential: CredentialKind,
   logUrl?: string,
 ): Promise<ResponseProbe> {
-  const probe: ResponseProbe = { url: logUrl ?? url };
+  const probe: ResponseProbe = { url: logUrl ?? url, form };
+  const init = requestInit(form);
   const { response, error } = await prober.send(url, {
-    headers,
+    method: init.method,
+    ...(init.body !== undefined && { body: init.body }),
+    headers: { ...init.headers, ...headers },
     credential,
     ...(logUrl !== undefined && { logUrl }),
   });
@@ -201,20 +248,34 @@ function bogusToken(): string {
  * RFC 6750 §3.1 / spec "Token validation" 5: an invalid token gets 401 `invalid_token`. The bogus
  * token goes to the resource URL only.
  */
-export async function probeBogusBearer(prober: Prober, resourceUrl: string): Promise<ResponseProbe> {
-  return probeResource(prober, resourceUrl, { authorization: `Bearer ${bogusToken()}` }, "bogus-bearer");
+export async function probeBogusBearer(
+  prober: Prober,
+  resourceUrl: string,
+  form: RequestForm = "get",
+): Promise<ResponseProbe> {
+  return probeResource(
+    prober,
+    resourceUrl,
+    form,
+    { authorization: `Bearer ${bogusToken()}` },
+    "bogus-bearer",
+  );
 }
 
 /**
  * Spec "Access token usage" 2 (OAuth 2.1 §5.2): a token in the query string must not be accepted.
  * The bogus token goes to the resource URL only; the log shows the URL with the value masked.
  */
-export async function probeBogusQuery(prober: Prober, resourceUrl: string): Promise<ResponseProbe> {
+export async function probeBogusQuery(
+  prober: Prober,
+  resourceUrl: string,
+  form: RequestForm = "get",
+): Promise<ResponseProbe> {
   const url = new URL(resourceUrl);
   url.searchParams.append("access_token", bogusToken());
   const masked = new URL(resourceUrl);
   masked.searchParams.append("access_token", "BOGUS");
-  return probeResource(prober, url.href, {}, "bogus-query", masked.href);
+  return probeResource(prober, url.href, form, {}, "bogus-query", masked.href);
 }
 
 /**

@@ -147,13 +147,14 @@ export const RULES: readonly Rule[] = [
     title: "A request without a token gets 401",
     check(o) {
       const u = o.unauthenticated;
-      if (u.status === 401) return pass("401 Unauthorized");
+      const via = o.getAnswer ? ` (to an MCP initialize POST; GET got ${o.getAnswer.status})` : "";
+      if (u.status === 401) return pass(`401 Unauthorized${via}`);
       if (u.status !== undefined && u.status >= 200 && u.status < 300) {
         return fail(
-          `${u.status}: the resource answered without a token (it MUST return no data to unauthorized parties)`,
+          `${u.status}${via}: the resource answered without a token (it MUST return no data to unauthorized parties)`,
         );
       }
-      return fail(`${describeResponse(u)} instead of 401`);
+      return fail(`${describeResponse(u)} instead of 401${via}`);
     },
   },
   {

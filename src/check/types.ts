@@ -102,6 +102,8 @@ export interface AuthorizationServerProbe {
 
 export interface ResponseProbe {
   url: string;
+  /** `get`, or `mcp` for a JSON-RPC initialize POST (see `RequestForm` in probes.ts). */
+  form: "get" | "mcp";
   status?: number;
   transportError?: string;
   /** Raw `WWW-Authenticate` value(s), comma-joined as Headers does. */
@@ -125,6 +127,8 @@ export interface Observations {
   resourceUrl: string;
   revision: Revision;
   unauthenticated: ResponseProbe;
+  /** When the GET got 404/405/406 and the MCP initialize POST was used instead: the GET's answer. */
+  getAnswer?: ResponseProbe;
   prm: PrmProbe[];
   /** The document a spec-following client would use (first usable one in the spec's order). */
   selectedPrm?: PrmProbe;

@@ -70,6 +70,25 @@ describe("gatehouse check against a correct server", () => {
     expect(JSON.stringify(report)).not.toMatch(/gatehouse-check-bogus-[0-9a-f]/);
   });
 
+  it("calls a POST-only MCP endpoint with an initialize POST when GET gets 405 (auto)", async () => {
+    const { fixture, report } = await audit({ postOnly: true });
+    expect(report.ok).toBe(true);
+    expect(report.observations.getAnswer?.status).toBe(405);
+    expect(report.observations.unauthenticated.form).toBe("mcp");
+    expect(report.findings.find((f) => f.rule === "challenge.status-401")?.message).toContain(
+      "MCP initialize POST",
+    );
+    const credentialed = fixture.requests.filter((r) => r.authorization !== null || r.queryToken);
+    expect(credentialed.map((r) => r.method)).toEqual(["POST", "POST"]);
+  });
+
+  it("with request 'get', a POST-only endpoint fails challenge.status-401", async () => {
+    const fixture = await startFixture({ postOnly: true });
+    open.push(fixture);
+    const report = await runCheck(fixture.resourceUrl, { request: "get", timeoutMs: 5000 });
+    expect(outcomes(report, "challenge.status-401")).toEqual(["fail"]);
+  });
+
   it("probes the three forms for an issuer with a path", async () => {
     const { report } = await audit({ issuerPath: "/tenant1" });
     const forms = report.findings.filter((f) => f.rule === "as.discovery-form");

@@ -27,6 +27,8 @@ export interface FixtureOptions {
   anonymousStatus?: number;
   /** Status for a request with any bearer token (default 401 invalid_token). */
   bearerStatus?: number;
+  /** Answer GET on the protected path with 405 (a Streamable HTTP MCP server serving POST only). */
+  postOnly?: boolean;
   /** Serve 200 when `access_token` is in the query string. */
   acceptQueryToken?: boolean;
   /** Path component of the issuer (default none). */
@@ -144,6 +146,9 @@ export async function startFixture(options: FixtureOptions = {}): Promise<Fixtur
     const url = new URL(request.url);
     if (prmPaths.has(url.pathname)) return json(prm);
     if (url.pathname !== (resourcePath || "/")) return json({ error: "not found" }, 404);
+    if (options.postOnly && request.method !== "POST") {
+      return new Response(null, { status: 405, headers: { allow: "POST" } });
+    }
     if (url.searchParams.has("access_token") && options.acceptQueryToken) return json({ data: "secret" });
     const authorization = request.headers.get("authorization");
     if (authorization) {

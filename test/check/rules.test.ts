@@ -65,6 +65,7 @@ function observations(overrides: Partial<Observations> = {}): Observations {
     revision: "2026-07-28",
     unauthenticated: {
       url: "https://rs.example.com/mcp",
+      form: "get",
       status: 401,
       wwwAuthenticate: null,
       challenges: [],

@@ -16,6 +16,8 @@ Options:
   --json               print one JSON object instead of text
   --revision <date>    spec revision whose rules apply: 2026-07-28 (default) or 2025-11-25
   --timeout <ms>       deadline per request (default 10000)
+  --request <form>     how to call the resource: get, mcp (a JSON-RPC initialize POST) or
+                       auto (default: GET, then the MCP POST if GET gets 404/405/406)
   --verbose            show the rule id and spec reference of every finding
   -h, --help           show this help
 
@@ -60,6 +62,10 @@ export async function run(args: string[]): Promise<number> {
   if (revision !== "2026-07-28" && revision !== "2025-11-25") {
     return usageError(`unknown revision '${revision}' (2026-07-28 or 2025-11-25)`);
   }
+  const request = values.request ?? "auto";
+  if (request !== "get" && request !== "mcp" && request !== "auto") {
+    return usageError(`unknown request form '${request}' (get, mcp or auto)`);
+  }
   let timeoutMs = 10_000;
   if (values.timeout !== undefined) {
     timeoutMs = Number(values.timeout);
@@ -67,7 +73,7 @@ export async function run(args: string[]): Promise<number> {
       return usageError("--timeout must be a positive integer");
   }
 
-  const report = await runCheck(resourceUrl, { revision: revision as Revision, timeoutMs });
+  const report = await runCheck(resourceUrl, { revision: revision as Revision, timeoutMs, request });
   process.stdout.write(
     values.json
       ? formatJson(report)
@@ -88,6 +94,7 @@ function parse(args: string[]) {
       json: { type: "boolean" },
       revision: { type: "string" },
       timeout: { type: "string" },
+      request: { type: "string" },
       verbose: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
