@@ -5,6 +5,7 @@
  */
 import type * as oauth from "oauth4webapi";
 import type { AuthorizationServerMetadata } from "../shared/metadata.js";
+import { findChallenge, parseWWWAuthenticate } from "../shared/www-authenticate.js";
 import {
   assertOpenableAuthorizationUrl,
   createAuthorizationRequest,
@@ -16,6 +17,7 @@ import {
   legacyAuthorizationServer,
   resourceMatchesServer,
 } from "./discovery.js";
+import { createDPoPKey, DPoPSigner, wantsDPoP } from "./dpop.js";
 import { AuthorizationFlowError } from "./errors.js";
 import { discard, type FetchLike } from "./http.js";
 import { type PreregisteredClient, resolveClient } from "./registration.js";
@@ -48,6 +50,19 @@ import {
   toStoredTokens,
 } from "./tokens.js";
 import { type AuthorizationSessionFactory, fixedSession } from "./user-agent/session.js";
+
+/** Records the key a DPoP-bound token is bound to (a `Bearer` answer means the server did not bind it). */
+async function bindTokens(tokens: StoredTokens, signer: DPoPSigner | undefined): Promise<StoredTokens> {
+  if (!signer || !isDPoPToken(tokens)) return tokens;
+  return { ...tokens, dpop_jkt: await signer.thumbprint() };
+}
+
+/** RFC 9449 §9: a 401 whose `DPoP` challenge says `use_dpop_nonce` and that carries `DPoP-Nonce`. */
+function isNonceChallenge(response: Response): boolean {
+  const header = response.headers.get("www-authenticate");
+  if (response.status !== 401 || !header || !response.headers.has("dpop-nonce")) return false;
+  return findChallenge(parseWWWAuthenticate(header), "DPoP")?.params.error === "use_dpop_nonce";
+}
 
 /** A non-interactive way to obtain tokens (client credentials, JWT bearer, ...). */
 export type GrantProvider = (context: {
@@ -109,8 +124,18 @@ export interface CreateAuthFetchOptions {
   grant?: GrantProvider;
   /** Key material for `private_key_jwt` registrations. */
   clientKeys?: ClientKeyMaterial;
+  /**
+   * DPoP (RFC 9449): `"auto"` (default) asks for DPoP-bound tokens when the authorization server
+   * lists ES256 in `dpop_signing_alg_values_supported` or the resource asks for DPoP; `"never"`
+   * always uses bearer tokens.
+   */
+  dpop?: "auto" | "never";
   /** Progress notifications (never carry a token). */
   onEvent?: (event: AuthEvent) => void;
+}
+
+function isDPoPToken(tokens: StoredTokens): boolean {
+  return tokens.token_type.toLowerCase() === "dpop";
 }
 
 interface Binding {
@@ -130,6 +155,9 @@ export class AuthClient {
   readonly #authorizeFlight = new SingleFlight<StoredTokens>();
   readonly #clients = new Map<string, StoredClient>();
   readonly #keys = new Map<string, ClientKeyMaterial | undefined>();
+  /** DPoP signers by issuer, and the nonces servers sent, by origin (RFC 9449 §8, §9). */
+  readonly #signers = new Map<string, DPoPSigner>();
+  readonly #dpopNonces = new Map<string, string>();
 
   constructor(options: CreateAuthFetchOptions = {}) {
     this.#options = options;
@@ -161,9 +189,21 @@ export class AuthClient {
     let stepUps = 0;
     let reauthorized = false;
     let refreshed = false;
+    let nonceRetried = false;
     for (;;) {
-      const response = await this.#fetch(this.#withToken(request, tokens));
+      const { request: outgoing, signer } = await this.#withToken(request, tokens);
+      if (tokens && !outgoing.headers.has("authorization")) tokens = undefined;
+      const response = await this.#fetch(outgoing);
+      signer?.observe(outgoing.url, response);
       if (response.status !== 401 && response.status !== 403) return response;
+      if (signer && isNonceChallenge(response)) {
+        // RFC 9449 §9: the resource wants a nonce in the proof; retry once with the one it sent.
+        // A second demand is the server's problem, not the token's: its answer goes back as is.
+        if (nonceRetried) return response;
+        nonceRetried = true;
+        await discard(response);
+        continue;
+      }
       const challenge = readChallenge(response);
       if (!challenge) return response;
       const challenged = splitScope(challenge.scope);
@@ -286,7 +326,15 @@ export class AuthClient {
       const metadata = await this.#serverMetadata(current.issuer, false);
       const client = await this.#clientFor(current.issuer, current.client_id);
       if (!client) return undefined;
-      const ctx: TokenRequestContext = { metadata, client, fetch: this.#fetch, ...this.#keysFor(client) };
+      // RFC 9449 §5: a refresh token issued with DPoP is bound to the same key.
+      const dpop = await this.#dpopFor(current.issuer, current.client_id, false);
+      const ctx: TokenRequestContext = {
+        metadata,
+        client,
+        fetch: this.#fetch,
+        ...this.#keysFor(client),
+        ...(dpop && { dpop }),
+      };
       let response: oauth.TokenEndpointResponse;
       try {
         response = await refreshAccessToken(ctx, {
@@ -302,10 +350,13 @@ export class AuthClient {
         }
         throw error;
       }
-      const next = toStoredTokens(
-        response,
-        { issuer: current.issuer, client_id: current.client_id, resource: current.resource },
-        current,
+      const next = await bindTokens(
+        toStoredTokens(
+          response,
+          { issuer: current.issuer, client_id: current.client_id, resource: current.resource },
+          current,
+        ),
+        dpop,
       );
       await this.#store.set("tokens", key, next);
       this.#options.onEvent?.({ type: "refreshed", resource: current.resource, issuer: current.issuer });
@@ -313,13 +364,48 @@ export class AuthClient {
     });
   }
 
-  #withToken(request: Request, tokens: StoredTokens | undefined): Request {
+  /**
+   * The request with the token. A DPoP-bound token goes with the DPoP scheme and a fresh proof
+   * over method, URL and token (RFC 9449 §7.1); a bound token whose key is gone is not sent.
+   */
+  async #withToken(
+    request: Request,
+    tokens: StoredTokens | undefined,
+  ): Promise<{ request: Request; signer?: DPoPSigner }> {
     const copy = request.clone();
-    if (!tokens) return copy;
+    if (!tokens) return { request: copy };
     const headers = new Headers(copy.headers);
+    if (isDPoPToken(tokens)) {
+      const signer = await this.#dpopFor(tokens.issuer, tokens.client_id, false);
+      if (!signer || (tokens.dpop_jkt !== undefined && tokens.dpop_jkt !== (await signer.thumbprint()))) {
+        return { request: copy };
+      }
+      headers.set("authorization", `DPoP ${tokens.access_token}`);
+      headers.set("dpop", await signer.proof(copy.method, copy.url, tokens.access_token));
+      return { request: new Request(copy, { headers }), signer };
+    }
     // RFC 6750 §2.1 and spec "Access token usage": the header on every request, never the query.
     headers.set("authorization", `Bearer ${tokens.access_token}`);
-    return new Request(copy, { headers });
+    return { request: new Request(copy, { headers }) };
+  }
+
+  /**
+   * The DPoP signer of a registration (one key per issuer and client id), from memory or the
+   * store; with `create`, a new key is made and persisted before it is first used.
+   */
+  async #dpopFor(issuer: string, clientId: string, create: boolean): Promise<DPoPSigner | undefined> {
+    const cached = this.#signers.get(issuer);
+    if (cached?.clientId === clientId) return cached;
+    let stored = await this.#store.get("dpop", issuer);
+    if (stored && (stored.client_id !== clientId || stored.issuer !== issuer)) stored = undefined;
+    if (!stored) {
+      if (!create) return undefined;
+      stored = await createDPoPKey(issuer, clientId);
+      await this.#store.set("dpop", issuer, stored);
+    }
+    const signer = new DPoPSigner(stored, this.#dpopNonces);
+    this.#signers.set(issuer, signer);
+    return signer;
   }
 
   async #clientFor(issuer: string, clientId: string): Promise<StoredClient | undefined> {
@@ -409,7 +495,13 @@ export class AuthClient {
         requestedScope: scope,
       });
     } else {
-      tokens = await this.#authorizationCode(metadata, resourceValue, scope);
+      const dpopWanted =
+        this.#options.dpop !== "never" &&
+        wantsDPoP(metadata, {
+          challengedWithDPoP: challenge.scheme.toLowerCase() === "dpop",
+          boundTokensRequired: resource.metadata.dpop_bound_access_tokens_required === true,
+        });
+      tokens = await this.#authorizationCode(metadata, resourceValue, scope, dpopWanted);
     }
     await this.#store.set("tokens", tokensKey(tokens.issuer, tokens.client_id, tokens.resource), tokens);
     this.#options.onEvent?.({
@@ -510,6 +602,7 @@ export class AuthClient {
     metadata: AuthorizationServerMetadata,
     resource: string,
     scope: string | undefined,
+    dpopWanted: boolean,
   ): Promise<StoredTokens> {
     if (!this.#session) {
       throw new AuthorizationFlowError(
@@ -562,8 +655,9 @@ export class AuthClient {
       }
       // Step 7: state, then iss, then the token request with code_verifier and resource.
       const params = validateAuthorizationResponse(pending, metadata, callback);
+      const dpop = dpopWanted ? await this.#dpopFor(metadata.issuer, client.client_id, true) : undefined;
       const response = await exchangeAuthorizationCode(
-        { metadata, client, fetch: this.#fetch, ...this.#keysFor(client) },
+        { metadata, client, fetch: this.#fetch, ...this.#keysFor(client), ...(dpop && { dpop }) },
         {
           callbackParameters: params,
           redirectUri: pending.redirectUri,
@@ -572,12 +666,15 @@ export class AuthClient {
           scope,
         },
       );
-      return toStoredTokens(response, {
-        issuer: metadata.issuer,
-        client_id: client.client_id,
-        resource,
-        requestedScope: scope,
-      });
+      return await bindTokens(
+        toStoredTokens(response, {
+          issuer: metadata.issuer,
+          client_id: client.client_id,
+          resource,
+          requestedScope: scope,
+        }),
+        dpop,
+      );
     } finally {
       await session.close?.();
     }

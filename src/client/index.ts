@@ -26,6 +26,7 @@ export {
   protectedResourceMetadataUrls,
   resourceMatchesServer,
 } from "./discovery.js";
+export { createDPoPKey, DPOP_ALGORITHM, DPoPSigner, htuOf, wantsDPoP } from "./dpop.js";
 export {
   AuthorizationFlowError,
   type AuthorizationFlowErrorCode,
@@ -49,6 +50,7 @@ export { EncryptedFileTokenStore } from "./stores/encrypted-file.js";
 export { MemoryTokenStore } from "./stores/memory.js";
 export type {
   StoredClient,
+  StoredDPoPKey,
   StoredResource,
   StoredServer,
   StoredTokens,

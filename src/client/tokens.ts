@@ -6,6 +6,7 @@
  */
 import * as oauth from "oauth4webapi";
 import type { AuthorizationServerMetadata } from "../shared/metadata.js";
+import type { DPoPSigner } from "./dpop.js";
 import { AuthorizationFlowError, type AuthorizationFlowErrorCode } from "./errors.js";
 import { assertSecureUrl, type FetchLike, wireOptions } from "./http.js";
 import type { StoredClient, StoredTokens } from "./stores/types.js";
@@ -72,8 +73,40 @@ export interface TokenRequestContext {
   client: StoredClient;
   fetch: FetchLike;
   keys?: ClientKeyMaterial;
-  /** Extra headers for the token request (a DPoP proof, for instance). */
+  /** Extra headers for the token request. */
   headers?: Record<string, string>;
+  /** Proves possession of this key on the request, asking for a DPoP-bound token (RFC 9449 §5). */
+  dpop?: DPoPSigner;
+}
+
+type WireOptions = { headers?: Record<string, string> } & Record<symbol, unknown>;
+
+/**
+ * Runs one token request (request and response processing), with a fresh DPoP proof when the
+ * context has a key. RFC 9449 §8: a `use_dpop_nonce` error is answered by one retry carrying the
+ * nonce the server sent in `DPoP-Nonce` (the server rejects before consuming a code, so the code
+ * is still good). A second nonce error is passed on.
+ */
+async function tokenRequest<T>(
+  ctx: TokenRequestContext,
+  endpoint: string,
+  attempt: (options: WireOptions) => Promise<T>,
+): Promise<T> {
+  const fetchImpl = ctx.dpop ? ctx.dpop.observing(ctx.fetch) : ctx.fetch;
+  for (let tries = 0; ; tries++) {
+    const headers: Record<string, string> = { ...ctx.headers };
+    if (ctx.dpop) headers.dpop = await ctx.dpop.proof("POST", endpoint);
+    const options: WireOptions = {
+      ...(Object.keys(headers).length > 0 && { headers }),
+      ...wireOptions(fetchImpl, [endpoint]),
+    };
+    try {
+      return await attempt(options);
+    } catch (error) {
+      if (ctx.dpop && tries === 0 && oauth.isDPoPNonceError(error) && ctx.dpop.nonceFor(endpoint)) continue;
+      throw error;
+    }
+  }
 }
 
 function toAs(metadata: AuthorizationServerMetadata): oauth.AuthorizationServer {
@@ -190,20 +223,18 @@ export async function exchangeAuthorizationCode(
   const as = toAs(ctx.metadata);
   const client: oauth.Client = { client_id: ctx.client.client_id };
   try {
-    const response = await oauth.authorizationCodeGrantRequest(
-      as,
-      client,
-      clientAuthentication(ctx.client, ctx.keys),
-      options.callbackParameters,
-      options.redirectUri,
-      options.codeVerifier,
-      {
-        additionalParameters: { resource: options.resource },
-        ...(ctx.headers && { headers: ctx.headers }),
-        ...wireOptions(ctx.fetch, [endpoint]),
-      },
-    );
-    return await oauth.processAuthorizationCodeResponse(as, client, response);
+    return await tokenRequest(ctx, endpoint, async (wire) => {
+      const response = await oauth.authorizationCodeGrantRequest(
+        as,
+        client,
+        clientAuthentication(ctx.client, ctx.keys),
+        options.callbackParameters,
+        options.redirectUri,
+        options.codeVerifier,
+        { additionalParameters: { resource: options.resource }, ...wire },
+      );
+      return oauth.processAuthorizationCodeResponse(as, client, response);
+    });
   } catch (error) {
     mapTokenError(error, step, "token_request_failed");
   }
@@ -219,18 +250,16 @@ export async function refreshAccessToken(
   const as = toAs(ctx.metadata);
   const client: oauth.Client = { client_id: ctx.client.client_id };
   try {
-    const response = await oauth.refreshTokenGrantRequest(
-      as,
-      client,
-      clientAuthentication(ctx.client, ctx.keys),
-      options.refreshToken,
-      {
-        additionalParameters: { resource: options.resource },
-        ...(ctx.headers && { headers: ctx.headers }),
-        ...wireOptions(ctx.fetch, [endpoint]),
-      },
-    );
-    return await oauth.processRefreshTokenResponse(as, client, response);
+    return await tokenRequest(ctx, endpoint, async (wire) => {
+      const response = await oauth.refreshTokenGrantRequest(
+        as,
+        client,
+        clientAuthentication(ctx.client, ctx.keys),
+        options.refreshToken,
+        { additionalParameters: { resource: options.resource }, ...wire },
+      );
+      return oauth.processRefreshTokenResponse(as, client, response);
+    });
   } catch (error) {
     mapTokenError(error, step, "refresh_failed");
   }
@@ -247,29 +276,27 @@ export async function grantRequest(
   const as = toAs(ctx.metadata);
   const client: oauth.Client = { client_id: ctx.client.client_id };
   try {
-    const response =
-      grantType === "client_credentials"
-        ? await oauth.clientCredentialsGrantRequest(
-            as,
-            client,
-            clientAuthentication(ctx.client, ctx.keys),
-            parameters,
-            {
-              ...(ctx.headers && { headers: ctx.headers }),
-              ...wireOptions(ctx.fetch, [endpoint]),
-            },
-          )
-        : await oauth.genericTokenEndpointRequest(
-            as,
-            client,
-            clientAuthentication(ctx.client, ctx.keys),
-            grantType,
-            parameters,
-            { ...(ctx.headers && { headers: ctx.headers }), ...wireOptions(ctx.fetch, [endpoint]) },
-          );
-    return grantType === "client_credentials"
-      ? await oauth.processClientCredentialsResponse(as, client, response)
-      : await oauth.processGenericTokenEndpointResponse(as, client, response);
+    return await tokenRequest(ctx, endpoint, async (wire) => {
+      if (grantType === "client_credentials") {
+        const response = await oauth.clientCredentialsGrantRequest(
+          as,
+          client,
+          clientAuthentication(ctx.client, ctx.keys),
+          parameters,
+          wire,
+        );
+        return oauth.processClientCredentialsResponse(as, client, response);
+      }
+      const response = await oauth.genericTokenEndpointRequest(
+        as,
+        client,
+        clientAuthentication(ctx.client, ctx.keys),
+        grantType,
+        parameters,
+        wire,
+      );
+      return oauth.processGenericTokenEndpointResponse(as, client, response);
+    });
   } catch (error) {
     mapTokenError(error, step, "token_request_failed");
   }

@@ -17,6 +17,9 @@ export const ProtectedResourceMetadataSchema = z.looseObject({
   scopes_supported: stringArray.optional(),
   bearer_methods_supported: stringArray.optional(),
   resource_name: z.string().optional(),
+  /** RFC 9449 §5.2 (as registered for RFC 9728): the resource accepts only DPoP-bound tokens. */
+  dpop_bound_access_tokens_required: z.boolean().optional(),
+  dpop_signing_alg_values_supported: stringArray.optional(),
 });
 export type ProtectedResourceMetadata = z.infer<typeof ProtectedResourceMetadataSchema>;
 

@@ -3,6 +3,7 @@
  * and the encrypted file store (the CLI) are interchangeable. Spec "Token theft" 1 and "Refresh
  * tokens": tokens MUST be stored securely and kept confidential in storage.
  */
+import type { JWK } from "jose";
 import type { AuthorizationServerMetadata, ProtectedResourceMetadata } from "../../shared/metadata.js";
 
 /** A client registration, bound to the issuer that issued it (never sent to another). */
@@ -30,7 +31,22 @@ export interface StoredTokens {
   expires_at?: number;
   /** Scopes the token is known to carry (the response `scope`, else what was requested). */
   scope?: string;
+  /** For a DPoP-bound token (`token_type` DPoP): the RFC 7638 thumbprint of the key it is bound to. */
+  dpop_jkt?: string;
   obtained_at: number;
+}
+
+/**
+ * A DPoP key (RFC 9449), one per client registration at one issuer. The private key is a JWK so
+ * that the encrypted file store keeps it encrypted like the tokens it binds.
+ */
+export interface StoredDPoPKey {
+  issuer: string;
+  client_id: string;
+  alg: "ES256";
+  private_jwk: JWK;
+  public_jwk: JWK;
+  created_at: number;
 }
 
 /** Cached protected resource metadata plus the authorization server chosen for it. */
@@ -51,6 +67,8 @@ export interface StoreRecords {
   tokens: StoredTokens;
   resource: StoredResource;
   server: StoredServer;
+  /** Keyed by issuer, like `client`. */
+  dpop: StoredDPoPKey;
 }
 
 export type StoreKind = keyof StoreRecords;

@@ -1,0 +1,139 @@
+/**
+ * DPoP (RFC 9449) for the client: one ES256 key pair per client registration, proofs for token
+ * requests (§5) and resource requests (§7), and server-provided nonces (§8, §9) cached per origin.
+ *
+ * The private key is kept in the token store as a JWK, so the encrypted file store persists it
+ * encrypted with everything else (spec "Token theft" 1: a DPoP key is as sensitive as the tokens it
+ * binds). Proofs are signed with jose.
+ */
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, SignJWT } from "jose";
+import type { AuthorizationServerMetadata } from "../shared/metadata.js";
+import type { FetchLike } from "./http.js";
+import type { StoredDPoPKey } from "./stores/types.js";
+
+export type { StoredDPoPKey };
+
+/** The one algorithm we sign proofs with (RFC 9449 §4.2: asymmetric, never `none`). */
+export const DPOP_ALGORITHM = "ES256";
+
+/**
+ * Whether to ask for DPoP-bound tokens: the authorization server lists an algorithm we can sign
+ * with (RFC 9449 §5.1 `dpop_signing_alg_values_supported`), or the resource asked for DPoP (a `DPoP`
+ * challenge, or `dpop_bound_access_tokens_required` in its metadata, RFC 9449 §7.1 and §5.2).
+ */
+export function wantsDPoP(
+  metadata: AuthorizationServerMetadata,
+  resource: { challengedWithDPoP?: boolean; boundTokensRequired?: boolean } = {},
+): boolean {
+  const algs = metadata.dpop_signing_alg_values_supported;
+  if (algs?.includes(DPOP_ALGORITHM)) return true;
+  // The resource requires DPoP: try it even if the server's metadata does not say (RFC 8414
+  // metadata is optional); if the server lists algorithms without ours, we cannot comply.
+  return (
+    (resource.challengedWithDPoP === true || resource.boundTokensRequired === true) && algs === undefined
+  );
+}
+
+/** Creates a fresh key for a registration. */
+export async function createDPoPKey(issuer: string, clientId: string): Promise<StoredDPoPKey> {
+  const { privateKey, publicKey } = await generateKeyPair(DPOP_ALGORITHM, { extractable: true });
+  const privateJwk = await exportJWK(privateKey);
+  const { kty, crv, x, y } = await exportJWK(publicKey);
+  return {
+    issuer,
+    client_id: clientId,
+    alg: DPOP_ALGORITHM,
+    private_jwk: privateJwk,
+    // Only the public members go into proofs (RFC 9449 §4.2: jwk MUST NOT contain a private key).
+    public_jwk: { kty, crv, x, y },
+    created_at: Date.now(),
+  };
+}
+
+/** `htu` (RFC 9449 §4.2): the request URI without query and fragment. */
+export function htuOf(url: string | URL): string {
+  const parsed = new URL(url);
+  return `${parsed.origin}${parsed.pathname}`;
+}
+
+async function sha256Base64url(value: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(value));
+  return Buffer.from(digest).toString("base64url");
+}
+
+/**
+ * Signs proofs with one key and remembers the latest `DPoP-Nonce` each origin sent (RFC 9449 §8:
+ * the nonce is used until the server provides another one).
+ */
+export class DPoPSigner {
+  readonly #stored: StoredDPoPKey;
+  readonly #nonces: Map<string, string>;
+  #privateKey: Promise<CryptoKey> | undefined;
+  #thumbprint: Promise<string> | undefined;
+
+  /** `nonces` may be shared by several signers (nonces belong to servers, not keys). */
+  constructor(stored: StoredDPoPKey, nonces: Map<string, string> = new Map()) {
+    this.#stored = stored;
+    this.#nonces = nonces;
+  }
+
+  get issuer(): string {
+    return this.#stored.issuer;
+  }
+
+  get clientId(): string {
+    return this.#stored.client_id;
+  }
+
+  /** RFC 7638 SHA-256 thumbprint of the public key (the `cnf.jkt` of bound tokens). */
+  thumbprint(): Promise<string> {
+    this.#thumbprint ??= calculateJwkThumbprint(this.#stored.public_jwk, "sha256");
+    return this.#thumbprint;
+  }
+
+  /** The nonce last received from the origin of `url`, if any. */
+  nonceFor(url: string | URL): string | undefined {
+    return this.#nonces.get(new URL(url).origin);
+  }
+
+  /** Records a `DPoP-Nonce` response header (RFC 9449 §8.2, §9). */
+  observe(url: string | URL, response: Response): void {
+    const nonce = response.headers.get("dpop-nonce");
+    // RFC 9449 §8.1: the nonce is NQCHAR (printable ASCII without the double quote).
+    if (nonce && /^[\x21\x23-\x5b\x5d-\x7e]+$/.test(nonce)) this.#nonces.set(new URL(url).origin, nonce);
+  }
+
+  /**
+   * A proof for one request (RFC 9449 §4.2): `typ` dpop+jwt, the public `jwk`, `jti`, `htm`,
+   * `htu`, `iat`, the origin's nonce when one is known, and `ath` when an access token is sent.
+   */
+  async proof(method: string, url: string | URL, accessToken?: string): Promise<string> {
+    this.#privateKey ??= importJWK(this.#stored.private_jwk, DPOP_ALGORITHM, {
+      extractable: false,
+    }) as Promise<CryptoKey>;
+    const key = await this.#privateKey;
+    const nonce = this.nonceFor(url);
+    const payload: Record<string, unknown> = {
+      jti: crypto.randomUUID(),
+      htm: method.toUpperCase(),
+      htu: htuOf(url),
+    };
+    if (nonce !== undefined) payload.nonce = nonce;
+    // RFC 9449 §7.1: `ath` is the base64url SHA-256 of the ASCII access token.
+    if (accessToken !== undefined) payload.ath = await sha256Base64url(accessToken);
+    return new SignJWT(payload)
+      .setProtectedHeader({ alg: DPOP_ALGORITHM, typ: "dpop+jwt", jwk: this.#stored.public_jwk })
+      .setIssuedAt()
+      .sign(key);
+  }
+
+  /** A fetch that records the nonces of every response it sees. */
+  observing(fetchImpl: FetchLike): FetchLike {
+    return async (input, init) => {
+      const response = await fetchImpl(input, init);
+      const url = input instanceof Request ? input.url : String(input);
+      this.observe(url, response);
+      return response;
+    };
+  }
+}
