@@ -7,6 +7,7 @@ import type { Endpoint, ServerContext } from "./context.js";
 import { preflightResponse, withCors } from "./cors.js";
 import { handleHealth } from "./health.js";
 import { handleIntrospect } from "./introspect.js";
+import { handleAdmin } from "./pages/admin.js";
 import { handleConsent } from "./pages/consent.js";
 import { handleLogin } from "./pages/login.js";
 import { handleLogout } from "./pages/logout.js";
@@ -121,6 +122,7 @@ export function createHandler(
   add("login", ["GET", "POST"], handleLogin, false);
   add("consent", ["GET", "POST"], handleConsent, false);
   add("logout", ["GET", "POST"], handleLogout, false);
+  add("admin", ["GET", "POST"], handleAdmin, false);
 
   return async function handle(request: Request): Promise<Response> {
     let pathname: string;

@@ -78,13 +78,18 @@ table{width:100%;border-collapse:collapse;font-size:.9rem}
 td{padding:.4rem 0;border-bottom:1px solid #e5e7eb;vertical-align:top;overflow-wrap:anywhere}
 td form{margin:0}
 td button{padding:.3rem .6rem}
+main.wide{max-width:80rem}
+th{text-align:left;padding:.4rem .5rem .4rem 0;border-bottom:2px solid #e5e7eb;color:#4b5563;font-weight:600;white-space:nowrap}
+main.wide td{padding:.4rem .5rem .4rem 0}
+.notice{background:#ecfdf5;border:1px solid #10b981;color:#064e3b;border-radius:8px;padding:.6rem .8rem;margin:1rem 0}
+.table-scroll{overflow-x:auto}
 `.trim();
 
 /** `'sha256-…'` source expression for {@link STYLE} (CSP Level 3 hash-source). */
 export const STYLE_HASH_SOURCE = `'sha256-${createHash("sha256").update(STYLE, "utf8").digest("base64")}'`;
 
-/** A complete page around `body`. */
-export function page(title: string, body: SafeHtml): string {
+/** A complete page around `body`; `wide` widens the column for tables (the admin page). */
+export function page(title: string, body: SafeHtml, options: { wide?: boolean } = {}): string {
   return html`<!doctype html>
 <html lang="en">
 <head>
@@ -95,7 +100,7 @@ export function page(title: string, body: SafeHtml): string {
 <style>${new SafeHtml(STYLE)}</style>
 </head>
 <body>
-<main>
+${options.wide ? new SafeHtml('<main class="wide">') : new SafeHtml("<main>")}
 ${body}
 </main>
 </body>

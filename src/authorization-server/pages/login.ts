@@ -27,7 +27,8 @@ import { currentSession, startSession } from "./session.js";
  * and login pages").
  *
  * With `?interaction=` it is a step of an authorization request and continues to the consent page;
- * without, it signs in to the account page (`/logout`), its CSRF token bound to the browser cookie.
+ * without, it signs in to the account page (`/logout`), its CSRF token bound to the browser cookie,
+ * or to the admin page with `?return=` naming it (the only allowed return path: no open redirect).
  */
 export const handleLogin: Endpoint = async (request, ctx) => {
   try {
@@ -51,12 +52,22 @@ export const LOGIN_WINDOW_MS = 5 * 60 * 1000;
 /** Where a login comes from and goes to. */
 type LoginContext =
   | { kind: "interaction"; bound: BoundInteraction; client?: ClientRecord }
-  | { kind: "account"; binding: string; newBinding: boolean };
+  | { kind: "account"; binding: string; newBinding: boolean; returnTo?: string };
+
+/**
+ * Where an account sign-in may return to besides the account page: only the admin page, matched
+ * exactly as a path under the issuer, so `return` can never send the browser elsewhere.
+ */
+function allowedReturn(ctx: ServerContext, requested: string | undefined | null): string | undefined {
+  const admin = issuerPath(ctx, ENDPOINT_PATHS.admin);
+  return requested === admin ? admin : undefined;
+}
 
 async function loginContext(
   request: Request,
   ctx: ServerContext,
   interactionId: string | undefined | null,
+  returnParam?: string | null,
 ): Promise<LoginContext | Response> {
   if (interactionId !== undefined && interactionId !== null) {
     const bound = await loadBoundInteraction(request, ctx, interactionId);
@@ -70,7 +81,13 @@ async function loginContext(
     return client ? { kind: "interaction", bound, client } : { kind: "interaction", bound };
   }
   const existing = readCookie(request, "binding", ctx);
-  return { kind: "account", binding: existing ?? randomToken(32), newBinding: existing === undefined };
+  const returnTo = allowedReturn(ctx, returnParam);
+  return {
+    kind: "account",
+    binding: existing ?? randomToken(32),
+    newBinding: existing === undefined,
+    ...(returnTo !== undefined && { returnTo }),
+  };
 }
 
 function csrfFor(login: LoginContext): string {
@@ -80,7 +97,7 @@ function csrfFor(login: LoginContext): string {
 function nextAfterLogin(ctx: ServerContext, login: LoginContext): string {
   return login.kind === "interaction"
     ? issuerPath(ctx, ENDPOINT_PATHS.consent, { interaction: login.bound.interaction.id })
-    : issuerPath(ctx, ENDPOINT_PATHS.logout);
+    : (login.returnTo ?? issuerPath(ctx, ENDPOINT_PATHS.logout));
 }
 
 /** Where forms on the page may end up after redirects (see `contentSecurityPolicy`). */
@@ -90,7 +107,12 @@ function formTargets(login: LoginContext): string[] {
 
 async function showLogin(request: Request, ctx: ServerContext): Promise<Response> {
   const url = new URL(request.url);
-  const login = await loginContext(request, ctx, url.searchParams.get("interaction"));
+  const login = await loginContext(
+    request,
+    ctx,
+    url.searchParams.get("interaction"),
+    url.searchParams.get("return"),
+  );
   if (login instanceof Response) return login;
   if (await currentSession(request, ctx)) return seeOther(nextAfterLogin(ctx, login));
   return renderLogin(ctx, login, { status: 200 });
@@ -110,6 +132,7 @@ ${clientName !== undefined ? html`<p>to continue to <span class="name" data-test
 ${options.error ? html`<p class="error" role="alert" data-testid="login-error">${options.error}</p>` : ""}
 <form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.login)}">
 ${interaction ? html`<input type="hidden" name="interaction" value="${interaction.id}">` : ""}
+${login.kind === "account" && login.returnTo ? html`<input type="hidden" name="return" value="${login.returnTo}">` : ""}
 <input type="hidden" name="csrf" value="${csrfFor(login)}">
 <label for="username">Username</label>
 <input type="text" id="username" name="username" autocomplete="username" autocapitalize="none" spellcheck="false" required value="${options.username ?? ""}">
@@ -143,7 +166,7 @@ async function rateLimited(request: Request, ctx: ServerContext, username: strin
 
 async function submitLogin(request: Request, ctx: ServerContext): Promise<Response> {
   const form = await readPageForm(request);
-  const login = await loginContext(request, ctx, form.get("interaction"));
+  const login = await loginContext(request, ctx, form.get("interaction"), form.get("return"));
   if (login instanceof Response) return login;
   const csrfOk =
     login.kind === "interaction"

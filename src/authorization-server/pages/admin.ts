@@ -1,0 +1,309 @@
+import { OAuthError } from "../../shared/errors.js";
+import type {
+  ClientRecord,
+  ClientSource,
+  ConsentRecord,
+  GrantRecord,
+  UserRecord,
+} from "../../storage/contract.js";
+import type { Endpoint, ServerContext } from "../context.js";
+import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
+import { ENDPOINT_PATHS } from "../paths.js";
+import { csrfFailurePage } from "./bound-interaction.js";
+import { errorPage, oauthErrorPage, unexpectedErrorPage } from "./error-page.js";
+import { readPageForm } from "./form.js";
+import { html, page, type SafeHtml } from "./html.js";
+import { htmlResponse, seeOther } from "./security-headers.js";
+import { type CurrentSession, currentSession } from "./session.js";
+
+/**
+ * The admin page at `/admin`: every client (and where it came from), user, grant and consent in
+ * storage, with buttons to revoke a grant, revoke a consent and delete a client.
+ *
+ * It reuses the browser side's pieces: the session cookie (a signed-in user with `isAdmin`), the
+ * login page (`/login?return=/admin`, same password check and rate limits), session-bound CSRF
+ * tokens on every POST, 303 after each change, the pages' security headers (no framing, no
+ * script, no caching, no referrer) and one escaping function for every value shown
+ * (SECURITY.md "Consent and login pages"). Nothing here fetches a client metadata document: the
+ * lists come from storage only.
+ */
+export const handleAdmin: Endpoint = async (request, ctx) => {
+  try {
+    if (request.method === "GET") return await showAdmin(request, ctx);
+    if (request.method === "POST") return await submitAdmin(request, ctx);
+    const response = errorPage({
+      status: 405,
+      title: "Method not allowed",
+      message: "Use the buttons on the admin page.",
+    });
+    response.headers.set("allow", "GET, POST");
+    return response;
+  } catch (error) {
+    if (error instanceof OAuthError) return oauthErrorPage(error);
+    return unexpectedErrorPage(ctx, "admin", error);
+  }
+};
+
+/** Rows shown per list (newest first); the heading says when a list is longer. */
+export const ADMIN_MAX_ROWS = 500;
+
+/** The actions the page's forms send, and the notice shown after each (fixed text, never echoed input). */
+const NOTICES = {
+  "grant-revoked": "Grant revoked: its refresh and access tokens no longer work.",
+  "consent-revoked": "Consent revoked: the user will be asked again next time.",
+  "client-deleted": "Client deleted, with its grants and consents.",
+  "not-found": "Nothing changed: that record no longer exists.",
+} as const;
+type Notice = keyof typeof NOTICES;
+
+function adminPath(ctx: ServerContext, notice?: Notice): string {
+  return issuerPath(ctx, ENDPOINT_PATHS.admin, notice ? { done: notice } : undefined);
+}
+
+/** CSRF token of the admin forms, derived from the session cookie (like the account page's). */
+function adminCsrf(session: CurrentSession): string {
+  return csrfToken(session.cookieValue, "admin");
+}
+
+/**
+ * The signed-in administrator, or the response to send instead: a 303 to the login page (which
+ * returns here) without a session, a 403 for a user who is not an administrator.
+ */
+async function requireAdmin(request: Request, ctx: ServerContext): Promise<CurrentSession | Response> {
+  const session = await currentSession(request, ctx);
+  const here = issuerPath(ctx, ENDPOINT_PATHS.admin);
+  if (!session) return seeOther(issuerPath(ctx, ENDPOINT_PATHS.login, { return: here }));
+  if (!session.user.isAdmin) {
+    ctx.log.warn("admin_forbidden", { user_id: session.user.id });
+    const body = html`<h1>Administrators only</h1>
+<p class="error" data-testid="error-message">You are signed in as <strong>${session.user.username}</strong>,
+which is not an administrator account.</p>
+<p><a href="${issuerPath(ctx, ENDPOINT_PATHS.logout)}">Your account</a> (sign out there to sign in as someone else).</p>`;
+    return htmlResponse(page("Administrators only", body), { status: 403 });
+  }
+  return session;
+}
+
+const SOURCE_LABELS: Record<ClientSource, string> = {
+  preregistered: "pre-registered",
+  "metadata-document": "metadata document",
+  dynamic: "dynamic registration",
+};
+
+/** `2026-01-02 03:04 UTC`, in a `<time>` element (server-rendered: no script on the page). */
+function when(ms: number | undefined): SafeHtml | string {
+  if (ms === undefined || !Number.isFinite(ms)) return "—";
+  const iso = new Date(ms).toISOString();
+  return html`<time datetime="${iso}">${iso.slice(0, 16).replace("T", " ")} UTC</time>`;
+}
+
+function hostOf(uri: string): string {
+  try {
+    return new URL(uri).host || uri;
+  } catch {
+    return uri;
+  }
+}
+
+function clientLabel(clients: Map<string, ClientRecord>, clientId: string): SafeHtml {
+  const name = clients.get(clientId)?.clientName?.trim();
+  return name
+    ? html`<span class="name">${name.slice(0, 200)}</span><br><code>${clientId}</code>`
+    : html`<code>${clientId}</code>`;
+}
+
+function userLabel(users: Map<string, UserRecord>, userId: string | undefined): SafeHtml | string {
+  if (userId === undefined) return html`<span class="muted">none (client credentials)</span>`;
+  const user = users.get(userId);
+  return user ? user.username : html`<code>${userId}</code> <span class="muted">(deleted)</span>`;
+}
+
+function scopeList(scopes: readonly string[]): SafeHtml {
+  return scopes.length ? html`${scopes.map((s, i) => html`${i ? " " : ""}<code>${s}</code>`)}` : html`—`;
+}
+
+/** A POST form with the CSRF token, an action and the fields naming the record. */
+function actionForm(
+  ctx: ServerContext,
+  csrf: string,
+  action: string,
+  fields: Record<string, string>,
+  label: string,
+): SafeHtml {
+  return html`<form method="post" action="${adminPath(ctx)}">
+<input type="hidden" name="csrf" value="${csrf}">
+<input type="hidden" name="action" value="${action}">
+${Object.entries(fields).map(([name, value]) => html`<input type="hidden" name="${name}" value="${value}">`)}
+<button type="submit">${label}</button></form>`;
+}
+
+function heading(title: string, total: number, testId: string): SafeHtml {
+  return html`<h2 data-testid="${testId}">${title} (${total})${
+    total > ADMIN_MAX_ROWS ? html` <span class="muted">showing the newest ${ADMIN_MAX_ROWS}</span>` : ""
+  }</h2>`;
+}
+
+function newestFirst<T>(items: T[], time: (item: T) => number): T[] {
+  return [...items].sort((a, b) => time(b) - time(a)).slice(0, ADMIN_MAX_ROWS);
+}
+
+function grantStatus(grant: GrantRecord, now: number): { label: string; active: boolean } {
+  if (grant.revokedAt !== undefined) return { label: "revoked", active: false };
+  if (grant.expiresAt <= now) return { label: "expired", active: false };
+  return { label: "active", active: true };
+}
+
+async function showAdmin(request: Request, ctx: ServerContext): Promise<Response> {
+  const session = await requireAdmin(request, ctx);
+  if (session instanceof Response) return session;
+  const [clientList, userList, grantList, consentList] = await Promise.all([
+    ctx.store.listClients(),
+    ctx.store.listUsers(),
+    ctx.store.listGrants(),
+    ctx.store.listConsents(),
+  ]);
+  const clients = new Map(clientList.map((c) => [c.clientId, c]));
+  const users = new Map(userList.map((u) => [u.id, u]));
+  const csrf = adminCsrf(session);
+  const now = ctx.now();
+  const done = new URL(request.url).searchParams.get("done");
+  const notice = done !== null && Object.hasOwn(NOTICES, done) ? NOTICES[done as Notice] : undefined;
+
+  const clientRows = newestFirst(clientList, (c) => c.createdAt).map(
+    (c) => html`<tr data-testid="client-row" data-client-id="${c.clientId}">
+<td>${clientLabel(clients, c.clientId)}</td>
+<td data-testid="client-source">${SOURCE_LABELS[c.source] ?? c.source}</td>
+<td>${[...new Set(c.redirectUris.map(hostOf))].join(", ") || "—"}</td>
+<td>${when(c.createdAt)}</td>
+<td>${when(c.lastUsedAt)}</td>
+<td>${actionForm(ctx, csrf, "delete-client", { client_id: c.clientId }, "Delete")}</td></tr>`,
+  );
+  const userRows = [...userList]
+    .sort((a, b) => a.username.localeCompare(b.username))
+    .slice(0, ADMIN_MAX_ROWS)
+    .map(
+      (u) => html`<tr data-testid="user-row"><td>${u.username}</td>
+<td>${u.isAdmin ? "admin" : "—"}</td><td>${when(u.createdAt)}</td></tr>`,
+    );
+  const grantRows = newestFirst(grantList, (g) => g.createdAt).map((g) => {
+    const status = grantStatus(g, now);
+    return html`<tr data-testid="grant-row" data-grant-id="${g.grantId}" data-status="${status.label}">
+<td>${clientLabel(clients, g.clientId)}</td>
+<td>${userLabel(users, g.userId)}</td>
+<td>${scopeList(g.scopes)}</td>
+<td><code>${g.resource}</code></td>
+<td>${when(g.createdAt)}</td>
+<td>${when(g.expiresAt)}</td>
+<td>${status.label === "revoked" ? html`revoked ${when(g.revokedAt)}` : status.label}</td>
+<td>${status.active ? actionForm(ctx, csrf, "revoke-grant", { grant_id: g.grantId }, "Revoke") : ""}</td></tr>`;
+  });
+  const consentRows = newestFirst(consentList, (c: ConsentRecord) => c.updatedAt).map(
+    (c) => html`<tr data-testid="consent-row">
+<td>${userLabel(users, c.userId)}</td>
+<td>${clientLabel(clients, c.clientId)}</td>
+<td><code>${c.redirectUri}</code></td>
+<td>${scopeList(c.scopes)}</td>
+<td>${when(c.updatedAt)}</td>
+<td>${actionForm(
+      ctx,
+      csrf,
+      "revoke-consent",
+      { user_id: c.userId, client_id: c.clientId, redirect_uri: c.redirectUri },
+      "Revoke",
+    )}</td></tr>`,
+  );
+
+  const table = (head: string[], rows: SafeHtml[], empty: string, testId: string) =>
+    rows.length
+      ? html`<div class="table-scroll"><table data-testid="${testId}"><thead><tr>${head.map(
+          (h) => html`<th>${h}</th>`,
+        )}</tr></thead><tbody>${rows}</tbody></table></div>`
+      : html`<p class="muted" data-testid="${testId}-empty">${empty}</p>`;
+
+  const body = html`<h1>Gatehouse administration</h1>
+<p class="muted">Signed in as <strong data-testid="username">${session.user.username}</strong> ·
+<a href="${issuerPath(ctx, ENDPOINT_PATHS.logout)}">your account and sign out</a> · issuer <code>${ctx.options.issuer}</code></p>
+${notice ? html`<p class="notice" role="status" data-testid="notice">${notice}</p>` : ""}
+${heading("Clients", clientList.length, "clients-heading")}
+<p class="muted">Deleting a client revokes its grants and consents. Clients from the server's configuration come back when it restarts;
+a metadata-document client is fetched again on its next request.</p>
+${table(["Client", "Source", "Redirect hosts", "Created", "Last used", ""], clientRows, "No clients.", "clients")}
+${heading("Grants", grantList.length, "grants-heading")}
+${table(
+  ["Client", "User", "Scopes", "Resource", "Created", "Expires", "Status", ""],
+  grantRows,
+  "No grants.",
+  "grants",
+)}
+${heading("Consents", consentList.length, "consents-heading")}
+<p class="muted">Revoking a consent makes the user decide again on the next request; grants already issued stay until revoked.</p>
+${table(["User", "Client", "Redirect URI", "Scopes", "Updated", ""], consentRows, "No consents.", "consents")}
+${heading("Users", userList.length, "users-heading")}
+<p class="muted">Add users and reset passwords with <code>gatehouse users</code>.</p>
+${table(["Username", "Role", "Created"], userRows, "No users.", "users")}`;
+  return htmlResponse(page("Gatehouse administration", body, { wide: true }));
+}
+
+function missingField(name: string): Response {
+  return errorPage({
+    status: 400,
+    title: "Nothing to change",
+    message: `The form did not name the record to change (${name} missing).`,
+  });
+}
+
+async function submitAdmin(request: Request, ctx: ServerContext): Promise<Response> {
+  const form = await readPageForm(request);
+  const session = await requireAdmin(request, ctx);
+  if (session instanceof Response) return session;
+  if (!csrfMatches(form.get("csrf"), adminCsrf(session))) {
+    ctx.log.warn("admin_csrf_refused", { user_id: session.user.id });
+    return csrfFailurePage();
+  }
+  const now = ctx.now();
+  const admin = session.user.id;
+  switch (form.get("action")) {
+    case "revoke-grant": {
+      const grantId = form.get("grant_id");
+      if (grantId === undefined) return missingField("grant_id");
+      const grant = await ctx.store.getGrant(grantId);
+      if (!grant) return seeOther(adminPath(ctx, "not-found"));
+      // Revokes the grant with every refresh and access token of it (RFC 7009 §2.1 semantics).
+      await ctx.store.revokeGrant(grantId, now);
+      ctx.log.info("admin_grant_revoked", { admin_id: admin, client_id: grant.clientId, grant_id: grantId });
+      return seeOther(adminPath(ctx, "grant-revoked"));
+    }
+    case "revoke-consent": {
+      const userId = form.get("user_id");
+      const clientId = form.get("client_id");
+      const redirectUri = form.get("redirect_uri");
+      if (userId === undefined) return missingField("user_id");
+      if (clientId === undefined) return missingField("client_id");
+      if (redirectUri === undefined) return missingField("redirect_uri");
+      const removed = await ctx.store.revokeConsent(userId, clientId, redirectUri);
+      ctx.log.info("admin_consent_revoked", { admin_id: admin, client_id: clientId, user_id: userId });
+      return seeOther(adminPath(ctx, removed > 0 ? "consent-revoked" : "not-found"));
+    }
+    case "delete-client": {
+      const clientId = form.get("client_id");
+      if (clientId === undefined) return missingField("client_id");
+      // Grants first: a deleted client must leave no working refresh token behind, and no consent
+      // that would approve it silently if the same id comes back (a metadata document, say).
+      for (const grant of await ctx.store.listGrants({ clientId })) {
+        if (grant.revokedAt === undefined) await ctx.store.revokeGrant(grant.grantId, now);
+      }
+      for (const consent of await ctx.store.listConsents()) {
+        if (consent.clientId === clientId) await ctx.store.revokeConsent(consent.userId, clientId);
+      }
+      const deleted = await ctx.store.deleteClient(clientId);
+      ctx.log.info("admin_client_deleted", { admin_id: admin, client_id: clientId });
+      return seeOther(adminPath(ctx, deleted ? "client-deleted" : "not-found"));
+    }
+    default:
+      return errorPage({
+        status: 400,
+        title: "Unknown action",
+        message: "This form sent an action the admin page does not know.",
+      });
+  }
+}
