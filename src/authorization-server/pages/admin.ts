@@ -176,7 +176,7 @@ async function showAdmin(request: Request, ctx: ServerContext): Promise<Response
 <td>${[...new Set(c.redirectUris.map(hostOf))].join(", ") || "—"}</td>
 <td>${when(c.createdAt)}</td>
 <td>${when(c.lastUsedAt)}</td>
-<td>${actionForm(ctx, csrf, "delete-client", { client_id: c.clientId }, "Delete")}</td></tr>`,
+<td>${actionForm(ctx, csrf, "delete-client", { client_id: c.clientId }, "Delete client")}</td></tr>`,
   );
   const userRows = [...userList]
     .sort((a, b) => a.username.localeCompare(b.username))
@@ -195,7 +195,7 @@ async function showAdmin(request: Request, ctx: ServerContext): Promise<Response
 <td>${when(g.createdAt)}</td>
 <td>${when(g.expiresAt)}</td>
 <td>${status.label === "revoked" ? html`revoked ${when(g.revokedAt)}` : status.label}</td>
-<td>${status.active ? actionForm(ctx, csrf, "revoke-grant", { grant_id: g.grantId }, "Revoke") : ""}</td></tr>`;
+<td>${status.active ? actionForm(ctx, csrf, "revoke-grant", { grant_id: g.grantId }, "Revoke grant") : ""}</td></tr>`;
   });
   const consentRows = newestFirst(consentList, (c: ConsentRecord) => c.updatedAt).map(
     (c) => html`<tr data-testid="consent-row">
@@ -209,7 +209,7 @@ async function showAdmin(request: Request, ctx: ServerContext): Promise<Response
       csrf,
       "revoke-consent",
       { user_id: c.userId, client_id: c.clientId, redirect_uri: c.redirectUri },
-      "Revoke",
+      "Revoke consent",
     )}</td></tr>`,
   );
 
