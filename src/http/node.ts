@@ -61,6 +61,14 @@ class NodeRequest extends Request {
     super(input, init);
     this[ABORT_STATE] = abort;
   }
+
+  /** A clone keeps the client address (handlers that clone to peek at the body still see it). */
+  override clone(): Request {
+    const copy = super.clone();
+    const address = CLIENT_ADDRESSES.get(this);
+    if (address !== undefined) CLIENT_ADDRESSES.set(copy, address);
+    return copy;
+  }
 }
 Object.defineProperty(NodeRequest.prototype, "signal", {
   configurable: true,

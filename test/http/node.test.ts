@@ -40,6 +40,17 @@ describe("toNodeListener", () => {
     expect(seen?.address).toBe("127.0.0.1");
   });
 
+  it("keeps the client address on request.clone()", async () => {
+    let seen: { address: string | undefined; body: string; original: string } | undefined;
+    running = await listen(async (request) => {
+      const copy = request.clone();
+      seen = { address: clientAddress(copy), body: await copy.text(), original: await request.text() };
+      return new Response("ok");
+    });
+    await fetch(running.url, { method: "POST", body: "peek" });
+    expect(seen).toEqual({ address: "127.0.0.1", body: "peek", original: "peek" });
+  });
+
   it("honours X-Forwarded-* only with trustProxy", async () => {
     let seen: { url: string; address: string | undefined } | undefined;
     running = await listen(
