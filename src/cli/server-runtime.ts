@@ -12,39 +12,15 @@ import type { Logger } from "../shared/log.js";
 import type { AuthorizationStore } from "../storage/contract.js";
 import type { StoreTarget } from "./config.js";
 
-type OpenStore = (target: string) => Promise<AuthorizationStore> | AuthorizationStore;
-
 /**
- * Opens and migrates the store: `openStore` from `storage/open` when the build has it (SQLite path
- * or `postgres://` URL), otherwise SQLite directly. Loaded lazily so that commands which do not
- * touch storage never load the native SQLite module.
+ * Opens and migrates the store: a SQLite file, or PostgreSQL for a `postgres://` URL
+ * (`storage/open`). Loaded lazily so that commands which do not touch storage never load the
+ * native SQLite module or `pg`.
  */
 export async function openCliStore(target: StoreTarget): Promise<AuthorizationStore> {
-  const spec = target.kind === "postgres" ? target.url : target.path;
-  let store: AuthorizationStore;
-  let openStore: OpenStore | undefined;
-  try {
-    // A computed specifier: storage/open is optional in some builds.
-    const openModule = "../storage/open.js";
-    openStore = ((await import(openModule)) as { openStore?: OpenStore }).openStore;
-  } catch {
-    openStore = undefined;
-  }
-  if (openStore) {
-    store = await openStore(spec);
-  } else if (target.kind === "sqlite") {
-    const { createSqliteStore } = await import("../storage/sqlite/index.js");
-    store = createSqliteStore({ path: target.path });
-  } else {
-    throw new Error("this build has no PostgreSQL support (storage/open is missing)");
-  }
-  try {
-    await store.migrate();
-  } catch (error) {
-    await store.close().catch(() => {});
-    throw error;
-  }
-  return store;
+  const { openStore } = await import("../storage/open.js");
+  // openStore migrates before returning (safe from several instances at once).
+  return openStore(target.kind === "postgres" ? target.url : target.path);
 }
 
 /** Describes a store target for logs and messages (a database URL without its credentials). */
