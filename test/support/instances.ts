@@ -9,6 +9,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { hashPassword } from "../../src/authorization-server/password.js";
@@ -193,6 +196,33 @@ export async function openDatabase(database: Database): Promise<AuthorizationSto
       : createPostgresStore({ connectionString: database.url });
   await store.migrate();
   return store;
+}
+
+/** A fresh store of either backend (SQLite in a temp directory, PostgreSQL in its own database), for in-process servers. */
+export async function createBackend(
+  kind: "SQLite" | "PostgreSQL",
+  prefix: string,
+): Promise<{ store: AuthorizationStore; cleanup(): Promise<void> }> {
+  if (kind === "SQLite") {
+    const dir = await mkdtemp(join(tmpdir(), `gatehouse-${prefix}-`));
+    const store = createSqliteStore({ path: join(dir, "gatehouse.sqlite") });
+    return {
+      store,
+      async cleanup() {
+        await store.close();
+        await rm(dir, { recursive: true, force: true });
+      },
+    };
+  }
+  const db = await createTestDatabase(prefix);
+  const store = createPostgresStore({ connectionString: db.url });
+  return {
+    store,
+    async cleanup() {
+      await store.close();
+      await db.drop();
+    },
+  };
 }
 
 /** The public test client (PKCE, refresh tokens) every flow uses. */
