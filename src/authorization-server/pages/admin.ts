@@ -172,10 +172,10 @@ async function showAdmin(request: Request, ctx: ServerContext): Promise<Response
   const clientRows = newestFirst(clientList, (c) => c.createdAt).map(
     (c) => html`<tr data-testid="client-row" data-client-id="${c.clientId}">
 <td>${clientLabel(clients, c.clientId)}</td>
-<td data-testid="client-source">${SOURCE_LABELS[c.source] ?? c.source}</td>
+<td class="nowrap" data-testid="client-source">${SOURCE_LABELS[c.source] ?? c.source}</td>
 <td>${[...new Set(c.redirectUris.map(hostOf))].join(", ") || "—"}</td>
-<td>${when(c.createdAt)}</td>
-<td>${when(c.lastUsedAt)}</td>
+<td class="nowrap">${when(c.createdAt)}</td>
+<td class="nowrap">${when(c.lastUsedAt)}</td>
 <td>${actionForm(ctx, csrf, "delete-client", { client_id: c.clientId }, "Delete client")}</td></tr>`,
   );
   const userRows = [...userList]
@@ -183,27 +183,27 @@ async function showAdmin(request: Request, ctx: ServerContext): Promise<Response
     .slice(0, ADMIN_MAX_ROWS)
     .map(
       (u) => html`<tr data-testid="user-row"><td>${u.username}</td>
-<td>${u.isAdmin ? "admin" : "—"}</td><td>${when(u.createdAt)}</td></tr>`,
+<td>${u.isAdmin ? "admin" : "—"}</td><td class="nowrap">${when(u.createdAt)}</td></tr>`,
     );
   const grantRows = newestFirst(grantList, (g) => g.createdAt).map((g) => {
     const status = grantStatus(g, now);
     return html`<tr data-testid="grant-row" data-grant-id="${g.grantId}" data-status="${status.label}">
 <td>${clientLabel(clients, g.clientId)}</td>
-<td>${userLabel(users, g.userId)}</td>
+<td class="nowrap">${userLabel(users, g.userId)}</td>
 <td>${scopeList(g.scopes)}</td>
 <td><code>${g.resource}</code></td>
-<td>${when(g.createdAt)}</td>
-<td>${when(g.expiresAt)}</td>
-<td>${status.label === "revoked" ? html`revoked ${when(g.revokedAt)}` : status.label}</td>
+<td class="nowrap">${when(g.createdAt)}</td>
+<td class="nowrap">${when(g.expiresAt)}</td>
+<td class="nowrap">${status.label === "revoked" ? html`revoked ${when(g.revokedAt)}` : status.label}</td>
 <td>${status.active ? actionForm(ctx, csrf, "revoke-grant", { grant_id: g.grantId }, "Revoke grant") : ""}</td></tr>`;
   });
   const consentRows = newestFirst(consentList, (c: ConsentRecord) => c.updatedAt).map(
     (c) => html`<tr data-testid="consent-row">
-<td>${userLabel(users, c.userId)}</td>
+<td class="nowrap">${userLabel(users, c.userId)}</td>
 <td>${clientLabel(clients, c.clientId)}</td>
 <td><code>${c.redirectUri}</code></td>
 <td>${scopeList(c.scopes)}</td>
-<td>${when(c.updatedAt)}</td>
+<td class="nowrap">${when(c.updatedAt)}</td>
 <td>${actionForm(
       ctx,
       csrf,

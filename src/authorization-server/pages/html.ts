@@ -80,7 +80,8 @@ td form{margin:0}
 td button{padding:.3rem .6rem}
 main.wide{max-width:80rem}
 th{text-align:left;padding:.4rem .5rem .4rem 0;border-bottom:2px solid #e5e7eb;color:#4b5563;font-weight:600;white-space:nowrap}
-main.wide td{padding:.4rem .5rem .4rem 0}
+main.wide td{padding:.4rem .5rem .4rem 0;overflow-wrap:break-word}
+main.wide td.nowrap,main.wide td button{white-space:nowrap}
 .notice{background:#ecfdf5;border:1px solid #10b981;color:#064e3b;border-radius:8px;padding:.6rem .8rem;margin:1rem 0}
 .table-scroll{overflow-x:auto}
 `.trim();
