@@ -6,11 +6,13 @@
  *
  * What it sends: metadata requests without credentials; two deliberately bogus tokens (one in the
  * Authorization header, one in the query string) to the resource URL only. Nothing goes to the
- * authorization server but metadata requests. Redirects are never followed.
+ * authorization server but metadata requests, unless `login` is given: then this package's client
+ * runs the flow and sends what a client sends (login.ts). Redirects are never followed.
  */
 import type { FetchLike } from "../client/http.js";
 import { GatehouseTypeError } from "../shared/errors.js";
 import { findChallenge } from "../shared/www-authenticate.js";
+import { type LoginOptions, probeLogin } from "./login.js";
 import {
   MAX_AUTHORIZATION_SERVERS,
   Prober,
@@ -26,6 +28,7 @@ import { evaluateRules, RULES } from "./rules.js";
 import type { CheckReport, Observations, Outcome, ResponseProbe, Revision } from "./types.js";
 
 export { classifyTransport, compareResource, type ResourceMatch, type TransportClass } from "./classify.js";
+export type { LoginOptions } from "./login.js";
 export { formatHuman, formatJson } from "./report.js";
 export { evaluateRules, RULES, type Rule, type Verdict } from "./rules.js";
 export type * from "./types.js";
@@ -42,6 +45,8 @@ export interface CheckOptions {
    * first request); or `auto` (default): GET, then the MCP request when GET gets 404, 405 or 406.
    */
   request?: "get" | "mcp" | "auto";
+  /** Run the whole flow with this package's client (see login.ts). Off by default. */
+  login?: LoginOptions;
 }
 
 /**
@@ -114,6 +119,17 @@ export async function runCheck(resourceUrl: string, options: CheckOptions = {}):
   // Bogus tokens: to the resource URL only.
   observations.bogusBearer = await probeBogusBearer(prober, resourceUrl, form);
   observations.bogusQuery = await probeBogusQuery(prober, resourceUrl, form);
+
+  if (options.login) {
+    observations.login = await probeLogin({
+      resourceUrl,
+      form,
+      revision,
+      fetch: options.fetch ?? globalThis.fetch,
+      exchanges: prober.exchanges,
+      login: options.login,
+    });
+  }
 
   return buildReport(observations, prober, startedAt);
 }

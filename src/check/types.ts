@@ -114,12 +114,25 @@ export interface ResponseProbe {
 
 export interface LoginObservation {
   attempted: boolean;
+  /** Why the flow stopped before a token was obtained. */
   error?: string;
-  status?: number;
+  tokenObtained?: boolean;
+  issuer?: string;
+  scope?: string;
+  /** How the client identified itself, and whether it is public (`none` authentication). */
+  clientSource?: "preregistered" | "metadata-document" | "dynamic";
+  publicClient?: boolean;
+  /** `expires_in` of the token response, when the server gave one. */
   accessTokenLifetimeSeconds?: number;
+  /** Status of the resource called with the token (after any scope upgrade). */
+  resourceStatus?: number;
+  resourceError?: string;
+  /** Scope upgrades the client made on the way (spec "Client handling (scope upgrade)"). */
+  stepUps?: number;
   refreshTokenIssued?: boolean;
   refreshWorked?: boolean;
-  stepUp?: { attempted: boolean; status?: number; note?: string };
+  refreshRotated?: boolean;
+  refreshError?: string;
 }
 
 /** Everything the probes saw. */

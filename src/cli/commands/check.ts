@@ -4,8 +4,9 @@
  * fails, 2 on a usage error.
  */
 import { parseArgs } from "node:util";
-import { formatHuman, formatJson, parseResourceUrl, runCheck } from "../../check/index.js";
+import { formatHuman, formatJson, type LoginOptions, parseResourceUrl, runCheck } from "../../check/index.js";
 import type { Revision } from "../../check/types.js";
+import { browserSession } from "../../client/user-agent/browser.js";
 
 const USAGE = `Usage: gatehouse check <resource-url> [options]
 
@@ -19,10 +20,15 @@ Options:
   --request <form>     how to call the resource: get, mcp (a JSON-RPC initialize POST) or
                        auto (default: GET, then the MCP POST if GET gets 404/405/406)
   --verbose            show the rule id and spec reference of every finding
+  --login              also run the whole flow as a client (opens the browser, or prints
+                       the URL with --print-url): token use, scope upgrade, refresh, lifetime
+  --print-url          with --login: print the authorization URL instead of opening a browser
+  --client-metadata-url <url>
+                       with --login: identify with this Client ID Metadata Document URL
   -h, --help           show this help
 
-Only metadata requests and two deliberately bogus tokens (sent to the resource URL itself)
-leave this machine. Exit status: 0 every MUST holds, 1 a MUST fails, 2 usage error.
+Without --login, only metadata requests and two deliberately bogus tokens (sent to the
+resource URL itself) leave this machine. Exit status: 0 every MUST holds, 1 a MUST fails, 2 usage error.
 `;
 
 function usageError(message: string): number {
@@ -73,7 +79,22 @@ export async function run(args: string[]): Promise<number> {
       return usageError("--timeout must be a positive integer");
   }
 
-  const report = await runCheck(resourceUrl, { revision: revision as Revision, timeoutMs, request });
+  if ((values["print-url"] || values["client-metadata-url"]) && !values.login) {
+    return usageError("--print-url and --client-metadata-url need --login");
+  }
+  const login: LoginOptions | undefined = values.login
+    ? {
+        // The URL and prompts go to stderr, so --json output stays one object on stdout.
+        authorizationSession: browserSession({ printOnly: values["print-url"] === true }),
+        ...(values["client-metadata-url"] && { clientMetadataUrl: values["client-metadata-url"] }),
+      }
+    : undefined;
+  const report = await runCheck(resourceUrl, {
+    revision: revision as Revision,
+    timeoutMs,
+    request,
+    ...(login && { login }),
+  });
   process.stdout.write(
     values.json
       ? formatJson(report)
@@ -96,6 +117,9 @@ function parse(args: string[]) {
       timeout: { type: "string" },
       request: { type: "string" },
       verbose: { type: "boolean" },
+      login: { type: "boolean" },
+      "print-url": { type: "boolean" },
+      "client-metadata-url": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
