@@ -125,11 +125,11 @@ export interface CreateAuthFetchOptions {
   /** Key material for `private_key_jwt` registrations. */
   clientKeys?: ClientKeyMaterial;
   /**
-   * DPoP (RFC 9449): `"auto"` (default) asks for DPoP-bound tokens when the authorization server
-   * lists ES256 in `dpop_signing_alg_values_supported` or the resource asks for DPoP; `"never"`
-   * always uses bearer tokens.
+   * DPoP (RFC 9449), see `wantsDPoP`: `"auto"` (default) binds tokens when the resource offers
+   * DPoP and the authorization server can bind with ES256; `"always"` whenever the authorization
+   * server lists ES256; `"never"` keeps to bearer tokens.
    */
-  dpop?: "auto" | "never";
+  dpop?: "auto" | "always" | "never";
   /** Progress notifications (never carry a token). */
   onEvent?: (event: AuthEvent) => void;
 }
@@ -495,12 +495,13 @@ export class AuthClient {
         requestedScope: scope,
       });
     } else {
-      const dpopWanted =
-        this.#options.dpop !== "never" &&
-        wantsDPoP(metadata, {
-          challengedWithDPoP: challenge.scheme.toLowerCase() === "dpop",
-          boundTokensRequired: resource.metadata.dpop_bound_access_tokens_required === true,
-        });
+      const dpopWanted = wantsDPoP(this.#options.dpop ?? "auto", metadata, {
+        offersDPoP: challenge.dpopOffered === true || challenge.scheme.toLowerCase() === "dpop",
+        boundTokensRequired: resource.metadata.dpop_bound_access_tokens_required === true,
+        ...(resource.metadata.dpop_signing_alg_values_supported && {
+          algorithms: resource.metadata.dpop_signing_alg_values_supported,
+        }),
+      });
       tokens = await this.#authorizationCode(metadata, resourceValue, scope, dpopWanted);
     }
     await this.#store.set("tokens", tokensKey(tokens.issuer, tokens.client_id, tokens.resource), tokens);

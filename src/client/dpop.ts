@@ -17,21 +17,30 @@ export type { StoredDPoPKey };
 export const DPOP_ALGORITHM = "ES256";
 
 /**
- * Whether to ask for DPoP-bound tokens: the authorization server lists an algorithm we can sign
- * with (RFC 9449 §5.1 `dpop_signing_alg_values_supported`), or the resource asked for DPoP (a `DPoP`
- * challenge, or `dpop_bound_access_tokens_required` in its metadata, RFC 9449 §7.1 and §5.2).
+ * Whether to ask for DPoP-bound tokens (RFC 9449 §5).
+ *
+ * `"auto"`: the resource offers DPoP (a `DPoP` challenge, RFC 9449 §7.1, or DPoP fields in its
+ * metadata) and the authorization server can bind tokens with ES256 (it lists ES256 in
+ * `dpop_signing_alg_values_supported`, or lists nothing, since RFC 8414 metadata is optional).
+ * An authorization server advertising DPoP is not enough on its own: a resource that only speaks
+ * `Bearer` refuses the `DPoP` scheme, and a token bound to a key cannot be sent as a bearer token
+ * to a resource that checks bindings (RFC 9449 §7.2).
+ * `"always"`: whenever the authorization server lists ES256 or the resource offers DPoP.
  */
 export function wantsDPoP(
+  mode: "auto" | "always" | "never",
   metadata: AuthorizationServerMetadata,
-  resource: { challengedWithDPoP?: boolean; boundTokensRequired?: boolean } = {},
+  resource: { offersDPoP?: boolean; boundTokensRequired?: boolean; algorithms?: readonly string[] } = {},
 ): boolean {
+  if (mode === "never") return false;
   const algs = metadata.dpop_signing_alg_values_supported;
-  if (algs?.includes(DPOP_ALGORITHM)) return true;
-  // The resource requires DPoP: try it even if the server's metadata does not say (RFC 8414
-  // metadata is optional); if the server lists algorithms without ours, we cannot comply.
-  return (
-    (resource.challengedWithDPoP === true || resource.boundTokensRequired === true) && algs === undefined
-  );
+  const serverCan = algs === undefined ? undefined : algs.includes(DPOP_ALGORITHM);
+  const resourceOffers =
+    resource.offersDPoP === true ||
+    resource.boundTokensRequired === true ||
+    (resource.algorithms?.includes(DPOP_ALGORITHM) ?? false);
+  if (mode === "always") return serverCan === true || (resourceOffers && serverCan !== false);
+  return resourceOffers && serverCan !== false;
 }
 
 /** Creates a fresh key for a registration. */

@@ -26,6 +26,8 @@ export interface BearerChallenge {
   errorDescription?: string;
   scope?: string;
   resourceMetadata?: string;
+  /** The response also (or only) offered the `DPoP` scheme (RFC 9449 §7.1). */
+  dpopOffered?: boolean;
 }
 
 /**
@@ -39,8 +41,10 @@ export function readChallenge(response: Response): BearerChallenge | undefined {
   const challenge = findChallenge(challenges, "Bearer") ?? findChallenge(challenges, "DPoP");
   if (!challenge) return undefined;
   const p = challenge.params;
+  const dpopOffered = findChallenge(challenges, "DPoP") !== undefined;
   return {
     scheme: challenge.scheme,
+    ...(dpopOffered && { dpopOffered }),
     ...(p.error !== undefined && { error: p.error }),
     ...(p.error_description !== undefined && { errorDescription: p.error_description }),
     ...(p.scope !== undefined && { scope: p.scope }),

@@ -8,8 +8,6 @@
  * (`MCP_CONFORMANCE_CONTEXT`) supplies pre-registered or self-acting client credentials; which
  * mechanism is used follows from what the context contains, as it would for a configured client.
  */
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { type CreateAuthFetchOptions, createAuthFetch } from "../client/auth-fetch.js";
 import { clientCredentialsGrant } from "../client/client-credentials.js";
 import { isAuthorizationFlowError } from "../client/errors.js";
@@ -157,6 +155,11 @@ async function main(): Promise<number> {
     if (tool) await statelessCall(authFetch, serverUrl, "tools/call", { name: tool, arguments: {} });
     return 0;
   }
+  // Loaded only for the session-based wire: the SDK is most of this process's start-up time.
+  const [{ Client }, { StreamableHTTPClientTransport }] = await Promise.all([
+    import("@modelcontextprotocol/sdk/client/index.js"),
+    import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+  ]);
   const client = new Client({ name: "gatehouse-conformance-client", version: "0.1.0" }, { capabilities: {} });
   const transport = new StreamableHTTPClientTransport(new URL(serverUrl), { fetch: authFetch });
   await client.connect(transport);

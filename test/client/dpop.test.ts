@@ -166,16 +166,37 @@ describe("DPoP (RFC 9449)", () => {
     expect(new Set(f.proofs.map((p) => p.jkt)).size).toBe(1);
   });
 
-  it("dpop: 'never' keeps to bearer tokens even when the server offers DPoP", async () => {
-    const f = await setup({ dpopChallenge: false });
-    const authFetch = createAuthFetch({ redirectUri: REDIRECT, userAgent: followRedirect, dpop: "never" });
-    // This authorization server only issues DPoP-bound tokens, so it refuses; what matters is what was sent.
-    const error = await authFetch(f.resourceUrl).then(
+  it("a Bearer-only resource gets bearer tokens even when the authorization server offers DPoP ('auto'), and 'never' ignores a DPoP challenge", async () => {
+    const bearerOnly = await setup({ dpopChallenge: false });
+    // This authorization server only issues bound tokens, so it refuses; what matters is what was sent.
+    const auto = await createAuthFetch({ redirectUri: REDIRECT, userAgent: followRedirect })(
+      bearerOnly.resourceUrl,
+    ).then(
       () => undefined,
       (e: unknown) => e as { code?: string },
     );
-    expect(error?.code).toBe("token_request_failed");
-    expect(f.tokenRequests).toHaveLength(1);
-    expect(f.tokenRequests.every((r) => !r.dpop)).toBe(true);
+    expect(auto?.code).toBe("token_request_failed");
+    expect(bearerOnly.tokenRequests).toEqual([{ grant: "authorization_code", dpop: false, status: 400 }]);
+    await bearerOnly.close();
+
+    const f = await setup();
+    const never = await createAuthFetch({ redirectUri: REDIRECT, userAgent: followRedirect, dpop: "never" })(
+      f.resourceUrl,
+    ).then(
+      () => undefined,
+      (e: unknown) => e as { code?: string },
+    );
+    expect(never?.code).toBe("token_request_failed");
+    expect(f.tokenRequests).toEqual([{ grant: "authorization_code", dpop: false, status: 400 }]);
+  });
+
+  it("dpop: 'always' binds tokens whenever the authorization server lists ES256", async () => {
+    const f = await setup({ dpopChallenge: false });
+    const authFetch = createAuthFetch({ redirectUri: REDIRECT, userAgent: followRedirect, dpop: "always" });
+    const response = await authFetch(f.resourceUrl);
+    expect(response.status).toBe(200);
+    await response.body?.cancel();
+    expect(f.tokenRequests).toEqual([{ grant: "authorization_code", dpop: true, status: 200 }]);
+    expect(f.resourceRequests.at(-1)).toEqual({ scheme: "DPoP", status: 200 });
   });
 });

@@ -6,7 +6,7 @@
  */
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 
@@ -43,11 +43,13 @@ interface Check {
 const work = mkdtempSync(join(tmpdir(), "gatehouse-conformance-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-// Two cores: at most two scenarios at once (each starts two or three servers and a client).
+// Each scenario is two short-lived processes (the tool with its mock servers, and our client),
+// mostly waiting on each other: one more than the cores, at most 3 (CI has 2 cores).
+const CONCURRENCY = Math.min(3, availableParallelism() + 1);
 let running = 0;
 const waiting: Array<() => void> = [];
 async function limited<T>(task: () => Promise<T>): Promise<T> {
-  if (running >= 2) await new Promise<void>((r) => waiting.push(r));
+  if (running >= CONCURRENCY) await new Promise<void>((r) => waiting.push(r));
   running++;
   try {
     return await task();

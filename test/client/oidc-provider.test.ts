@@ -1,0 +1,82 @@
+/**
+ * Interoperability: our client against oidc-provider 9 (a third-party authorization server), with
+ * discovery through protected resource metadata, dynamic registration, PKCE, resource indicators
+ * and refresh-token rotation. See test/support/oidc-provider.ts for the setup and its deviations.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { AuthClient, MemoryTokenStore } from "../../src/client/index.js";
+import {
+  interactiveUserAgent,
+  type OidcProviderFixture,
+  startOidcProvider,
+} from "../support/oidc-provider.js";
+
+const REDIRECT = "http://127.0.0.1:9/callback";
+let op: OidcProviderFixture | undefined;
+afterEach(async () => {
+  await op?.close();
+  op = undefined;
+});
+
+describe("client against oidc-provider", () => {
+  it("logs in (registration, login, consent, PKCE, resource) and the resource accepts the JWT with aud = resource", async () => {
+    op = await startOidcProvider();
+    const store = new MemoryTokenStore();
+    const events: string[] = [];
+    const client = new AuthClient({
+      store,
+      redirectUri: REDIRECT,
+      userAgent: interactiveUserAgent(REDIRECT),
+      onEvent: (e) => events.push(e.type),
+    });
+    const response = await client.fetch(op.resourceUrl);
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ ok: true, sub: "alice" });
+    expect(op.accepted).toHaveLength(1);
+    expect(op.accepted[0]!.aud).toBe(op.resourceUrl);
+    expect(events).toEqual(["authorization_started", "registered", "authorized"]);
+    const registration = await store.get("client", op.issuer);
+    expect(registration?.source).toBe("dynamic");
+    const tokens = (await store.list("tokens"))[0]?.[1];
+    expect(tokens?.resource).toBe(op.resourceUrl);
+    expect(tokens?.refresh_token).toBeTruthy();
+    expect(tokens?.scope?.split(" ")).toContain("read");
+  });
+
+  it("refreshes with the rotated refresh token (resource kept), and the old refresh token is dead", async () => {
+    // Tokens live 10 s and the client refreshes 60 s ahead, so the second call refreshes first.
+    op = await startOidcProvider({ accessTokenTtl: 10 });
+    const store = new MemoryTokenStore();
+    const events: string[] = [];
+    const client = new AuthClient({
+      store,
+      redirectUri: REDIRECT,
+      userAgent: interactiveUserAgent(REDIRECT),
+      refreshSkewSeconds: 60,
+      onEvent: (e) => events.push(e.type),
+    });
+    const first = await client.fetch(op.resourceUrl);
+    expect(first.status).toBe(200);
+    await first.body?.cancel();
+    const before = (await store.list("tokens"))[0]![1];
+
+    const second = await client.fetch(op.resourceUrl);
+    expect(second.status).toBe(200);
+    await second.body?.cancel();
+    const after = (await store.list("tokens"))[0]![1];
+    expect(events.filter((e) => e === "refreshed")).toHaveLength(1);
+    expect(events.filter((e) => e === "authorized")).toHaveLength(1);
+    expect(after.access_token).not.toBe(before.access_token);
+    expect(after.refresh_token).toBeTruthy();
+    expect(after.refresh_token).not.toBe(before.refresh_token);
+    // The refreshed access token is still for our resource.
+    expect(op.accepted).toHaveLength(2);
+    expect(op.accepted[1]!.aud).toBe(op.resourceUrl);
+    expect(op.accepted[1]!.jti).not.toBe(op.accepted[0]!.jti);
+
+    // Rotation: the first refresh token was consumed.
+    const replay = await op.redeemRefreshToken(before.refresh_token!, before.client_id);
+    expect(replay.status).toBe(400);
+    expect(replay.body).toMatchObject({ error: "invalid_grant" });
+  });
+});

@@ -1,0 +1,243 @@
+/**
+ * A real third-party authorization server for the client's tests: oidc-provider 9 on loopback,
+ * with resource indicators (JWT access tokens whose `aud` is our resource), PKCE required, open
+ * dynamic registration and rotating refresh tokens; plus a small resource server that publishes
+ * protected resource metadata naming it and validates its tokens with jose.
+ *
+ * Deviation from production: the issuer is `http://127.0.0.1:<port>`. oidc-provider accepts an
+ * http issuer (it only warns), and the client permits http on loopback hosts only, so no TLS is
+ * needed here. Its development interactions (login + consent forms) stand in for a user, driven
+ * by {@link interactiveUserAgent} with plain fetch and a cookie jar.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { exportJWK, generateKeyPair, type JWK, jwtVerify } from "jose";
+import Provider from "oidc-provider";
+
+export interface OidcProviderFixture {
+  issuer: string;
+  resourceUrl: string;
+  /** Access tokens the resource server accepted (their `jti`), in order. */
+  accepted: Array<{ jti: string | undefined; aud: unknown; scope: unknown }>;
+  /** Sends a refresh token straight to the token endpoint (to check rotation). */
+  redeemRefreshToken(refreshToken: string, clientId: string): Promise<{ status: number; body: unknown }>;
+  close(): Promise<void>;
+}
+
+function listen(server: Server): Promise<string> {
+  return new Promise((resolve) =>
+    server.listen(0, "127.0.0.1", () =>
+      resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`),
+    ),
+  );
+}
+
+function stop(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.closeAllConnections();
+    server.close(() => resolve());
+  });
+}
+
+export async function startOidcProvider(
+  options: { accessTokenTtl?: number } = {},
+): Promise<OidcProviderFixture> {
+  const ec = await generateKeyPair("ES256", { extractable: true });
+  const rsa = await generateKeyPair("RS256", { extractable: true });
+  const jwks = {
+    keys: [
+      { ...(await exportJWK(ec.privateKey)), kid: "ec-1", alg: "ES256", use: "sig" },
+      { ...(await exportJWK(rsa.privateKey)), kid: "rsa-1", alg: "RS256", use: "sig" },
+    ] as JWK[],
+  };
+
+  let handler: (req: IncomingMessage, res: ServerResponse) => void = (_req, res) => {
+    res.writeHead(503).end();
+  };
+  const asServer = createServer((req, res) => handler(req, res));
+  const issuer = await listen(asServer);
+
+  let rsBase = "";
+  const rsServer = createServer();
+  rsBase = await listen(rsServer);
+  const resource = `${rsBase}/mcp`;
+
+  const provider = new Provider(issuer, {
+    jwks,
+    cookies: { keys: ["gatehouse-test-cookie-key-0123456789"] },
+    scopes: ["openid", "offline_access"],
+    features: {
+      devInteractions: { enabled: true },
+      registration: { enabled: true },
+      revocation: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: () => resource,
+        useGrantedResource: () => true,
+        getResourceServerInfo: (_ctx: unknown, indicator: string) => {
+          if (indicator !== resource) throw new Error("unknown resource");
+          return {
+            scope: "read",
+            audience: resource,
+            accessTokenTTL: options.accessTokenTtl ?? 300,
+            accessTokenFormat: "jwt",
+            jwt: { sign: { alg: "ES256" } },
+          };
+        },
+      },
+    },
+    pkce: { required: () => true },
+    // oidc-provider's default follows OpenID Connect Core §11: `offline_access` counts only with
+    // `prompt=consent`, which the MCP spec does not ask clients to send (it says only that they MAY
+    // request offline_access). This server issues refresh tokens to any client registered for the
+    // refresh_token grant instead, which is the server's choice to make.
+    issueRefreshToken: (_ctx: unknown, client: { grantTypeAllowed(grant: string): boolean }) =>
+      client.grantTypeAllowed("refresh_token"),
+    rotateRefreshToken: true,
+    findAccount: (_ctx: unknown, id: string) => ({ accountId: id, claims: () => ({ sub: id }) }),
+  });
+  // Expected configuration warnings (dev interactions, http issuer) are not test output.
+  provider.on("server_error", () => {});
+  const callback = provider.callback();
+  handler = (req, res) => {
+    callback(req, res);
+  };
+
+  const ecPublic = ec.publicKey;
+  const accepted: OidcProviderFixture["accepted"] = [];
+  const prmUrl = `${rsBase}/.well-known/oauth-protected-resource/mcp`;
+  rsServer.on("request", async (req, res) => {
+    const url = new URL(req.url ?? "/", rsBase);
+    if (url.pathname === "/.well-known/oauth-protected-resource/mcp") {
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify({ resource, authorization_servers: [issuer], scopes_supported: ["read"] }));
+      return;
+    }
+    if (url.pathname !== "/mcp") {
+      res.writeHead(404).end();
+      return;
+    }
+    const challenge = (error?: string) =>
+      res
+        .writeHead(401, {
+          "www-authenticate": `Bearer ${error ? `error="${error}", ` : ""}scope="read", resource_metadata="${prmUrl}"`,
+        })
+        .end();
+    const authorization = req.headers.authorization ?? "";
+    if (!authorization.startsWith("Bearer ")) return challenge();
+    try {
+      const { payload } = await jwtVerify(authorization.slice(7), ecPublic, {
+        issuer,
+        audience: resource,
+        typ: "at+jwt",
+        algorithms: ["ES256"],
+      });
+      if (
+        !String(payload.scope ?? "")
+          .split(" ")
+          .includes("read")
+      )
+        return challenge("insufficient_scope");
+      accepted.push({ jti: payload.jti, aud: payload.aud, scope: payload.scope });
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify({ ok: true, sub: payload.sub }));
+    } catch {
+      challenge("invalid_token");
+    }
+  });
+
+  return {
+    issuer,
+    resourceUrl: resource,
+    accepted,
+    async redeemRefreshToken(refreshToken, clientId) {
+      const response = await fetch(`${issuer}/token`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({
+          grant_type: "refresh_token",
+          refresh_token: refreshToken,
+          client_id: clientId,
+          resource,
+        }),
+      });
+      return { status: response.status, body: await response.json() };
+    },
+    close: async () => {
+      await Promise.all([stop(asServer), stop(rsServer)]);
+    },
+  };
+}
+
+/** A cookie jar good enough for one host: names only (paths ignored), expiry honoured. */
+class CookieJar {
+  readonly #cookies = new Map<string, string>();
+
+  store(response: Response): void {
+    for (const line of response.headers.getSetCookie()) {
+      const [pair, ...attributes] = line.split(";");
+      const eq = pair!.indexOf("=");
+      const name = pair!.slice(0, eq).trim();
+      const value = pair!.slice(eq + 1).trim();
+      const expired = attributes.some((a) => {
+        const [k, v] = a.trim().split("=");
+        if (k?.toLowerCase() === "max-age") return Number(v) <= 0;
+        if (k?.toLowerCase() === "expires") return Date.parse(v ?? "") <= Date.now();
+        return false;
+      });
+      if (expired || value === "") this.#cookies.delete(name);
+      else this.#cookies.set(name, value);
+    }
+  }
+
+  header(): string {
+    return [...this.#cookies].map(([k, v]) => `${k}=${v}`).join("; ");
+  }
+}
+
+/**
+ * A user who signs in as `login` and consents: follows redirects by hand, fills in the
+ * development login and consent forms, and returns the redirect to `redirectUri` unfollowed.
+ */
+export function interactiveUserAgent(redirectUri: string, login = "alice") {
+  return async (authorizationUrl: URL): Promise<string> => {
+    const jar = new CookieJar();
+    let next: { url: string; init: RequestInit } = { url: authorizationUrl.href, init: { method: "GET" } };
+    for (let step = 0; step < 12; step++) {
+      const response = await fetch(next.url, {
+        ...next.init,
+        redirect: "manual",
+        headers: { ...(next.init.headers as Record<string, string>), cookie: jar.header() },
+      });
+      jar.store(response);
+      if (response.status >= 300 && response.status < 400) {
+        await response.body?.cancel();
+        const location = new URL(response.headers.get("location") ?? "", next.url).href;
+        if (location.startsWith(redirectUri)) return location;
+        next = { url: location, init: { method: "GET" } };
+        continue;
+      }
+      const html = await response.text();
+      if (response.status !== 200) throw new Error(`authorization server answered ${response.status}`);
+      const action = /<form[^>]*action="([^"]+)"/.exec(html)?.[1];
+      const prompt = /name="prompt" value="([^"]+)"/.exec(html)?.[1];
+      if (!action || !prompt) throw new Error("no interaction form on the page");
+      const form = new URLSearchParams({ prompt });
+      if (prompt === "login") {
+        form.set("login", login);
+        form.set("password", "irrelevant");
+      }
+      next = {
+        url: new URL(action.replaceAll("&amp;", "&"), next.url).href,
+        init: {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded" },
+          body: form.toString(),
+        },
+      };
+    }
+    throw new Error("too many steps without reaching the redirect URI");
+  };
+}
