@@ -167,3 +167,11 @@ describe("report rendering", () => {
     expect(parsed.findings.some((f: { rule: string }) => f.rule === "as.https")).toBe(true);
   });
 });
+
+describe("docs/check.md", () => {
+  it("lists every rule id with its level", async () => {
+    const { readFileSync } = await import("node:fs");
+    const doc = readFileSync(new URL("../../docs/check.md", import.meta.url), "utf8");
+    for (const rule of RULES) expect(doc).toContain(`| \`${rule.id}\` | ${rule.level} |`);
+  });
+});
