@@ -140,6 +140,18 @@ describe("PostgreSQL unavailable during /token", () => {
     );
   });
 
+  it("refusing connections (ALLOW_CONNECTIONS false, sessions ended, as during maintenance): 503, then the code redeems", async () => {
+    await duringOutage(
+      async () => {
+        await db.admin.query(`ALTER DATABASE ${db.name} ALLOW_CONNECTIONS false`);
+        await terminateOthers();
+      },
+      async () => {
+        await db.admin.query(`ALTER DATABASE ${db.name} ALLOW_CONNECTIONS true`);
+      },
+    );
+  });
+
   it("locked (a table lock held past the statement timeout): 503, then the code redeems", async () => {
     const locker = new pg.Client({ connectionString: db.url });
     await locker.connect();

@@ -6,7 +6,6 @@
  */
 import { createLocalJWKSet, jwtVerify } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAuthorizationServer } from "../../src/authorization-server/index.js";
 import type { AuthorizationStore } from "../../src/storage/contract.js";
 import {
   Browser,
@@ -23,11 +22,13 @@ import {
   CLIENT_ID,
   createUsers,
   type Database,
+  databaseArgs,
   type Instance,
   openDatabase,
   PASSWORD,
   REDIRECT_URI,
   RESOURCE,
+  runCli,
   SCOPES,
   SHARED_ISSUER,
   startInstance,
@@ -164,17 +165,10 @@ export function multiInstanceSuite(name: string, makeDatabase: () => Promise<Dat
 
     it("a key rotated through the database is published and used by both instances", async () => {
       const before = new Set((await jwks(a)).keys.map((k) => k.kid));
-      // A third, in-process server on the same database rotates (as `gatehouse keys rotate` would).
-      const rotator = await createAuthorizationServer({
-        issuer: SHARED_ISSUER,
-        store: store!,
-        resources: [{ uri: RESOURCE, scopes: SCOPES.split(" ") }],
-        allowInsecureLoopback: true,
-        maintenanceIntervalMs: 0,
-        logger: { info() {}, warn() {}, error() {} },
-      });
-      const newKid = await rotator.rotateKeys();
-      await rotator.close();
+      // The operator rotates from anywhere that reaches the database: `gatehouse keys rotate`.
+      const { kid: newKid } = JSON.parse(
+        await runCli(["keys", "rotate", "--json", ...databaseArgs(fixture!.database)]),
+      ) as { kid: string };
       expect(before.has(newKid)).toBe(false);
 
       // Instances cache the key list for a few seconds; wait (bounded) until both publish it.

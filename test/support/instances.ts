@@ -6,7 +6,7 @@
  * Every instance gets the same issuer, as behind a load balancer: the tests pick which instance
  * serves each request, so any instance must be able to serve any step.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -54,6 +54,25 @@ export interface StartOptions {
   extraArgs?: string[];
 }
 
+/** The CLI flags naming `database`. */
+export function databaseArgs(database: Database): string[] {
+  return database.kind === "sqlite" ? ["--data", database.dataDir] : ["--database-url", database.url];
+}
+
+/** Runs a one-shot `gatehouse` command (an admin command) and returns its output; throws on a non-zero exit. */
+export function runCli(args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    delete env.GATEHOUSE_DATABASE_URL;
+    delete env.GATEHOUSE_TEST_FAULT;
+    execFile(process.execPath, [MAIN, ...args], { env, timeout: 30_000 }, (error, stdout, stderr) => {
+      if (error)
+        reject(new Error(`gatehouse ${args[0]} ${args[1] ?? ""} failed: ${error.message}\n${stderr}`));
+      else resolve(stdout);
+    });
+  });
+}
+
 /** Starts `gatehouse serve` on a free loopback port and waits for its ready line. */
 export async function startInstance(options: StartOptions): Promise<Instance> {
   if (!existsSync(MAIN)) {
@@ -77,9 +96,7 @@ export async function startInstance(options: StartOptions): Promise<Instance> {
     SCOPES,
     "--no-request-log",
     "--json",
-    ...(options.database.kind === "sqlite"
-      ? ["--data", options.database.dataDir]
-      : ["--database-url", options.database.url]),
+    ...databaseArgs(options.database),
     ...(options.trustProxy ? ["--trust-proxy"] : []),
     ...(options.extraArgs ?? []),
   ];
