@@ -78,7 +78,7 @@ export interface ObtainedCode {
   code: string;
   verifier: string;
   state: string;
-  /** Where each step was served, for messages. */
+  /** The browser that ran the flow (its cookies carry the session into a next flow). */
   browser: Browser;
 }
 
