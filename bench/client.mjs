@@ -1,7 +1,9 @@
 // Client benchmark: HTTP round trips (counted on the servers) and wall time from the first 401 to
 // the first authorized response, cold (nothing cached) and warm (metadata and registration
 // cached, no token), for Gatehouse's createAuthFetch and the MCP SDK client's auth().
-// Usage: node bench/client.mjs [--json] [--runs N]
+// Usage: node bench/client.mjs [--json] [--runs N] [--sdk-first] [--trace]
+// Both contenders get one untimed warm-up pass first; --sdk-first swaps the measuring order (to
+// see order effects); --trace prints the gap before each request the servers receive.
 import { createHash } from "node:crypto";
 import { createServer } from "node:http";
 import { auth } from "@modelcontextprotocol/sdk/client/auth.js";
@@ -9,16 +11,25 @@ import { AuthClient, MemoryTokenStore } from "../dist/client/index.js";
 
 const json = process.argv.includes("--json");
 const runsArg = process.argv.indexOf("--runs");
-const runs = runsArg > 0 ? Number(process.argv[runsArg + 1]) : 5;
+let runs = runsArg > 0 ? Number(process.argv[runsArg + 1]) : 20;
+
+const trace = process.argv.includes("--trace");
+const order = process.argv.includes("--sdk-first") ? "sdk-first" : "gatehouse-first";
 
 function startServers() {
   let count = 0;
+  let last = 0;
   let base = "";
   const codes = new Map();
   const tokens = new Set();
   const server = createServer(async (req, res) => {
     count++;
     const url = new URL(req.url, base);
+    if (trace) {
+      const now = performance.now();
+      console.error(`  +${(now - (last || now)).toFixed(2)} ms ${req.method} ${url.pathname}`);
+      last = now;
+    }
     let body = "";
     for await (const c of req) body += c;
     const send = (s, v, h = {}) =>
@@ -83,6 +94,7 @@ function startServers() {
         count: () => count,
         reset: () => {
           count = 0;
+          last = 0;
           tokens.clear();
         },
         close: () =>
@@ -165,7 +177,8 @@ async function measure(name, prepare, run) {
     const ctx = prepare();
     for (const phase of ["cold", "warm"]) {
       s.reset();
-      if (phase === "warm") ctx.forgetTokens();
+      if (phase === "warm") await ctx.forgetTokens();
+      if (trace) console.error(`${name} ${phase}`);
       const t0 = performance.now();
       await run(s, ctx.value);
       out[phase].ms.push(performance.now() - t0);
@@ -181,34 +194,45 @@ async function measure(name, prepare, run) {
   };
 }
 
-const results = [
-  await measure(
-    "gatehouse createAuthFetch",
-    () => {
-      const store = new MemoryTokenStore();
-      return {
-        value: store,
-        forgetTokens: async () => {
-          for (const [k] of await store.list("tokens")) await store.delete("tokens", k);
-        },
-      };
-    },
-    gatehouse,
-  ),
-  await measure(
-    "@modelcontextprotocol/sdk auth()",
-    () => {
-      const state = {};
-      return {
-        value: state,
-        forgetTokens: () => {
-          state.tokens = undefined;
-        },
-      };
-    },
-    sdk,
-  ),
+const contenders = [
+  () =>
+    measure(
+      "gatehouse createAuthFetch",
+      () => {
+        const store = new MemoryTokenStore();
+        return {
+          value: store,
+          forgetTokens: async () => {
+            for (const [k] of await store.list("tokens")) await store.delete("tokens", k);
+          },
+        };
+      },
+      gatehouse,
+    ),
+  () =>
+    measure(
+      "@modelcontextprotocol/sdk auth()",
+      () => {
+        const state = {};
+        return {
+          value: state,
+          forgetTokens: () => {
+            state.tokens = undefined;
+          },
+        };
+      },
+      sdk,
+    ),
 ];
+// Warm-up: one untimed pass of each, so neither pays for loading and compiling the HTTP stack
+// (undici, crypto) on its first measured run, whichever goes first.
+const measuredRuns = runs;
+runs = 1;
+for (const c of contenders) await c();
+runs = measuredRuns;
+const results = [];
+for (const c of order === "sdk-first" ? [...contenders].reverse() : contenders) results.push(await c());
+if (order === "sdk-first") results.reverse();
 const summary = {
   runs,
   note: "round trips counted on the local servers from the first request (401) to the first 200; the user agent's hop to /authorize counts as one. Warm = metadata and registration cached, no token. Spec minimum: cold 7 (401, PRM, AS metadata, register, authorize, token, retry), warm 4 when metadata is cached (401, authorize, token, retry).",

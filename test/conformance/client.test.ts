@@ -2,10 +2,11 @@
  * External test: every client `auth/*` scenario of the MCP conformance tool, at both spec
  * revisions (2025-11-25 with `--force`, so later scenarios run at that wire too, and 2026-07-28),
  * extension scenarios included, against `dist/conformance/client.js`. Any FAILURE or WARNING
- * fails the test; there is no expected-failures list.
+ * fails the test; there is no expected-failures list. `CONFORMANCE_SUMMARY=<file>` writes each
+ * scenario's check counts.
  */
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -41,7 +42,13 @@ interface Check {
 }
 
 const work = mkdtempSync(join(tmpdir(), "gatehouse-conformance-"));
-afterAll(() => rmSync(work, { recursive: true, force: true }));
+// Per-scenario outcome, written to $CONFORMANCE_SUMMARY (if set) for reports.
+const summary: Record<string, { skipped?: true; exit?: number; counts?: Record<string, number> }> = {};
+afterAll(() => {
+  rmSync(work, { recursive: true, force: true });
+  const target = process.env.CONFORMANCE_SUMMARY;
+  if (target) writeFileSync(target, `${JSON.stringify(summary, null, 2)}\n`);
+});
 
 // Each scenario is two short-lived processes (the tool with its mock servers, and our client),
 // mostly waiting on each other: one more than the cores, at most 3 (CI has 2 cores).
@@ -109,6 +116,11 @@ describe.concurrent("MCP conformance tool: client auth scenarios", () => {
     for (const scenario of scenarios) {
       it(`${scenario} @ ${version}`, { timeout: 180_000 }, async () => {
         const result = await limited(() => runScenario(scenario, version));
+        const counts: Record<string, number> = {};
+        for (const c of result.checks ?? []) counts[c.status] = (counts[c.status] ?? 0) + 1;
+        summary[`${scenario} @ ${version}`] = /SKIPPED: scenario/.test(result.output)
+          ? { skipped: true }
+          : { exit: result.code, counts };
         if (/SKIPPED: scenario/.test(result.output)) {
           // Not applicable at this revision without --force (only 2026-07-28 runs without it).
           expect(version).toBe("2026-07-28");
