@@ -10,7 +10,7 @@ import { isAuthorizationFlowError } from "../client/errors.js";
 import type { FetchLike } from "../client/http.js";
 import { MemoryTokenStore } from "../client/stores/memory.js";
 import type { AuthorizationSessionFactory } from "../client/user-agent/session.js";
-import type { RequestForm } from "./probes.js";
+import { type RequestForm, requestInit } from "./probes.js";
 import type { CredentialKind, Exchange, LoginObservation, Revision } from "./types.js";
 
 export interface LoginOptions {
@@ -48,24 +48,6 @@ function recordingFetch(fetchImpl: FetchLike, resourceUrl: string, exchanges: Ex
       exchange.error = describe(error);
       throw error;
     }
-  };
-}
-
-function resourceInit(form: RequestForm): RequestInit {
-  if (form === "get") return { method: "GET" };
-  return {
-    method: "POST",
-    headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
-    body: JSON.stringify({
-      jsonrpc: "2.0",
-      id: 1,
-      method: "initialize",
-      params: {
-        protocolVersion: "2025-11-25",
-        capabilities: {},
-        clientInfo: { name: "gatehouse-check", version: "1" },
-      },
-    }),
   };
 }
 
@@ -122,7 +104,7 @@ export async function probeLogin(options: {
   }
 
   try {
-    const response = await client.fetch(options.resourceUrl, resourceInit(options.form));
+    const response = await client.fetch(options.resourceUrl, requestInit(options.form));
     observation.resourceStatus = response.status;
     await response.body?.cancel().catch(() => undefined);
   } catch (error) {

@@ -183,7 +183,8 @@ const MCP_INITIALIZE = JSON.stringify({
   },
 });
 
-function requestInit(form: RequestForm): {
+/** The method, body and headers of a call to the resource in the given form (shared with --login). */
+export function requestInit(form: RequestForm): {
   method: "GET" | "POST";
   body?: string;
   headers: Record<string, string>;

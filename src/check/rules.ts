@@ -110,6 +110,14 @@ function perAsDocument(
   return docs.map(({ server, json, urls }) => ({ ...check(json, server), subject: urls.join(" and ") }));
 }
 
+/** RFC 8414 §3.2 / RFC 9728 §3.2: `application/json`, parameters (charset) allowed. */
+function contentTypeVerdict(probe: { url: string; contentType?: string }): Verdict {
+  const type = probe.contentType?.split(";")[0]?.trim().toLowerCase();
+  return type === "application/json"
+    ? pass(probe.contentType!, probe.url)
+    : fail(`content type ${probe.contentType ?? "(none)"}`, probe.url);
+}
+
 /** The endpoints whose scheme the transport rule inspects. */
 function endpointFields(json: Record<string, unknown>): Array<[string, string]> {
   return Object.entries(json).filter(
@@ -307,6 +315,18 @@ export const RULES: readonly Rule[] = [
         if (issues.length) return fail(`fields do not conform: ${issues.join("; ")}`, p.url);
         return pass("JSON object with the required fields", p.url);
       });
+    },
+  },
+  {
+    id: "prm.content-type",
+    group: "prm",
+    level: "MUST",
+    spec: "RFC 9728 §3.2 (a successful response uses the application/json content type)",
+    title: "PRM documents are served as application/json",
+    check(o) {
+      const served = uniqueByUrl(o.prm.filter((p) => p.status === 200));
+      if (served.length === 0) return skip("no PRM document served");
+      return served.map((p) => contentTypeVerdict(p));
     },
   },
   {
@@ -514,6 +534,18 @@ export const RULES: readonly Rule[] = [
         if (f.schemaIssues) return fail(`fields do not conform: ${f.schemaIssues.join("; ")}`, f.url);
         return pass("valid", f.url);
       });
+    },
+  },
+  {
+    id: "as.content-type",
+    group: "as",
+    level: "MUST",
+    spec: "RFC 8414 §3.2 (a successful response uses the application/json content type)",
+    title: "Metadata documents are served as application/json",
+    check(o) {
+      const served = o.authorizationServers.flatMap((s) => s.forms).filter((f) => f.status === 200);
+      if (served.length === 0) return skip("no metadata document served");
+      return served.map((f) => contentTypeVerdict(f));
     },
   },
   {

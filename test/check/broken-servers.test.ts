@@ -36,6 +36,8 @@ describe("gatehouse check against a correct server", () => {
     expect(outcomes(report, "prm.path-specific")).toEqual(["pass"]);
     expect(outcomes(report, "prm.root")).toEqual(["pass"]);
     expect(outcomes(report, "prm.resource")).toEqual(["pass", "pass", "pass"]);
+    expect(outcomes(report, "prm.content-type")).toEqual(["pass", "pass", "pass"]);
+    expect(outcomes(report, "as.content-type")).toEqual(["pass", "pass"]);
     expect(outcomes(report, "as.discovery-form")).toEqual(["pass", "pass"]);
     expect(outcomes(report, "as.issuer")).toEqual(["pass"]);
     expect(outcomes(report, "as.pkce")).toEqual(["pass"]);
@@ -233,6 +235,12 @@ describe("gatehouse check: one broken rule per server", () => {
     const { report } = await audit({ prm: (doc) => ({ ...doc, authorization_servers: [] }) });
     expect(outcomes(report, "prm.authorization-servers")).toEqual(["fail", "fail", "fail"]);
     expect(outcomes(report, "prm.discoverable")).toEqual(["fail"]);
+  });
+
+  it("prm.content-type: a PRM served as text/plain fails", async () => {
+    const { report } = await audit({ prmContentType: "text/plain" });
+    expect(outcomes(report, "prm.content-type")).toEqual(["fail", "fail", "fail"]);
+    expect(failedMusts(report)).toEqual(["prm.content-type"]);
   });
 
   it("prm.valid: a PRM that is not JSON fails", async () => {

@@ -19,6 +19,8 @@ export interface FixtureOptions {
   resourcePath?: string;
   /** Where the PRM is served (default: all three). */
   prmAt?: Array<"challenge" | "path" | "root">;
+  /** Content type of the PRM responses (default application/json). */
+  prmContentType?: string;
   /** Edits the PRM document before it is served. */
   prm?: (doc: Record<string, unknown>, ctx: { resource: string; issuer: string }) => Record<string, unknown>;
   /** Replaces the WWW-Authenticate value of the anonymous 401 (`null`: no header). */
@@ -144,7 +146,11 @@ export async function startFixture(options: FixtureOptions = {}): Promise<Fixtur
   rsHandler = async (request) => {
     log("resource", request);
     const url = new URL(request.url);
-    if (prmPaths.has(url.pathname)) return json(prm);
+    if (prmPaths.has(url.pathname)) {
+      return new Response(JSON.stringify(prm), {
+        headers: { "content-type": options.prmContentType ?? "application/json; charset=utf-8" },
+      });
+    }
     if (url.pathname !== (resourcePath || "/")) return json({ error: "not found" }, 404);
     if (options.postOnly && request.method !== "POST") {
       return new Response(null, { status: 405, headers: { allow: "POST" } });
