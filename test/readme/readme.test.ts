@@ -12,8 +12,6 @@ import { packageSourceMap, REPO_ROOT } from "../examples/package-source.js";
 
 const README = join(REPO_ROOT, "README.md");
 const SNIPPET_DIR = join(REPO_ROOT, ".cache", "readme-snippets");
-/** Pages other people are writing right now; remove each from here once it lands. */
-const PENDING_PAGES = new Set(["docs/deployment.md", "docs/check.md"]);
 
 /** The fenced code blocks of a Markdown document with the given info string. */
 function fencedBlocks(markdown: string, language: string): string[] {
@@ -143,8 +141,7 @@ describe("README.md", () => {
       for (const [, target] of readFileSync(path, "utf8").matchAll(/\]\(([^)\s]+)\)/g)) {
         if (!target || /^[a-z]+:/i.test(target) || target.startsWith("#")) continue;
         const resolved = resolve(dirname(path), target.split("#")[0]!);
-        if (!existsSync(resolved) && !PENDING_PAGES.has(relative(REPO_ROOT, resolved)))
-          missing.push(`${page} → ${relative(REPO_ROOT, resolved)}`);
+        if (!existsSync(resolved)) missing.push(`${page} → ${relative(REPO_ROOT, resolved)}`);
       }
     }
     expect(missing).toEqual([]);
