@@ -79,4 +79,44 @@ describe("client against oidc-provider", () => {
     expect(replay.status).toBe(400);
     expect(replay.body).toMatchObject({ error: "invalid_grant" });
   });
+
+  it("RFC 9449: against oidc-provider's DPoP (with its token-endpoint nonce), tokens are bound to our key, used with proofs, and refreshed with the same key", async () => {
+    op = await startOidcProvider({ accessTokenTtl: 10, dpop: { requireNonce: true } });
+    const store = new MemoryTokenStore();
+    const events: string[] = [];
+    const tokenStatuses: number[] = [];
+    const client = new AuthClient({
+      store,
+      // Watches the token endpoint's answers (the nonce challenge is only visible on the wire).
+      fetch: async (input, init) => {
+        const response = await fetch(input, init);
+        const url = input instanceof Request ? input.url : String(input);
+        if (url === `${op!.issuer}/token`) tokenStatuses.push(response.status);
+        return response;
+      },
+      redirectUri: REDIRECT,
+      userAgent: interactiveUserAgent(REDIRECT),
+      refreshSkewSeconds: 60,
+      onEvent: (e) => events.push(e.type),
+    });
+    const first = await client.fetch(op.resourceUrl, { method: "POST", body: "{}" });
+    expect(first.status).toBe(200);
+    await first.body?.cancel();
+    const tokens = (await store.list("tokens"))[0]![1];
+    expect(tokens.token_type.toLowerCase()).toBe("dpop");
+    const key = await store.get("dpop", op.issuer);
+    expect(key?.client_id).toBe(tokens.client_id);
+    expect(op.accepted[0]).toMatchObject({ scheme: "DPoP", jkt: tokens.dpop_jkt });
+    // RFC 9449 §8: the first proof had no nonce, the provider answered use_dpop_nonce, one retry.
+    expect(tokenStatuses).toEqual([400, 200]);
+
+    const second = await client.fetch(op.resourceUrl);
+    expect(second.status).toBe(200);
+    await second.body?.cancel();
+    expect(events.filter((e) => e === "refreshed")).toHaveLength(1);
+    expect(op.accepted).toHaveLength(2);
+    expect(op.accepted[1]).toMatchObject({ scheme: "DPoP", jkt: tokens.dpop_jkt });
+    // The refresh reused the cached nonce: no second challenge.
+    expect(tokenStatuses).toEqual([400, 200, 200]);
+  });
 });

@@ -9,16 +9,17 @@
  * needed here. Its development interactions (login + consent forms) stand in for a user, driven
  * by {@link interactiveUserAgent} with plain fetch and a cookie jar.
  */
+import { createHash, randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { exportJWK, generateKeyPair, type JWK, jwtVerify } from "jose";
+import { calculateJwkThumbprint, EmbeddedJWK, exportJWK, generateKeyPair, type JWK, jwtVerify } from "jose";
 import Provider from "oidc-provider";
 
 export interface OidcProviderFixture {
   issuer: string;
   resourceUrl: string;
   /** Access tokens the resource server accepted (their `jti`), in order. */
-  accepted: Array<{ jti: string | undefined; aud: unknown; scope: unknown }>;
+  accepted: Array<{ jti: string | undefined; aud: unknown; scope: unknown; scheme: string; jkt?: string }>;
   /** Sends a refresh token straight to the token endpoint (to check rotation). */
   redeemRefreshToken(refreshToken: string, clientId: string): Promise<{ status: number; body: unknown }>;
   close(): Promise<void>;
@@ -39,9 +40,47 @@ function stop(server: Server): Promise<void> {
   });
 }
 
-export async function startOidcProvider(
-  options: { accessTokenTtl?: number } = {},
-): Promise<OidcProviderFixture> {
+export interface OidcProviderOptions {
+  accessTokenTtl?: number;
+  /**
+   * The resource accepts only DPoP-bound tokens (challenging with `DPoP` and checking proofs with
+   * jose, RFC 9449 §4.3 and §7.1); with `requireNonce` the provider's token endpoint demands its
+   * own DPoP nonce (RFC 9449 §8).
+   */
+  dpop?: { requireNonce?: boolean };
+}
+
+/** RFC 9449 §4.3 at the resource: returns the proof key's thumbprint, or why it is refused. */
+async function checkResourceProof(
+  proof: string | string[] | undefined,
+  method: string,
+  url: string,
+  token: string,
+  seen: Set<string>,
+): Promise<{ jkt: string } | { error: string }> {
+  if (typeof proof !== "string") return { error: "one DPoP header" };
+  try {
+    const { payload, protectedHeader } = await jwtVerify(proof, EmbeddedJWK, {
+      typ: "dpop+jwt",
+      algorithms: ["ES256", "RS256", "PS256", "EdDSA"],
+      maxTokenAge: "60s",
+    });
+    const jwk = protectedHeader.jwk as JWK;
+    if ("d" in jwk) return { error: "private key in jwk" };
+    if (typeof payload.jti !== "string" || seen.has(payload.jti)) return { error: "jti" };
+    seen.add(payload.jti);
+    const target = new URL(url);
+    if (payload.htm !== method || payload.htu !== `${target.origin}${target.pathname}`)
+      return { error: "htm/htu" };
+    if (payload.ath !== createHash("sha256").update(token, "ascii").digest("base64url"))
+      return { error: "ath" };
+    return { jkt: await calculateJwkThumbprint(jwk, "sha256") };
+  } catch {
+    return { error: "proof" };
+  }
+}
+
+export async function startOidcProvider(options: OidcProviderOptions = {}): Promise<OidcProviderFixture> {
   const ec = await generateKeyPair("ES256", { extractable: true });
   const rsa = await generateKeyPair("RS256", { extractable: true });
   const jwks = {
@@ -70,6 +109,10 @@ export async function startOidcProvider(
       devInteractions: { enabled: true },
       registration: { enabled: true },
       revocation: { enabled: true },
+      dPoP: {
+        enabled: true,
+        ...(options.dpop?.requireNonce && { nonceSecret: randomBytes(32), requireNonce: () => true }),
+      },
       resourceIndicators: {
         enabled: true,
         defaultResource: () => resource,
@@ -106,6 +149,7 @@ export async function startOidcProvider(
   const ecPublic = ec.publicKey;
   const accepted: OidcProviderFixture["accepted"] = [];
   const prmUrl = `${rsBase}/.well-known/oauth-protected-resource/mcp`;
+  const jtis = new Set<string>();
   rsServer.on("request", async (req, res) => {
     const url = new URL(req.url ?? "/", rsBase);
     if (url.pathname === "/.well-known/oauth-protected-resource/mcp") {
@@ -118,16 +162,24 @@ export async function startOidcProvider(
       res.writeHead(404).end();
       return;
     }
+    const scheme = options.dpop ? "DPoP" : "Bearer";
     const challenge = (error?: string) =>
       res
         .writeHead(401, {
-          "www-authenticate": `Bearer ${error ? `error="${error}", ` : ""}scope="read", resource_metadata="${prmUrl}"`,
+          "www-authenticate": `${scheme} ${error ? `error="${error}", ` : ""}${options.dpop ? 'algs="ES256", ' : ""}scope="read", resource_metadata="${prmUrl}"`,
         })
         .end();
     const authorization = req.headers.authorization ?? "";
-    if (!authorization.startsWith("Bearer ")) return challenge();
+    if (!authorization.startsWith(`${scheme} `)) return challenge();
+    const token = authorization.slice(scheme.length + 1);
+    let jkt: string | undefined;
+    if (options.dpop) {
+      const checked = await checkResourceProof(req.headers.dpop, req.method ?? "GET", url.href, token, jtis);
+      if ("error" in checked) return challenge("invalid_dpop_proof");
+      jkt = checked.jkt;
+    }
     try {
-      const { payload } = await jwtVerify(authorization.slice(7), ecPublic, {
+      const { payload } = await jwtVerify(token, ecPublic, {
         issuer,
         audience: resource,
         typ: "at+jwt",
@@ -139,7 +191,16 @@ export async function startOidcProvider(
           .includes("read")
       )
         return challenge("insufficient_scope");
-      accepted.push({ jti: payload.jti, aud: payload.aud, scope: payload.scope });
+      // RFC 9449 §7.1: a bound token is accepted only with a proof by the key it is bound to.
+      const bound = (payload.cnf as { jkt?: string } | undefined)?.jkt;
+      if (options.dpop ? bound !== jkt : bound !== undefined) return challenge("invalid_token");
+      accepted.push({
+        jti: payload.jti,
+        aud: payload.aud,
+        scope: payload.scope,
+        scheme,
+        ...(jkt !== undefined && { jkt }),
+      });
       res
         .writeHead(200, { "content-type": "application/json" })
         .end(JSON.stringify({ ok: true, sub: payload.sub }));
