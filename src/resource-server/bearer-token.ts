@@ -1,5 +1,10 @@
 /**
  * Extracting the bearer token from a request (RFC 6750 §2, spec "Access token usage").
+ *
+ * The rules are written once, against {@link BearerRequestHead}: the few parts of a request they
+ * read. A web `Request` is one such head ({@link headOfRequest}); the node:http adapter gives the
+ * gate a head read straight from `IncomingMessage`, so a protected route does not pay for building
+ * a web `Request`.
  */
 import { invalidRequest } from "./errors.js";
 
@@ -9,6 +14,40 @@ const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
 const SCHEME = /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+)(?: +(.*))?$/s;
 
 const FORM = "application/x-www-form-urlencoded";
+/** Only used to parse an origin-form request target; the host never matters. */
+const TARGET_BASE = "http://target.invalid";
+
+/**
+ * The parts of a request the token rules read. Adapters that do not hold a web `Request` build one
+ * from their own request object.
+ */
+export interface BearerRequestHead {
+  /** The absolute URL or the origin-form request target (`/path?query`); only the query is read. */
+  readonly url: string;
+  /**
+   * A header field value by lowercase name, `null` when absent. Several fields of one name are
+   * joined with ", " (as `Headers.get` does), so two `Authorization` fields are malformed.
+   */
+  header(name: string): string | null;
+  /** True when the request carries content (a body, possibly empty once read). */
+  readonly hasBody: boolean;
+  /**
+   * The body as text. Called only for a form body (see {@link mayCarryFormTokenHead}); it must
+   * leave the body readable in full for the application.
+   */
+  bodyText(): Promise<string>;
+}
+
+/** A web `Request` seen as a {@link BearerRequestHead} (its body is read through a clone). */
+export function headOfRequest(request: Request): BearerRequestHead {
+  return {
+    url: request.url,
+    header: (name) => request.headers.get(name),
+    hasBody: request.body !== null,
+    // A clone tees the body, so the handler still reads it in full.
+    bodyText: () => request.clone().text(),
+  };
+}
 
 /**
  * The bearer token in the `Authorization` header, `undefined` when the request carries no
@@ -19,8 +58,14 @@ const FORM = "application/x-www-form-urlencoded";
  * (`bearer_methods_supported: ["header"]`); such a token is never validated.
  */
 export async function extractBearerToken(request: Request): Promise<string | undefined> {
-  const token = bearerTokenFromHeader(request);
-  if (mayCarryFormToken(request) && (await formHasToken(request))) {
+  return extractBearerTokenFromHead(headOfRequest(request));
+}
+
+/** {@link extractBearerToken} on a {@link BearerRequestHead}. */
+export async function extractBearerTokenFromHead(head: BearerRequestHead): Promise<string | undefined> {
+  const token = bearerTokenFromHead(head);
+  if (mayCarryFormTokenHead(head) && formHasToken(await head.bodyText())) {
+    // RFC 6750 §2.2 method, not offered by this resource: refused, never validated.
     throw invalidRequest("Access tokens are not accepted in the request body", "token in form body");
   }
   return token;
@@ -31,12 +76,16 @@ export async function extractBearerToken(request: Request): Promise<string | und
  * `Authorization` header, without looking at a body.
  */
 export function bearerTokenFromHeader(request: Request): string | undefined {
-  // Cheap substring test first: the URL is only parsed when it may carry the parameter.
-  const url = request.url;
-  if (url.includes("access_token") && new URL(url).searchParams.has("access_token")) {
+  return bearerTokenFromHead(headOfRequest(request));
+}
+
+/** {@link bearerTokenFromHeader} on a {@link BearerRequestHead}. */
+export function bearerTokenFromHead(head: BearerRequestHead): string | undefined {
+  // Spec, Access token usage: a token MUST NOT be in the query string (RFC 6750 §2.3 refused).
+  if (queryMayHaveToken(head.url) && new URL(head.url, TARGET_BASE).searchParams.has("access_token")) {
     throw invalidRequest("Access tokens are not accepted in the query string", "token in query");
   }
-  const header = request.headers.get("authorization");
+  const header = head.header("authorization");
   if (header === null) return undefined;
   // Fast path for the common, well-formed case: "Bearer " + b64token.
   if (header.startsWith("Bearer ") && B64TOKEN.test(header.slice(7))) return header.slice(7);
@@ -45,25 +94,42 @@ export function bearerTokenFromHeader(request: Request): string | undefined {
   // RFC 9110 §11.1: the scheme name is case-insensitive.
   if (match[1]!.toLowerCase() !== "bearer") return undefined;
   const token = match[2];
-  // Several Authorization headers are folded with ", " by Headers and fail here.
+  // Several Authorization headers are folded with ", " and fail here.
   if (token === undefined || !B64TOKEN.test(token)) {
     throw invalidRequest("Malformed Authorization header", "bearer credentials syntax");
   }
   return token;
 }
 
+/**
+ * Cheap pre-test so the URL is only parsed when its query could name `access_token`: literally, or
+ * percent-encoded (`acc%65ss_token` decodes to the same name).
+ */
+function queryMayHaveToken(url: string): boolean {
+  const q = url.indexOf("?");
+  if (q < 0) return false;
+  return url.includes("access_token", q) || url.includes("%", q);
+}
+
 /** True when the request has a form-encoded body, which must be checked for `access_token`. */
 export function mayCarryFormToken(request: Request): boolean {
-  return request.body !== null && isForm(request);
+  return request.body !== null && isFormType(request.headers.get("content-type"));
 }
 
-function isForm(request: Request): boolean {
-  const type = request.headers.get("content-type");
-  return type !== null && type.toLowerCase().split(";")[0]!.trim() === FORM;
+/** {@link mayCarryFormToken} on a {@link BearerRequestHead}. */
+export function mayCarryFormTokenHead(head: BearerRequestHead): boolean {
+  return head.hasBody && isFormType(head.header("content-type"));
 }
 
-async function formHasToken(request: Request): Promise<boolean> {
-  // A clone tees the body, so the handler still reads it in full.
-  const text = await request.clone().text();
-  return new URLSearchParams(text).has("access_token");
+/** True for an `application/x-www-form-urlencoded` media type, parameters ignored (RFC 9110 §8.3.1). */
+export function isFormType(type: string | null | undefined): boolean {
+  if (type === null || type === undefined) return false;
+  const semi = type.indexOf(";");
+  return (semi < 0 ? type : type.slice(0, semi)).trim().toLowerCase() === FORM;
+}
+
+/** True when a urlencoded form body has an `access_token` parameter (RFC 6750 §2.2). */
+export function formHasToken(body: string): boolean {
+  // No substring shortcut: the name may be percent-encoded in the body.
+  return new URLSearchParams(body).has("access_token");
 }

@@ -51,18 +51,31 @@ export function insufficientScopeChallengeScopes(
   return [...new Set([...needed, ...repeated])];
 }
 
-function challengeHeaders(challenge: string, context: ChallengeContext): Headers {
-  const headers = new Headers(NO_STORE);
-  headers.set("www-authenticate", challenge);
-  // Browser clients must be able to read the challenge to discover the metadata.
-  headers.set("access-control-expose-headers", "WWW-Authenticate");
-  if (context.cors !== false) headers.set("access-control-allow-origin", "*");
-  return headers;
+/**
+ * A challenge as plain data, for adapters that write the answer themselves (node:http) instead of
+ * sending a web `Response`. {@link challengeResponse} is the same data wrapped in a `Response`.
+ */
+export interface ChallengeParts {
+  status: number;
+  /** Header fields by lowercase name. */
+  headers: Record<string, string>;
+  /** JSON text (`content-type` is then in `headers`), or `null` for no body. */
+  body: string | null;
 }
 
-function jsonBody(body: object, headers: Headers, status: number): Response {
-  headers.set("content-type", "application/json");
-  return new Response(JSON.stringify(body), { status, headers });
+function challengeHeaders(challenge: string, context: ChallengeContext): Record<string, string> {
+  return {
+    ...NO_STORE,
+    "www-authenticate": challenge,
+    // Browser clients must be able to read the challenge to discover the metadata.
+    "access-control-expose-headers": "WWW-Authenticate",
+    ...(context.cors !== false ? { "access-control-allow-origin": "*" } : {}),
+  };
+}
+
+function json(body: object, headers: Record<string, string>, status: number): ChallengeParts {
+  headers["content-type"] = "application/json";
+  return { status, headers, body: JSON.stringify(body) };
 }
 
 /**
@@ -83,15 +96,29 @@ export function challengeResponse(
   context: ChallengeContext,
   requiredScopes: readonly string[] = [],
 ): Response {
+  const parts = challengeParts(error, context, requiredScopes);
+  return new Response(parts.body, { status: parts.status, headers: parts.headers });
+}
+
+/**
+ * The one place where the RFC 6750 §3.1 rules of {@link challengeResponse} are decided: status,
+ * `WWW-Authenticate` value, CORS and caching headers, and JSON body, as plain data.
+ */
+export function challengeParts(
+  error: unknown,
+  context: ChallengeContext,
+  requiredScopes: readonly string[] = [],
+): ChallengeParts {
   const rm = context.resourceMetadataUrl;
   const needed =
     error instanceof MissingTokenError && error.requiredScopes.length ? error.requiredScopes : requiredScopes;
   // Spec, Scope selection rule 3: SHOULD state the scopes needed; fall back to scopes_supported.
   const defaultScope = challengeScopes(needed.length ? needed : (context.scopesSupported ?? []));
   if (error instanceof MissingTokenError) {
+    // RFC 6750 §3.1: a request without credentials gets no error code.
     const scope = defaultScope;
     const headers = challengeHeaders(buildChallenge("Bearer", { resource_metadata: rm, scope }), context);
-    return new Response(null, { status: 401, headers });
+    return { status: 401, headers, body: null };
   }
   if (error instanceof InsufficientScopeError) {
     const scope = challengeScopes(insufficientScopeChallengeScopes(error, context));
@@ -102,7 +129,7 @@ export function challengeResponse(
       error_description: error.description,
     });
     context.logger?.info("resource.insufficient_scope", { missing: formatScope(error.missingScopes) });
-    return jsonBody(error.toJSON(), challengeHeaders(challenge, context), 403);
+    return json(error.toJSON(), challengeHeaders(challenge, context), 403);
   }
   if (error instanceof OAuthError) {
     if (error.code === "invalid_token" || error.code === "invalid_request") {
@@ -114,15 +141,15 @@ export function challengeResponse(
         scope: status === 401 ? defaultScope : undefined,
       });
       context.logger?.info(`resource.${error.code}`, { detail: error.detail });
-      return jsonBody(error.toJSON(), challengeHeaders(challenge, context), status);
+      return json(error.toJSON(), challengeHeaders(challenge, context), status);
     }
     context.logger?.warn("resource.verification_failed", { code: error.code, detail: error.detail });
-    const headers = new Headers(NO_STORE);
-    if (error.code === "temporarily_unavailable") headers.set("retry-after", "5");
-    return jsonBody(error.toJSON(), headers, error.status);
+    const headers: Record<string, string> = { ...NO_STORE };
+    if (error.code === "temporarily_unavailable") headers["retry-after"] = "5";
+    return json(error.toJSON(), headers, error.status);
   }
   context.logger?.error("resource.internal_error", {
     error: error instanceof Error ? error.name : typeof error,
   });
-  return jsonBody({ error: "server_error" }, new Headers(NO_STORE), 500);
+  return json({ error: "server_error" }, { ...NO_STORE }, 500);
 }

@@ -2,9 +2,15 @@
  * The resource-server role: protected resource metadata (RFC 9728), bearer token gate
  * (RFC 6750 §2-3), token verifiers (RFC 9068 JWT, RFC 7662 introspection) and a verification cache.
  */
-export { extractBearerToken } from "./bearer-token.js";
+export { type BearerRequestHead, extractBearerToken } from "./bearer-token.js";
 export { type CachedVerifier, type CachedVerifierOptions, cachedVerifier } from "./cache.js";
-export { type ChallengeContext, challengeResponse, insufficientScopeChallengeScopes } from "./challenge.js";
+export {
+  type ChallengeContext,
+  type ChallengeParts,
+  challengeParts,
+  challengeResponse,
+  insufficientScopeChallengeScopes,
+} from "./challenge.js";
 export { InsufficientScopeError, MissingTokenError } from "./errors.js";
 export { type IntrospectionVerifierOptions, introspectionVerifier } from "./introspection-verifier.js";
 export { DEFAULT_JWT_ALGORITHMS, type JwtVerifierOptions, jwtVerifier } from "./jwt-verifier.js";
@@ -17,7 +23,9 @@ export {
   protectedResourceMetadataUrl,
 } from "./metadata.js";
 export {
+  type BearerHeadCheck,
   type BearerMiddleware,
+  type BearerVerdict,
   createResourceServer,
   type RequiredScopes,
   type ResourceServer,

@@ -4,8 +4,19 @@
 import { GatehouseTypeError } from "../shared/errors.js";
 import type { Logger } from "../shared/log.js";
 import { isScopeToken, ScopeHierarchy } from "../shared/scopes.js";
-import { bearerTokenFromHeader, extractBearerToken, mayCarryFormToken } from "./bearer-token.js";
-import { type ChallengeContext, challengeResponse } from "./challenge.js";
+import {
+  type BearerRequestHead,
+  bearerTokenFromHead,
+  extractBearerTokenFromHead,
+  headOfRequest,
+  mayCarryFormTokenHead,
+} from "./bearer-token.js";
+import {
+  type ChallengeContext,
+  type ChallengeParts,
+  challengeParts,
+  challengeResponse,
+} from "./challenge.js";
 import { InsufficientScopeError, invalidToken, MissingTokenError } from "./errors.js";
 import {
   buildProtectedResourceMetadata,
@@ -27,6 +38,15 @@ export type BearerMiddleware = (
   request: Request,
   next: (request: Request, auth: AuthInfo) => Promise<Response>,
 ) => Promise<Response>;
+
+/** The gate's verdict as data: the verified token, or the challenge to send instead. */
+export type BearerVerdict = { ok: true; auth: AuthInfo } | { ok: false; challenge: ChallengeParts };
+
+/**
+ * The gate on a {@link BearerRequestHead}, for adapters that write responses themselves. `request`
+ * builds a web `Request`; it is called only when the required scopes are a function of the request.
+ */
+export type BearerHeadCheck = (head: BearerRequestHead, request?: () => Request) => Promise<BearerVerdict>;
 
 export interface ResourceServerOptions extends ProtectedResourceMetadataOptions {
   /** How access tokens are checked: {@link jwtVerifier}, {@link introspectionVerifier}, wrapped in {@link cachedVerifier}. */
@@ -63,6 +83,12 @@ export interface ResourceServer {
   challengeResponse(error: unknown, requiredScopes?: readonly string[]): Response;
   /** A middleware requiring a bearer token with `scopes`. */
   requireBearer(options?: { scopes?: RequiredScopes }): BearerMiddleware;
+  /**
+   * The same gate as {@link requireBearer} (same rules, same challenges) on a request head, with
+   * the challenge as {@link ChallengeParts} instead of a `Response`: the node:http adapter uses it
+   * so a protected route never builds web `Request`/`Response` objects.
+   */
+  requireBearerHead(options?: { scopes?: RequiredScopes }): BearerHeadCheck;
 }
 
 function invalidOption(message: string): GatehouseTypeError {
@@ -117,11 +143,11 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     return metadataPaths.includes(new URL(url).pathname);
   };
 
-  const verifyAccessToken = async (request: Request, required: readonly string[] = []): Promise<AuthInfo> => {
+  const verifyHead = async (head: BearerRequestHead, required: readonly string[] = []): Promise<AuthInfo> => {
     // The body is only looked at when it is a form (RFC 6750 §2.2 method, refused here).
-    const token = mayCarryFormToken(request)
-      ? await extractBearerToken(request)
-      : bearerTokenFromHeader(request);
+    const token = mayCarryFormTokenHead(head)
+      ? await extractBearerTokenFromHead(head)
+      : bearerTokenFromHead(head);
     if (token === undefined) throw new MissingTokenError(required);
     const auth = await verifier.verify(token);
     // Spec, Token validation rules 2-3: whatever the verifier, the token MUST name this resource
@@ -132,6 +158,9 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     if (!(auth.expiresAt * 1000 + toleranceMs > Date.now())) throw invalidToken("token expired");
     return auth;
   };
+
+  const verifyAccessToken = (request: Request, required: readonly string[] = []): Promise<AuthInfo> =>
+    verifyHead(headOfRequest(request), required);
 
   const resolveScopes = async (
     request: Request,
@@ -187,6 +216,29 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
           return challengeResponse(error, context, required);
         }
         return next(request, auth);
+      };
+    },
+    requireBearerHead(checkOptions = {}) {
+      const scopes = checkOptions.scopes;
+      if (scopes !== undefined && typeof scopes !== "function")
+        checkScopeList(scopes, "requireBearerHead scopes");
+      const fixed = typeof scopes === "function" ? undefined : (scopes ?? []);
+      return async (head, request) => {
+        if (fixed === undefined && request === undefined) {
+          throw new GatehouseTypeError(
+            "ERR_INVALID_OPTION",
+            "requireBearerHead: scopes computed from the request need the request argument",
+          );
+        }
+        let required: readonly string[] = fixed ?? [];
+        try {
+          if (fixed === undefined) required = await resolveScopes(request!(), scopes);
+          const auth = await verifyHead(head, required);
+          checkScopes(auth, required);
+          return { ok: true, auth };
+        } catch (error) {
+          return { ok: false, challenge: challengeParts(error, context, required) };
+        }
       };
     },
   };
