@@ -68,10 +68,17 @@ function auditScenario(scenario: string): Promise<CheckReport> {
     child.on("close", () => {
       const stdout = existsSync(outDir) ? findFile(outDir, "stdout.txt") : undefined;
       if (!stdout) return reject(new Error(`no saved stdout for ${scenario}:\n${stderr.slice(-2000)}`));
+      const text = readFileSync(stdout, "utf8");
       try {
-        done(JSON.parse(readFileSync(stdout, "utf8")) as CheckReport);
+        done(JSON.parse(text) as CheckReport);
       } catch (error) {
-        reject(new Error(`the auditor did not print JSON for ${scenario}: ${String(error)}`));
+        // Typically dist/ being rebuilt underneath the test: say what the client printed.
+        const clientStderr = readFileSync(stdout.replace(/stdout\.txt$/, "stderr.txt"), "utf8");
+        reject(
+          new Error(
+            `the auditor did not print JSON for ${scenario}: ${String(error)}\nstdout: ${text.slice(0, 300)}\nstderr: ${clientStderr.slice(0, 1000)}`,
+          ),
+        );
       }
     });
   });
