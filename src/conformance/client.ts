@@ -43,7 +43,9 @@ function options(context: Context, protocolVersion: string): CreateAuthFetchOpti
     userAgent: followRedirect,
     clientMetadataUrl: CLIENT_METADATA_URL,
     clientName: "gatehouse-conformance-client",
-    legacyFallback: true,
+    // The 2025-03-26 fallbacks (no protected resource metadata) are not part of the 2026-07-28
+    // flow, whose first step requires the metadata; the tool also retires those scenarios there.
+    legacyFallback: protocolVersion !== "2026-07-28",
   };
   const { client_id: clientId, client_secret: clientSecret } = context;
   if (
