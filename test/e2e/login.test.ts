@@ -8,13 +8,23 @@
  * only the new scope, the admin page listing the CLI's registration, refresh once the access token
  * has expired, and `logout` leaving `status` empty.
  */
+import { type ChildProcess, spawn } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createNotesResource } from "../../src/demo/notes-resource.js";
 import { type ListeningServer, listen } from "../../src/http/node.js";
-import { type CliResult, ensureBuilt, type RunningCli, runCli, startCli, tempDir } from "../cli/helpers.js";
+import {
+  type CliResult,
+  ensureBuilt,
+  MAIN,
+  ROOT,
+  type RunningCli,
+  runCli,
+  startCli,
+  tempDir,
+} from "../cli/helpers.js";
 import { launchChromium } from "../support/browser.js";
 
 interface DemoReady {
@@ -49,7 +59,11 @@ beforeAll(async () => {
   browser = await launchChromium();
 }, 60_000);
 
+/** CLI commands still running (a login waiting for a callback that never came, after a failure). */
+const running = new Set<ChildProcess>();
+
 afterAll(async () => {
+  for (const child of running) child.kill("SIGKILL");
   await browser?.close();
   dir?.remove();
 });
@@ -77,8 +91,29 @@ class CliUser {
     };
   }
 
+  /** Runs `gatehouse <args>` as this user; killed in afterAll if it is still running then. */
   run(args: string[]): Promise<CliResult> {
-    return runCli(args, { env: this.env() });
+    const child = spawn(process.execPath, [MAIN, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, GATEHOUSE_DATABASE_URL: "", ...this.env() },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    running.add(child);
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (c: string) => {
+      stdout += c;
+    });
+    child.stderr.setEncoding("utf8").on("data", (c: string) => {
+      stderr += c;
+    });
+    return new Promise((resolve, reject) => {
+      child.once("error", reject);
+      child.once("close", (code) => {
+        running.delete(child);
+        resolve({ code, stdout, stderr });
+      });
+    });
   }
 
   /** The next URL the CLI asked the browser to open; fails if `command` ends first. */
