@@ -33,6 +33,8 @@ export async function run(args: string[]): Promise<number> {
       expires_at: t.expires_at ? new Date(t.expires_at).toISOString() : null,
       expired: t.expires_at !== undefined && t.expires_at <= now,
       refreshable: t.refresh_token !== undefined,
+      // RFC 9449: a bound token is useless without its key (kept encrypted in the same store).
+      dpop_bound: t.token_type.toLowerCase() === "dpop",
     }));
     const clients = (await store.list("client")).map(([, c]) => ({
       issuer: c.issuer,
@@ -50,7 +52,7 @@ export async function run(args: string[]): Promise<number> {
       process.stdout.write(
         `\n${t.resource}\n  authorization server: ${t.issuer}\n  client: ${t.client_id}\n  scope: ${t.scope ?? "(none)"}\n  access token: ${
           t.expired ? "expired" : t.expires_at ? `valid until ${t.expires_at}` : "no expiry given"
-        }${t.refreshable ? " (refreshable)" : ""}\n`,
+        }${t.refreshable ? " (refreshable)" : ""}${t.dpop_bound ? " (DPoP-bound)" : ""}\n`,
       );
     }
     if (clients.length) {
