@@ -16,6 +16,18 @@ export function isExpired(expiresAt: number, now: number): boolean {
   return now >= expiresAt;
 }
 
+/**
+ * Whether presenting a refresh token that was already rotated counts as reuse (RFC 9700 §4.14.2:
+ * then the grant ends). It always does, unless a grace window is configured and the earlier
+ * rotation happened within it. The distance is taken in absolute value: a request that read its
+ * clock before the rotating one committed (or an instance whose clock lags) sees a negative
+ * elapsed time, which must never be read as "inside the window" when there is no window.
+ */
+export function isRefreshTokenReuse(rotatedAt: number | undefined, now: number, graceMs: number): boolean {
+  if (rotatedAt === undefined) return false;
+  return !(graceMs > 0 && Math.abs(now - rotatedAt) < graceMs);
+}
+
 /** Consent accumulates: earlier scopes first, new ones appended, no duplicates. */
 export function mergeScopes(existing: readonly string[], added: readonly string[]): string[] {
   return [...new Set([...existing, ...added])];

@@ -105,6 +105,20 @@ export function refreshContract(ctx: StoreContext): void {
       expect(legit.status).toBe("revoked");
     });
 
+    it("reuse with a clock reading earlier than the rotation still revokes (no grace window)", async () => {
+      // A request that read its clock before the rotating request committed, or an instance whose
+      // clock lags, sees a negative elapsed time; without a grace window that is reuse all the same.
+      const store = ctx.store();
+      const { issued, grantId } = await issueGrant(store);
+      const oldHash = issued.refreshToken!.tokenHash;
+      expect((await store.rotateRefreshToken(oldHash, T0 + 5000, keep, tokens(T0 + 5000))).status).toBe(
+        "issued",
+      );
+      const late = await store.rotateRefreshToken(oldHash, T0 + 4000, keep, tokens(T0 + 4000));
+      expect(late).toEqual({ status: "reused" });
+      expect((await store.getGrant(grantId))?.revokedAt).toBeDefined();
+    });
+
     it("refused by check: nothing changes and the old token stays usable", async () => {
       const store = ctx.store();
       const { issued } = await issueGrant(store);

@@ -32,6 +32,7 @@ import {
   compareBy,
   grantFromCode,
   isExpired,
+  isRefreshTokenReuse,
   mergeScopes,
   refreshTokenFor,
   withoutUndefined,
@@ -274,7 +275,7 @@ export function createMemoryStore(): AuthorizationStore {
       if (!grant) return { status: "not_found" };
       if (grant.revokedAt !== undefined || token.revokedAt !== undefined) return { status: "revoked" };
       // OAuth 2.1 §4.3.1 / RFC 9700 §4.14.2: a rotated token presented again means it leaked.
-      if (token.rotatedAt !== undefined && now - token.rotatedAt >= graceMs) {
+      if (isRefreshTokenReuse(token.rotatedAt, now, graceMs)) {
         revokeGrantNow(grant.grantId, now);
         return { status: "reused" };
       }

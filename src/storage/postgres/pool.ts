@@ -54,6 +54,10 @@ function sqlState(error: unknown): string | undefined {
   return typeof code === "string" ? code : undefined;
 }
 
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : "";
+}
+
 function isConnectionFailure(error: unknown): boolean {
   const code = sqlState(error);
   if (code !== undefined) {
@@ -63,6 +67,9 @@ function isConnectionFailure(error: unknown): boolean {
     if (code === "57P01" || code === "57P02" || code === "57P03" || code === "57014" || code === "25006")
       return true;
     if (code === "58030" || code === "XX001") return true;
+    // 55000 at connection start-up: the database is not accepting connections (maintenance,
+    // ALLOW_CONNECTIONS false). Other 55000 errors are real bugs and stay errors.
+    if (code === "55000" && /accepting connections|allow connections/i.test(errorMessage(error))) return true;
   }
   const message = error instanceof Error ? error.message : "";
   return /Connection terminated|timeout exceeded when trying to connect|Cannot use a pool after calling end|Client has encountered a connection error|Connection terminated unexpectedly/i.test(
@@ -132,7 +139,12 @@ export function openPool(options: PostgresStoreOptions): Db {
       try {
         client = await pool.connect();
       } catch (error) {
-        throw translate(error);
+        // Whatever stops us getting a connection (refused, shutting down, not accepting
+        // connections, pool ended) means the database is unavailable for this request.
+        const translated = translate(error);
+        throw translated instanceof StorageConflictError || translated instanceof StorageUnavailableError
+          ? translated
+          : new StorageUnavailableError("PostgreSQL unavailable (no connection)", { cause: error });
       }
       const tx = {
         query: async (text: string, params?: unknown[]) => (await client.query(text, params)).rows as Row[],

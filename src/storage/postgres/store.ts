@@ -15,7 +15,14 @@ import type {
   RedeemCodeResult,
   RotateRefreshResult,
 } from "../contract.js";
-import { accessTokenFromGrant, grantFromCode, isExpired, mergeScopes, refreshTokenFor } from "../rules.js";
+import {
+  accessTokenFromGrant,
+  grantFromCode,
+  isExpired,
+  isRefreshTokenReuse,
+  mergeScopes,
+  refreshTokenFor,
+} from "../rules.js";
 import {
   clientColumns,
   fromJson,
@@ -398,7 +405,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
         const token = rowToRefreshToken(row);
         if (grant.revokedAt !== undefined || token.revokedAt !== undefined) return { status: "revoked" };
         // RFC 9700 §4.14.2: a rotated token presented again means it leaked; end the grant.
-        if (token.rotatedAt !== undefined && now - token.rotatedAt >= graceMs) {
+        if (isRefreshTokenReuse(token.rotatedAt, now, graceMs)) {
           await revokeGrantRows(tx, grant.grantId, now);
           return { status: "reused" };
         }
