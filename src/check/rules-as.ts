@@ -1,0 +1,248 @@
+/**
+ * Rules about the authorization server's metadata (RFC 8414, OpenID Connect Discovery 1.0) under
+ * each discovery form.
+ */
+import { classifyTransport } from "./classify.js";
+import { usable } from "./probes.js";
+import {
+  contentTypeVerdict,
+  describeResponse,
+  endpointFields,
+  fail,
+  info,
+  pass,
+  perAsDocument,
+  type Rule,
+  skip,
+  stringArray,
+  warn,
+} from "./rule-helpers.js";
+
+export const AUTHORIZATION_SERVER_RULES: readonly Rule[] = [
+  // ── Authorization server metadata ──────────────────────────────────────────────────────────
+  {
+    id: "as.issuer-identifier",
+    group: "as",
+    level: "MUST",
+    spec: "RFC 8414 §2 (issuer: https URL, no query or fragment); RFC 9728 §2",
+    title: "Each authorization_servers entry is a valid issuer identifier",
+    check(o) {
+      if (o.authorizationServers.length === 0) return skip("no authorization server listed");
+      return o.authorizationServers.map((s) =>
+        s.invalid ? fail(s.invalid, s.issuer) : pass("absolute URL without query or fragment", s.issuer),
+      );
+    },
+  },
+  {
+    id: "as.discovery-form",
+    group: "as",
+    level: "MAY",
+    spec: 'Spec "Authorization server metadata discovery"; RFC 8414 §3.1; OpenID Connect Discovery 1.0 §4',
+    title: "Metadata under each discovery form",
+    check(o) {
+      const forms = o.authorizationServers.flatMap((s) => s.forms);
+      if (forms.length === 0) return skip("no authorization server to probe");
+      return forms.map((f) =>
+        usable(f)
+          ? pass(`${f.form}: served`, f.url)
+          : info(`${f.form}: not served (${describeResponse(f)})`, f.url),
+      );
+    },
+  },
+  {
+    id: "as.metadata-found",
+    group: "as",
+    level: "MUST",
+    spec: 'Spec "Overview rules" 5 and "Authorization server metadata discovery"; RFC 8414 §3',
+    title: "Authorization server metadata is found under at least one form",
+    check(o) {
+      const servers = o.authorizationServers.filter((s) => !s.invalid);
+      if (servers.length === 0) return skip("no authorization server to probe");
+      return servers.map((s) => {
+        const first = s.forms.find((f) => usable(f));
+        return first
+          ? pass(`a client following the spec reads ${first.url}`, s.issuer)
+          : fail("no discovery form serves valid metadata", s.issuer);
+      });
+    },
+  },
+  {
+    id: "as.metadata-valid",
+    group: "as",
+    level: "MUST",
+    spec: "RFC 8414 §3.2 (a JSON object with the §2 fields)",
+    title: "Each metadata document served is valid",
+    check(o) {
+      const served = o.authorizationServers.flatMap((s) => s.forms).filter((f) => f.status === 200);
+      if (served.length === 0) return skip("no metadata document served");
+      return served.map((f) => {
+        if (f.bodyError) return fail(f.bodyError, f.url);
+        if (f.schemaIssues) return fail(`fields do not conform: ${f.schemaIssues.join("; ")}`, f.url);
+        return pass("valid", f.url);
+      });
+    },
+  },
+  {
+    id: "as.content-type",
+    group: "as",
+    level: "MUST",
+    spec: "RFC 8414 §3.2 (a successful response uses the application/json content type)",
+    title: "Metadata documents are served as application/json",
+    check(o) {
+      const served = o.authorizationServers.flatMap((s) => s.forms).filter((f) => f.status === 200);
+      if (served.length === 0) return skip("no metadata document served");
+      return served.map((f) => contentTypeVerdict(f));
+    },
+  },
+  {
+    id: "as.issuer",
+    group: "as",
+    level: "MUST",
+    spec: "RFC 8414 §3.3 (issuer identical to the issuer identifier); OpenID Connect Discovery 1.0 §4.3",
+    title: "issuer equals the authorization server's identifier exactly",
+    check(o) {
+      return perAsDocument(o, "the issuer", (json, server) =>
+        json.issuer === server.issuer
+          ? pass(`"${server.issuer}"`)
+          : fail(
+              `issuer "${String(json.issuer)}" differs from "${server.issuer}": clients MUST refuse this document`,
+            ),
+      );
+    },
+  },
+  {
+    id: "as.pkce",
+    group: "as",
+    level: "MUST",
+    spec: 'Spec "PKCE" 1-3 (code_challenge_methods_supported present; S256); OAuth 2.1 §7.5.2',
+    title: "code_challenge_methods_supported is present and contains S256",
+    check(o) {
+      return perAsDocument(o, "PKCE support", (json) => {
+        const methods = stringArray(json.code_challenge_methods_supported);
+        if (!methods)
+          return fail("code_challenge_methods_supported is missing: clients MUST refuse to proceed");
+        if (!methods.includes("S256")) return fail(`S256 is not offered (${methods.join(", ") || "empty"})`);
+        return pass(methods.join(", "));
+      });
+    },
+  },
+  {
+    id: "as.endpoints",
+    group: "as",
+    level: "MUST",
+    spec: "RFC 8414 §2 (authorization_endpoint and token_endpoint REQUIRED for the code grant)",
+    title: "authorization_endpoint and token_endpoint are present",
+    check(o) {
+      return perAsDocument(o, "endpoints", (json) => {
+        const missing = ["authorization_endpoint", "token_endpoint"].filter(
+          (k) => typeof json[k] !== "string",
+        );
+        return missing.length ? fail(`missing: ${missing.join(", ")}`) : pass("both present");
+      });
+    },
+  },
+  {
+    id: "as.response-type-code",
+    group: "as",
+    level: "MUST",
+    spec: 'RFC 8414 §2 (response_types_supported REQUIRED); OAuth 2.1 §4.1; spec "Authorization flow"',
+    title: 'response_types_supported contains "code"',
+    check(o) {
+      return perAsDocument(o, "response types", (json) => {
+        const types = stringArray(json.response_types_supported);
+        if (!types) return fail("response_types_supported is missing");
+        return types.includes("code")
+          ? pass(types.join(", "))
+          : fail(`"code" is not offered (${types.join(", ")})`);
+      });
+    },
+  },
+  {
+    id: "as.https",
+    group: "as",
+    level: "MUST",
+    spec: 'Spec "Token theft and communication security" 3 (all authorization server endpoints over HTTPS)',
+    title: "The issuer and every endpoint use HTTPS",
+    check(o) {
+      return perAsDocument(o, "endpoint schemes", (json, server) => {
+        const urls: Array<[string, string]> = [["issuer", server.issuer], ...endpointFields(json)];
+        const insecure = urls.filter(([, u]) => ["insecure", "invalid"].includes(classifyTransport(u)));
+        if (insecure.length) return fail(`not HTTPS: ${insecure.map(([k, u]) => `${k}=${u}`).join(", ")}`);
+        const loopback = urls.filter(([, u]) => classifyTransport(u) === "loopback-http");
+        if (loopback.length) {
+          return warn(`plain http on loopback (development only): ${loopback.map(([k]) => k).join(", ")}`);
+        }
+        return pass(`${urls.length} URLs, all https`);
+      });
+    },
+  },
+  {
+    id: "as.iss-parameter",
+    group: "as",
+    level: "SHOULD",
+    revisions: ["2026-07-28"],
+    spec: 'Spec "Authorization response validation (2026-07-28)"; RFC 9207 §2, §3',
+    title: "authorization_response_iss_parameter_supported is true",
+    check(o) {
+      return perAsDocument(o, "iss support", (json) =>
+        json.authorization_response_iss_parameter_supported === true
+          ? pass("true: authorization responses carry iss")
+          : warn("not announced: clients cannot detect mix-up attacks through iss"),
+      );
+    },
+  },
+  {
+    id: "as.client-id-metadata-documents",
+    group: "as",
+    level: "SHOULD",
+    spec: 'Spec "Overview rules" 2; OAuth Client ID Metadata Documents draft 00',
+    title: "client_id_metadata_document_supported is true",
+    check(o) {
+      return perAsDocument(o, "CIMD support", (json) =>
+        json.client_id_metadata_document_supported === true
+          ? pass("true")
+          : warn(
+              typeof json.registration_endpoint === "string"
+                ? "not announced: clients fall back to dynamic registration"
+                : "not announced, and no registration_endpoint: clients need pre-registration",
+            ),
+      );
+    },
+  },
+  {
+    id: "as.registration-endpoint",
+    group: "as",
+    level: "MAY",
+    spec: 'Spec "Overview rules" 3 (dynamic registration MAY; deprecated in 2026-07-28); RFC 7591',
+    title: "registration_endpoint (dynamic client registration)",
+    check(o) {
+      return perAsDocument(o, "registration", (json) => {
+        if (typeof json.registration_endpoint !== "string") return info("not offered");
+        return o.revision === "2026-07-28"
+          ? info("offered (deprecated in 2026-07-28; kept for clients without CIMD)")
+          : pass("offered");
+      });
+    },
+  },
+  {
+    id: "as.grant-types",
+    group: "as",
+    level: "SHOULD",
+    spec: "OAuth 2.1 §1.3, §10 (no implicit or password grant); RFC 8414 §2",
+    title: "grant_types_supported offers authorization_code and no removed grants",
+    check(o) {
+      return perAsDocument(o, "grant types", (json) => {
+        const raw = json.grant_types_supported;
+        // RFC 8414 §2: omitted means ["authorization_code", "implicit"].
+        if (raw === undefined)
+          return warn('not listed: RFC 8414 then implies ["authorization_code", "implicit"]');
+        const grants = stringArray(raw) ?? [];
+        const removed = grants.filter((g) => g === "implicit" || g === "password");
+        if (!grants.includes("authorization_code"))
+          return warn(`authorization_code is not offered (${grants.join(", ")})`);
+        if (removed.length) return warn(`offers grants OAuth 2.1 removed: ${removed.join(", ")}`);
+        return pass(grants.join(", "));
+      });
+    },
+  },
+];
