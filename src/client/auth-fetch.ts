@@ -70,6 +70,11 @@ export type GrantProvider = (context: {
   resource: string;
   scope: string | undefined;
   fetch: FetchLike;
+  /**
+   * Present when tokens should be DPoP-bound (see `wantsDPoP`): the signer for the client id the
+   * grant uses, to pass as `dpop` in its token request context (RFC 9449 §5).
+   */
+  dpop?: (clientId: string) => Promise<DPoPSigner>;
 }) => Promise<{ client: StoredClient; keys?: ClientKeyMaterial; response: oauth.TokenEndpointResponse }>;
 
 export type AuthEvent =
@@ -478,6 +483,13 @@ export class AuthClient {
       stepUp: options.previousScopes !== undefined,
     });
 
+    const dpopWanted = wantsDPoP(this.#options.dpop ?? "auto", metadata, {
+      offersDPoP: challenge.dpopOffered === true || challenge.scheme.toLowerCase() === "dpop",
+      boundTokensRequired: resource.metadata.dpop_bound_access_tokens_required === true,
+      ...(resource.metadata.dpop_signing_alg_values_supported && {
+        algorithms: resource.metadata.dpop_signing_alg_values_supported,
+      }),
+    });
     let tokens: StoredTokens;
     if (this.#options.grant) {
       const result = await this.#options.grant({
@@ -485,23 +497,26 @@ export class AuthClient {
         resource: resourceValue,
         scope,
         fetch: this.#fetch,
+        ...(dpopWanted && {
+          dpop: async (clientId: string) => {
+            const signer = await this.#dpopFor(metadata.issuer, clientId, true);
+            if (!signer) throw new Error("unreachable: a DPoP key is created on demand");
+            return signer;
+          },
+        }),
       });
       this.#clients.set(metadata.issuer, result.client);
       this.#keys.set(metadata.issuer, result.keys);
-      tokens = toStoredTokens(result.response, {
-        issuer: metadata.issuer,
-        client_id: result.client.client_id,
-        resource: resourceValue,
-        requestedScope: scope,
-      });
-    } else {
-      const dpopWanted = wantsDPoP(this.#options.dpop ?? "auto", metadata, {
-        offersDPoP: challenge.dpopOffered === true || challenge.scheme.toLowerCase() === "dpop",
-        boundTokensRequired: resource.metadata.dpop_bound_access_tokens_required === true,
-        ...(resource.metadata.dpop_signing_alg_values_supported && {
-          algorithms: resource.metadata.dpop_signing_alg_values_supported,
+      tokens = await bindTokens(
+        toStoredTokens(result.response, {
+          issuer: metadata.issuer,
+          client_id: result.client.client_id,
+          resource: resourceValue,
+          requestedScope: scope,
         }),
-      });
+        dpopWanted ? await this.#dpopFor(metadata.issuer, result.client.client_id, false) : undefined,
+      );
+    } else {
       tokens = await this.#authorizationCode(metadata, resourceValue, scope, dpopWanted);
     }
     await this.#store.set("tokens", tokensKey(tokens.issuer, tokens.client_id, tokens.resource), tokens);

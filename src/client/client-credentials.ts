@@ -35,7 +35,7 @@ export function clientCredentialsGrant(
   if (!options.clientId)
     throw new GatehouseTypeError("ERR_INVALID_OPTION", "clientCredentials.clientId is required");
   let keyPromise: Promise<CryptoKey> | undefined;
-  return async ({ metadata, resource, scope, fetch }) => {
+  return async ({ metadata, resource, scope, fetch, dpop }) => {
     if (options.issuer !== undefined && options.issuer !== metadata.issuer) {
       throw new GatehouseTypeError(
         "ERR_INVALID_OPTION",
@@ -76,8 +76,9 @@ export function clientCredentialsGrant(
     }
     const parameters: Record<string, string> = { resource };
     if (scope) parameters.scope = scope;
+    const signer = dpop ? await dpop(client.client_id) : undefined;
     const response = await grantRequest(
-      { metadata, client, fetch, ...(keys && { keys }) },
+      { metadata, client, fetch, ...(keys && { keys }), ...(signer && { dpop: signer }) },
       "client_credentials",
       parameters,
     );

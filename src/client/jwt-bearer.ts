@@ -23,7 +23,7 @@ const read = async (source: Source) => (typeof source === "string" ? source : aw
 /** RFC 7523 §2.1 JWT bearer grant with a workload identity assertion (public client). */
 export function jwtBearerGrant(options: { clientId: string; assertion: Source }): GrantProvider {
   if (!options.clientId) throw new GatehouseTypeError("ERR_INVALID_OPTION", "clientId is required");
-  return async ({ metadata, resource, scope, fetch }) => {
+  return async ({ metadata, resource, scope, fetch, dpop }) => {
     const client: StoredClient = {
       issuer: metadata.issuer,
       client_id: options.clientId,
@@ -33,7 +33,12 @@ export function jwtBearerGrant(options: { clientId: string; assertion: Source })
     };
     const parameters: Record<string, string> = { assertion: await read(options.assertion), resource };
     if (scope) parameters.scope = scope;
-    const response = await grantRequest({ metadata, client, fetch }, JWT_BEARER, parameters);
+    const signer = dpop ? await dpop(client.client_id) : undefined;
+    const response = await grantRequest(
+      { metadata, client, fetch, ...(signer && { dpop: signer }) },
+      JWT_BEARER,
+      parameters,
+    );
     return { client, response };
   };
 }
@@ -53,7 +58,7 @@ export interface EnterpriseManagedOptions {
 
 /** Enterprise-managed authorization: token exchange for an ID-JAG, then the JWT bearer grant. */
 export function enterpriseManagedGrant(options: EnterpriseManagedOptions): GrantProvider {
-  return async ({ metadata, resource, scope, fetch }) => {
+  return async ({ metadata, resource, scope, fetch, dpop }) => {
     const step = `identity assertion token exchange (RFC 8693, ${options.idpTokenEndpoint})`;
     assertSecureUrl(options.idpTokenEndpoint, step);
     const form = new URLSearchParams({
@@ -97,7 +102,14 @@ export function enterpriseManagedGrant(options: EnterpriseManagedOptions): Grant
     };
     const parameters: Record<string, string> = { assertion: body.access_token, resource };
     if (scope) parameters.scope = scope;
-    const tokens = await grantRequest({ metadata, client, fetch }, JWT_BEARER, parameters);
+    // RFC 9449 §5: only the authorization server's token request is bound; the identity
+    // provider's exchange above yields an assertion, not a token for the resource.
+    const signer = dpop ? await dpop(client.client_id) : undefined;
+    const tokens = await grantRequest(
+      { metadata, client, fetch, ...(signer && { dpop: signer }) },
+      JWT_BEARER,
+      parameters,
+    );
     return { client, response: tokens };
   };
 }

@@ -210,6 +210,7 @@ export async function startDPoPFake(options: DPoPFakeOptions = {}): Promise<DPoP
         refreshTokens.delete(refresh);
         return answer(200, await issue(bound, "read"));
       }
+      if (grant === "client_credentials") return answer(200, await issue(proof.jkt ?? "", "read"));
       return answer(400, { error: "unsupported_grant_type" });
     }
     json(res, 404, { error: "not_found" });

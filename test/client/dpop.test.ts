@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   AuthClient,
+  clientCredentialsGrant,
   createAuthFetch,
   EncryptedFileTokenStore,
   MemoryTokenStore,
@@ -198,5 +199,20 @@ describe("DPoP (RFC 9449)", () => {
     await response.body?.cancel();
     expect(f.tokenRequests).toEqual([{ grant: "authorization_code", dpop: true, status: 200 }]);
     expect(f.resourceRequests.at(-1)).toEqual({ scheme: "DPoP", status: 200 });
+  });
+
+  it("RFC 9449 §5: a non-interactive grant (client credentials) is DPoP-bound too", async () => {
+    const f = await setup();
+    const store = new MemoryTokenStore();
+    const authFetch = createAuthFetch({
+      store,
+      grant: clientCredentialsGrant({ clientId: "service", clientSecret: "service-secret" }),
+    });
+    const response = await authFetch(f.resourceUrl);
+    expect(response.status).toBe(200);
+    await response.body?.cancel();
+    expect(f.tokenRequests).toEqual([{ grant: "client_credentials", dpop: true, status: 200 }]);
+    expect(f.resourceRequests.at(-1)).toEqual({ scheme: "DPoP", status: 200 });
+    expect((await store.get("dpop", f.asBase))?.client_id).toBe("service");
   });
 });
