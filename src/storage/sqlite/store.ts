@@ -2,9 +2,11 @@
  * SQLite {@link AuthorizationStore} on better-sqlite3: the default single-instance backend.
  *
  * better-sqlite3 is synchronous, so inside one process nothing interleaves within an operation;
- * across processes every read-then-write operation runs in `BEGIN IMMEDIATE`, which takes the
- * write lock before the first read, so two processes redeeming one code are serialised and the
- * second sees it consumed (SECURITY.md "Storage, faults and load").
+ * across processes every write runs in `BEGIN IMMEDIATE`, which takes the write lock before the
+ * first read, so two processes redeeming one code are serialised and the second sees it consumed
+ * (SECURITY.md "Storage, faults and load"). Writes are group-committed (./group-commit.ts): the
+ * writes of one macrotask share one transaction and one fsync, each in its own savepoint, and
+ * none settles before the commit is durable.
  */
 
 import Database from "better-sqlite3";
@@ -16,7 +18,14 @@ import type {
   RedeemCodeResult,
   RotateRefreshResult,
 } from "../contract.js";
-import { accessTokenFromGrant, grantFromCode, isExpired, mergeScopes, refreshTokenFor } from "../rules.js";
+import {
+  accessTokenFromGrant,
+  grantFromCode,
+  isExpired,
+  isRefreshTokenReuse,
+  mergeScopes,
+  refreshTokenFor,
+} from "../rules.js";
 import {
   clientColumns,
   fromJson,
@@ -35,6 +44,7 @@ import {
   toJson,
 } from "../sql/rows.js";
 import { prepareFile, translate } from "./files.js";
+import { createGroupCommit, type GroupCommitStats } from "./group-commit.js";
 import { SQLITE_MIGRATIONS } from "./schema.js";
 
 export interface SqliteStoreOptions {
@@ -49,6 +59,8 @@ export interface SqliteStoreOptions {
 /** A SQLite store; `database` is the open handle, for backups and inspection. */
 export interface SqliteStore extends AuthorizationStore {
   readonly database: Database.Database;
+  /** Write operations and the transactions (durable commits) they took, since opening. */
+  writeStats(): GroupCommitStats;
 }
 
 /** Opens (creating if needed) a SQLite store. Call `migrate()` before first use. */
@@ -81,15 +93,12 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
   const all = (text: string, ...params: unknown[]) => sql(text).all(...params) as Row[];
   const run = (text: string, ...params: unknown[]) => sql(text).run(...params).changes;
 
-  /** Runs `fn` in `BEGIN IMMEDIATE`; it commits on return and rolls back on throw. */
-  async function immediate<T>(fn: () => T): Promise<T> {
-    try {
-      return db.transaction(fn).immediate();
-    } catch (error) {
-      throw translate(error);
-    }
-  }
-  async function single<T>(fn: () => T): Promise<T> {
+  // Writes go through the group commit: one `BEGIN IMMEDIATE` transaction (one fsync) per batch of
+  // operations, each in its own savepoint; a write settles only once its batch is durable.
+  const group = createGroupCommit(db);
+  const write = <T>(fn: () => T): Promise<T> => group.write(fn);
+  /** Reads run at once, outside any batch: they see only committed data. */
+  async function read<T>(fn: () => T): Promise<T> {
     try {
       return fn();
     } catch (error) {
@@ -164,9 +173,11 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
 
   return {
     database: db,
+    writeStats: () => group.stats(),
     async migrate() {
       if (readonly) return;
-      await immediate(() => {
+      // Under the write lock like every write, so two processes cannot both apply a migration.
+      await write(() => {
         run(
           "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
         );
@@ -183,12 +194,15 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       });
     },
     async close() {
-      if (db.open) db.close();
+      if (!db.open) return;
+      // Writes already called are committed (or rejected) before the connection goes.
+      group.drain();
+      db.close();
     },
 
     async createClient(client) {
       const c = clientColumns(client);
-      await single(() =>
+      await write(() =>
         run(
           "INSERT INTO clients (client_id, data, created_at, last_used_at, expires_at) VALUES (?, ?, ?, ?, ?)",
           client.clientId,
@@ -201,30 +215,28 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
     async upsertClient(client) {
       const c = clientColumns(client);
-      await single(() =>
+      await write(() =>
         run(upsertClientSql, client.clientId, c.data, c.createdAt, c.lastUsedAt, c.expiresAt),
       );
     },
     async getClient(clientId) {
-      const row = await single(() => one("SELECT * FROM clients WHERE client_id = ?", clientId));
+      const row = await read(() => one("SELECT * FROM clients WHERE client_id = ?", clientId));
       return row && rowToClient(row);
     },
     async listClients() {
-      return (await single(() => all("SELECT * FROM clients ORDER BY created_at, client_id"))).map(
-        rowToClient,
-      );
+      return (await read(() => all("SELECT * FROM clients ORDER BY created_at, client_id"))).map(rowToClient);
     },
     async deleteClient(clientId) {
-      return (await single(() => run("DELETE FROM clients WHERE client_id = ?", clientId))) > 0;
+      return (await write(() => run("DELETE FROM clients WHERE client_id = ?", clientId))) > 0;
     },
     async markClientUsed(clientId, now) {
-      await single(() =>
+      await write(() =>
         run("UPDATE clients SET last_used_at = ?, expires_at = NULL WHERE client_id = ?", now, clientId),
       );
     },
 
     async createUser(user) {
-      await single(() =>
+      await write(() =>
         run(
           "INSERT INTO users (id, username, password_hash, is_admin, created_at) VALUES (?, ?, ?, ?, ?)",
           user.id,
@@ -236,22 +248,22 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       );
     },
     async getUserByUsername(username) {
-      const row = await single(() => one("SELECT * FROM users WHERE username = ?", username));
+      const row = await read(() => one("SELECT * FROM users WHERE username = ?", username));
       return row && rowToUser(row);
     },
     async getUser(id) {
-      const row = await single(() => one("SELECT * FROM users WHERE id = ?", id));
+      const row = await read(() => one("SELECT * FROM users WHERE id = ?", id));
       return row && rowToUser(row);
     },
     async listUsers() {
-      return (await single(() => all("SELECT * FROM users ORDER BY created_at, username"))).map(rowToUser);
+      return (await read(() => all("SELECT * FROM users ORDER BY created_at, username"))).map(rowToUser);
     },
     async setUserPassword(id, passwordHash) {
-      await single(() => run("UPDATE users SET password_hash = ? WHERE id = ?", passwordHash, id));
+      await write(() => run("UPDATE users SET password_hash = ? WHERE id = ?", passwordHash, id));
     },
 
     async createSession(session) {
-      await single(() =>
+      await write(() =>
         run(
           "INSERT INTO sessions (id_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
           session.idHash,
@@ -262,17 +274,17 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       );
     },
     async getSession(idHash, now) {
-      const row = await single(() =>
+      const row = await read(() =>
         one("SELECT * FROM sessions WHERE id_hash = ? AND expires_at > ?", idHash, now),
       );
       return row && rowToSession(row);
     },
     async deleteSession(idHash) {
-      await single(() => run("DELETE FROM sessions WHERE id_hash = ?", idHash));
+      await write(() => run("DELETE FROM sessions WHERE id_hash = ?", idHash));
     },
 
     async createInteraction(interaction) {
-      await single(() =>
+      await write(() =>
         run(
           "INSERT INTO interactions (id, data, user_id, expires_at) VALUES (?, ?, ?, ?)",
           interaction.id,
@@ -283,22 +295,22 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       );
     },
     async getInteraction(id, now) {
-      const row = await single(() =>
+      const row = await read(() =>
         one("SELECT * FROM interactions WHERE id = ? AND expires_at > ?", id, now),
       );
       return row && rowToInteraction(row);
     },
     async setInteractionUser(id, userId) {
-      await single(() => run("UPDATE interactions SET user_id = ? WHERE id = ?", userId, id));
+      await write(() => run("UPDATE interactions SET user_id = ? WHERE id = ?", userId, id));
     },
     async consumeInteraction(id, now) {
       // One statement: the row is returned to exactly one caller.
-      const row = await single(() => one("DELETE FROM interactions WHERE id = ? RETURNING *", id));
+      const row = await write(() => one("DELETE FROM interactions WHERE id = ? RETURNING *", id));
       return row && Number(row.expires_at) > now ? rowToInteraction(row) : undefined;
     },
 
     async getConsent(userId, clientId, redirectUri) {
-      const row = await single(() =>
+      const row = await read(() =>
         one(
           "SELECT * FROM consents WHERE user_id = ? AND client_id = ? AND redirect_uri = ?",
           userId,
@@ -309,7 +321,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       return row && rowToConsent(row);
     },
     async grantConsent(consent) {
-      await immediate(() => {
+      await write(() => {
         const row = one(
           "SELECT scopes FROM consents WHERE user_id = ? AND client_id = ? AND redirect_uri = ?",
           consent.userId,
@@ -341,7 +353,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       });
     },
     async revokeConsent(userId, clientId, redirectUri) {
-      return single(() =>
+      return write(() =>
         redirectUri === undefined
           ? run("DELETE FROM consents WHERE user_id = ? AND client_id = ?", userId, clientId)
           : run(
@@ -354,7 +366,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
     async listConsents(userId) {
       const order = "ORDER BY created_at, user_id, client_id, redirect_uri";
-      const rows = await single(() =>
+      const rows = await read(() =>
         userId === undefined
           ? all(`SELECT * FROM consents ${order}`)
           : all(`SELECT * FROM consents WHERE user_id = ? ${order}`, userId),
@@ -363,7 +375,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
 
     async insertAuthorizationCode(code) {
-      await single(() =>
+      await write(() =>
         run(
           `INSERT INTO authorization_codes (code_hash, grant_id, client_id, user_id, redirect_uri, scopes, resource,
            code_challenge, code_challenge_method, refresh_allowed, created_at, expires_at, consumed_at)
@@ -385,7 +397,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       );
     },
     async redeemAuthorizationCode(codeHash, now, check, tokens): Promise<RedeemCodeResult> {
-      return immediate((): RedeemCodeResult => {
+      return write((): RedeemCodeResult => {
         const row = one("SELECT * FROM authorization_codes WHERE code_hash = ?", codeHash);
         if (!row) return { status: "not_found" };
         const code = rowToCode(row);
@@ -406,17 +418,17 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
 
     async createGrantWithAccessToken(grant, accessToken) {
-      await immediate(() => {
+      await write(() => {
         insertGrant(grant);
         insertTokens(grant, grant.clientId, grant.scopes, { accessToken }, false);
       });
     },
     async getGrant(grantId) {
-      const row = await single(() => one("SELECT * FROM grants WHERE grant_id = ?", grantId));
+      const row = await read(() => one("SELECT * FROM grants WHERE grant_id = ?", grantId));
       return row && rowToGrant(row);
     },
     async listGrants(filter = {}) {
-      const rows = await single(() =>
+      const rows = await read(() =>
         all(
           `SELECT * FROM grants WHERE ($userId IS NULL OR user_id = $userId)
            AND ($clientId IS NULL OR client_id = $clientId) ORDER BY created_at, grant_id`,
@@ -426,11 +438,11 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       return rows.map(rowToGrant);
     },
     async revokeGrant(grantId, now) {
-      return immediate(() => revokeGrantRows(grantId, now));
+      return write(() => revokeGrantRows(grantId, now));
     },
 
     async rotateRefreshToken(tokenHash, now, check, tokens, graceMs = 0): Promise<RotateRefreshResult> {
-      return immediate((): RotateRefreshResult => {
+      return write((): RotateRefreshResult => {
         const row = one("SELECT * FROM refresh_tokens WHERE token_hash = ?", tokenHash);
         if (!row) return { status: "not_found" };
         const token = rowToRefreshToken(row);
@@ -439,7 +451,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
         const grant = rowToGrant(grantRow);
         if (grant.revokedAt !== undefined || token.revokedAt !== undefined) return { status: "revoked" };
         // RFC 9700 §4.14.2: a rotated token presented again means it leaked; end the grant.
-        if (token.rotatedAt !== undefined && now - token.rotatedAt >= graceMs) {
+        if (isRefreshTokenReuse(token.rotatedAt, now, graceMs)) {
           revokeGrantRows(grant.grantId, now);
           return { status: "reused" };
         }
@@ -457,27 +469,27 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       });
     },
     async getRefreshToken(tokenHash) {
-      const row = await single(() => one("SELECT * FROM refresh_tokens WHERE token_hash = ?", tokenHash));
+      const row = await read(() => one("SELECT * FROM refresh_tokens WHERE token_hash = ?", tokenHash));
       return row && rowToRefreshToken(row);
     },
     async getAccessToken(jti) {
-      const row = await single(() => one("SELECT * FROM access_tokens WHERE jti = ?", jti));
+      const row = await read(() => one("SELECT * FROM access_tokens WHERE jti = ?", jti));
       return row && rowToAccessToken(row);
     },
     async revokeAccessToken(jti, now) {
-      const changed = await single(() =>
+      const changed = await write(() =>
         run("UPDATE access_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE jti = ?", now, jti),
       );
       return changed > 0;
     },
 
     async listSigningKeys() {
-      return (await single(() => all("SELECT * FROM signing_keys ORDER BY created_at, kid"))).map(
+      return (await read(() => all("SELECT * FROM signing_keys ORDER BY created_at, kid"))).map(
         rowToSigningKey,
       );
     },
     async addSigningKey(key, retireOthersAt) {
-      await immediate(() => {
+      await write(() => {
         if (retireOthersAt) {
           run(
             "UPDATE signing_keys SET retired_at = ?, expires_at = ? WHERE retired_at IS NULL",
@@ -502,7 +514,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     async hitRateLimit(key, windowStart, windowMs) {
       // A newer window restarts the count; a hit stamped with an older window (clock skew between
       // instances) counts in the current one.
-      const row = await single(() =>
+      const row = await write(() =>
         one(
           `INSERT INTO rate_limits (key, window_start, expires_at, count) VALUES (?, ?, ?, 1)
            ON CONFLICT (key) DO UPDATE SET
@@ -519,13 +531,13 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
 
     async getCachedDocument(url, now) {
-      const row = await single(() =>
+      const row = await read(() =>
         one("SELECT body, expires_at FROM cached_documents WHERE url = ? AND expires_at > ?", url, now),
       );
       return row && { body: String(row.body), expiresAt: Number(row.expires_at) };
     },
     async putCachedDocument(url, body, expiresAt) {
-      await single(() =>
+      await write(() =>
         run(
           `INSERT INTO cached_documents (url, body, expires_at) VALUES (?, ?, ?)
            ON CONFLICT (url) DO UPDATE SET body = excluded.body, expires_at = excluded.expires_at`,
@@ -540,7 +552,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       // Grants past their absolute lifetime, or revoked with no access token still live.
       const purgeable = `SELECT g.grant_id FROM grants g WHERE g.expires_at <= $now OR (g.revoked_at IS NOT NULL
         AND NOT EXISTS (SELECT 1 FROM access_tokens a WHERE a.grant_id = g.grant_id AND a.expires_at > $now))`;
-      return immediate((): PurgeResult => {
+      return write((): PurgeResult => {
         const at = { now };
         const codes = run("DELETE FROM authorization_codes WHERE expires_at <= $now", at);
         const refreshTokens = run(
