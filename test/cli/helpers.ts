@@ -147,4 +147,8 @@ export interface DemoReady {
   password: string;
   port: number;
   resourcePort: number;
+  /** The admin page and the account page of the authorization server. */
+  admin: string;
+  account: string;
+  accessTokenTtlSeconds: number;
 }

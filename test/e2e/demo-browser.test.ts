@@ -30,6 +30,9 @@ beforeAll(async () => {
     "--data",
     dir.path,
     "--json",
+    // A short lifetime, as someone would run it to watch a refresh happen.
+    "--access-token-ttl",
+    "30",
   ]);
   // The client's redirect target: a loopback page, as a native or CLI client would run.
   callback = createServer((_req, res) => {
@@ -133,9 +136,12 @@ describe("the demo in a real browser", () => {
         refresh_token: string;
         token_type: string;
         scope: string;
+        expires_in: number;
       };
       expect(tokens.token_type.toLowerCase()).toBe("bearer");
       expect(tokens.refresh_token).toBeTruthy();
+      // `gatehouse demo --access-token-ttl 30` reaches the server's accessTokenTtlSeconds.
+      expect(tokens.expires_in).toBe(30);
       expect(tokens.scope.split(" ")).toContain("notes:write");
 
       // 4. The resource: notes:write covers reading (hierarchy) and writing.

@@ -3,12 +3,22 @@
  * health, metadata, the notes resource's 401 challenge pointing at its metadata, and the demo user
  * whose password is reset (and printed) on every start.
  */
+import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { verifyPassword } from "../../src/authorization-server/password.js";
 import { parseWWWAuthenticate } from "../../src/shared/www-authenticate.js";
 import { createSqliteStore } from "../../src/storage/sqlite/index.js";
-import { type DemoReady, ensureBuilt, type RunningCli, startCli, tempDir } from "../cli/helpers.js";
+import {
+  type DemoReady,
+  ensureBuilt,
+  MAIN,
+  ROOT,
+  type RunningCli,
+  runCli,
+  startCli,
+  tempDir,
+} from "../cli/helpers.js";
 
 let dir: ReturnType<typeof tempDir>;
 let demo: RunningCli<DemoReady>;
@@ -44,6 +54,23 @@ describe("gatehouse demo", () => {
     expect(demo.stdout().trim().split("\n")).toHaveLength(1);
     // Development mode is said loudly.
     expect(demo.stderr()).toContain("INSECURE");
+  });
+
+  it("names the admin page, the account page and the access-token lifetime in the JSON line", async () => {
+    const { ready } = demo;
+    expect(ready.admin).toBe(`${ready.issuer}/admin`);
+    expect(ready.account).toBe(`${ready.issuer}/logout`);
+    expect(ready.accessTokenTtlSeconds).toBe(300);
+    // The admin page is really there: without a session it sends the browser to sign in first.
+    const admin = await fetch(ready.admin, { redirect: "manual" });
+    expect(admin.status).toBe(303);
+    expect(new URL(admin.headers.get("location") ?? "", ready.issuer).pathname).toBe("/login");
+  });
+
+  it("refuses an access-token lifetime under 10 seconds as a usage error", async () => {
+    const result = await runCli(["demo", "--access-token-ttl", "5", "--data", dir.path]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("--access-token-ttl must be at least 10 seconds");
   });
 
   it("answers /health and serves metadata for its issuer, with the demo scopes and registration", async () => {
@@ -108,6 +135,67 @@ describe("gatehouse demo", () => {
       expect(await verifyPassword(first, users[0]!.passwordHash)).toBe(false);
     } finally {
       await store.close();
+    }
+  });
+
+  it("prints a walk-through whose gatehouse commands and flags all exist", async () => {
+    const data = tempDir("gatehouse-demo-human-");
+    const child = spawn(
+      process.execPath,
+      [MAIN, "demo", "--port", "0", "--resource-port", "0", "--data", data.path, "--access-token-ttl", "30"],
+      { cwd: ROOT, env: { ...process.env, GATEHOUSE_DATABASE_URL: "" }, stdio: ["ignore", "pipe", "pipe"] },
+    );
+    const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+    try {
+      const text = await new Promise<string>((resolveText, reject) => {
+        let stdout = "";
+        const timer = setTimeout(() => reject(new Error(`no walk-through within 30 s:\n${stdout}`)), 30_000);
+        child.stdout.setEncoding("utf8").on("data", (c: string) => {
+          stdout += c;
+          if (stdout.includes("Stop with Ctrl-C.")) {
+            clearTimeout(timer);
+            resolveText(stdout);
+          }
+        });
+        exited.then((code) => reject(new Error(`gatehouse demo exited (${code}) before it was ready`)));
+      });
+      const issuer = /Authorization server\s+(\S+)/.exec(text)?.[1];
+      const resource = /Notes resource\s+(\S+)/.exec(text)?.[1];
+      expect(issuer).toMatch(/^http:\/\/localhost:\d+$/);
+      expect(text).toContain(`Admin page            ${issuer}/admin`);
+      expect(text).toContain(`Your account          ${issuer}/logout`);
+      expect(text).toContain("Access tokens last    30 s");
+      const walk = text.slice(text.indexOf("Try:"));
+      const notes = `${resource}/notes`;
+      expect(walk).toMatch(new RegExp(`curl -i ${notes} +# 401 \\+ WWW-Authenticate challenge`));
+      expect(walk).toContain(`gatehouse login ${notes}`);
+      expect(walk).toContain(
+        `gatehouse fetch -X POST -H 'content-type: application/json' -d '{"text":"hi"}' ${notes}`,
+      );
+      expect(walk).toContain("consent shows only the new scope");
+      // Every command line printed is one the CLI accepts: each parses its flags (with --help).
+      const commands = walk
+        .split("\n")
+        .map((line) => line.replace(/#.*$/, "").trim())
+        .filter((line) => line.startsWith("gatehouse "));
+      expect(commands.map((c) => c.split(" ")[1])).toEqual(["login", "fetch", "fetch", "status", "logout"]);
+      for (const command of commands) {
+        const [, name, ...rest] = command.split(" ");
+        const flags = rest.filter((a) => a.startsWith("-"));
+        const checked = await runCli([
+          name!,
+          ...flags.flatMap((f) => (f.startsWith("--") ? [f] : [])),
+          "--help",
+        ]);
+        expect(checked.code, `${command}: ${checked.stderr}`).toBe(0);
+      }
+      // The short flags are the ones `gatehouse fetch --help` documents.
+      const fetchHelp = (await runCli(["fetch", "--help"])).stdout;
+      for (const short of ["-X", "-H", "-d"]) expect(fetchHelp).toContain(`${short}, --`);
+    } finally {
+      child.kill("SIGTERM");
+      await exited;
+      data.remove();
     }
   });
 });

@@ -41,10 +41,15 @@ const OPTIONS: OptionSpecs = {
     description: "notes resource port (default 4001; 0 = any free port)",
   },
   data: { type: "string", valueName: "dir", description: "data directory (default ./.gatehouse-demo)" },
+  "access-token-ttl": {
+    type: "string",
+    valueName: "seconds",
+    description: "access token lifetime (default 300, minimum 10): short to watch a refresh",
+  },
   "no-request-log": { type: "boolean", description: "no log line per request" },
   json: {
     type: "boolean",
-    description: "print one JSON line when ready: issuer, resource, username, password, ...",
+    description: "print one JSON line when ready: issuer, resource, admin, username, password, ...",
   },
   help: { type: "boolean", short: "h", description: "show this help" },
 };
@@ -77,6 +82,31 @@ async function ensureDemoUser(store: AuthorizationStore): Promise<string> {
   return password;
 }
 
+/**
+ * The walk-through printed under "Try:": each command with what to watch for, comments in one
+ * column (a command too long for it gets its comment on the next line).
+ */
+export function tryLines(notes: string): string[] {
+  const steps: [string, string?][] = [
+    [`curl -i ${notes}`, "401 + WWW-Authenticate challenge"],
+    [`gatehouse login ${notes}`, `browser opens: sign in as ${DEMO_USERNAME}, allow notes:read`],
+    [`gatehouse fetch ${notes}`],
+    [
+      `gatehouse fetch -X POST -H 'content-type: application/json' -d '{"text":"hi"}' ${notes}`,
+      "needs notes:write: step-up, consent shows only the new scope",
+    ],
+    ["gatehouse status", "what is stored (never the tokens)"],
+    ["gatehouse logout"],
+  ];
+  const column = Math.max(...steps.filter(([c]) => !c.includes("-X POST")).map(([c]) => c.length)) + 4;
+  return steps.flatMap(([command, comment]) => {
+    const line = `  ${command}`;
+    if (!comment) return [line];
+    if (command.length + 2 > column) return [line, `  ${" ".repeat(column)}# ${comment}`];
+    return [`${line.padEnd(column + 2)}# ${comment}`];
+  });
+}
+
 export async function run(args: string[]): Promise<number> {
   return runCommand("demo", async () => {
     const parsed = parseCommandArgs(args, OPTIONS);
@@ -91,6 +121,10 @@ export async function run(args: string[]): Promise<number> {
     const target = storeTarget({ data: stringValue(parsed, "data"), defaultData: ".gatehouse-demo" });
     const json = flag(parsed, "json");
     const requestLog = !flag(parsed, "no-request-log");
+    const accessTokenTtlSeconds = integerValue(parsed, "access-token-ttl", 86_400);
+    // The server refuses less than 10 s at start-up; say so as a usage error instead.
+    if (accessTokenTtlSeconds !== undefined && accessTokenTtlSeconds < 10)
+      throw new UsageError("--access-token-ttl must be at least 10 seconds");
     const log = jsonLogger();
 
     // Handlers first: a signal that arrives while starting still shuts down cleanly.
@@ -109,6 +143,7 @@ export async function run(args: string[]): Promise<number> {
       const resourceHttp = await listenLocal("notes-resource", resourcePort);
       const issuer = `http://localhost:${asHttp.port}`;
       const resource = `http://localhost:${resourceHttp.port}`;
+      const notesUrl = `${resource}/notes`;
 
       const options: AuthorizationServerOptions = {
         issuer,
@@ -121,6 +156,7 @@ export async function run(args: string[]): Promise<number> {
         },
         scopeHierarchy: DEMO_SCOPE_HIERARCHY,
         allowInsecureLoopback: true,
+        ...(accessTokenTtlSeconds !== undefined && { accessTokenTtlSeconds }),
         dynamicRegistration: { enabled: true },
         clientMetadataDocuments: { enabled: true, trust: { kind: "any-https" } },
       };
@@ -146,11 +182,14 @@ export async function run(args: string[]): Promise<number> {
           resource,
           username: DEMO_USERNAME,
           password,
-          notes: `${resource}/notes`,
+          notes: notesUrl,
+          admin: `${issuer}/admin`,
+          account: `${issuer}/logout`,
           port: asHttp.port,
           resourcePort: resourceHttp.port,
           metadata: `${issuer}/.well-known/oauth-authorization-server`,
           scopes: DEMO_SCOPES,
+          accessTokenTtlSeconds: accessTokenTtlSeconds ?? 300,
           dataDir,
         });
       } else {
@@ -165,12 +204,13 @@ export async function run(args: string[]): Promise<number> {
             `      POST ${resource}/notes   needs notes:write (implies notes:read)`,
             `  Demo user             ${DEMO_USERNAME}`,
             `      password          ${password}   (new on every start)`,
+            `  Admin page            ${issuer}/admin   (sign in as ${DEMO_USERNAME}, an administrator)`,
+            `  Your account          ${issuer}/logout`,
+            `  Access tokens last    ${accessTokenTtlSeconds ?? 300} s (--access-token-ttl; then the CLI refreshes)`,
             `  Data                  ${dataDir ?? describeStore(target)}`,
             "",
             "Try:",
-            `  curl -i ${resource}/notes        # 401 and a WWW-Authenticate challenge`,
-            `  gatehouse login ${resource}      # opens the browser: log in as ${DEMO_USERNAME}`,
-            `  gatehouse fetch ${resource}/notes`,
+            ...tryLines(notesUrl),
             "",
             "Stop with Ctrl-C.",
           ].join("\n"),
