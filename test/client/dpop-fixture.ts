@@ -134,7 +134,8 @@ export async function startDPoPFake(options: DPoPFakeOptions = {}): Promise<DPoP
       .setAudience(`${rsBase}/mcp`)
       .setSubject("user-1")
       .setIssuedAt()
-      .setExpirationTime(`${options.expiresIn ?? 3600}s`)
+      // The JWT outlives the advertised expires_in, so a slow machine never sees it expire mid-test.
+      .setExpirationTime(`${Math.max(options.expiresIn ?? 3600, 300)}s`)
       .setJti(randomUUID())
       .sign(signing.privateKey);
     const refresh = `rt-${randomUUID()}`;

@@ -8,6 +8,7 @@ import {
   createAuthFetch,
   EncryptedFileTokenStore,
   MemoryTokenStore,
+  wantsDPoP,
 } from "../../src/client/index.js";
 import { type DPoPFake, type DPoPFakeOptions, startDPoPFake } from "./dpop-fixture.js";
 import { followRedirect } from "./fixtures.js";
@@ -214,5 +215,21 @@ describe("DPoP (RFC 9449)", () => {
     expect(f.tokenRequests).toEqual([{ grant: "client_credentials", dpop: true, status: 200 }]);
     expect(f.resourceRequests.at(-1)).toEqual({ scheme: "DPoP", status: 200 });
     expect((await store.get("dpop", f.asBase))?.client_id).toBe("service");
+  });
+
+  it("wantsDPoP: 'auto' needs the resource to offer DPoP and a server that can bind with ES256 (or says nothing)", () => {
+    const as = (algs?: string[]) => ({
+      issuer: "https://as.example",
+      ...(algs && { dpop_signing_alg_values_supported: algs }),
+    });
+    expect(wantsDPoP("auto", as(["ES256"]), {})).toBe(false);
+    expect(wantsDPoP("auto", as(["ES256"]), { offersDPoP: true })).toBe(true);
+    expect(wantsDPoP("auto", as(), { offersDPoP: true })).toBe(true);
+    expect(wantsDPoP("auto", as(["RS256"]), { offersDPoP: true })).toBe(false);
+    expect(wantsDPoP("auto", as(["ES256"]), { boundTokensRequired: true })).toBe(true);
+    expect(wantsDPoP("auto", as(["ES256"]), { algorithms: ["ES256"] })).toBe(true);
+    expect(wantsDPoP("always", as(["ES256"]), {})).toBe(true);
+    expect(wantsDPoP("always", as(), {})).toBe(false);
+    expect(wantsDPoP("never", as(["ES256"]), { offersDPoP: true })).toBe(false);
   });
 });

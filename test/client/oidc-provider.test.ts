@@ -44,8 +44,8 @@ describe("client against oidc-provider", () => {
   });
 
   it("refreshes with the rotated refresh token (resource kept), and the old refresh token is dead", async () => {
-    // Tokens live 10 s and the client refreshes 60 s ahead, so the second call refreshes first.
-    op = await startOidcProvider({ accessTokenTtl: 10 });
+    // Tokens live 30 s and the client refreshes 60 s ahead, so the second call refreshes first.
+    op = await startOidcProvider({ accessTokenTtl: 30 });
     const store = new MemoryTokenStore();
     const events: string[] = [];
     const client = new AuthClient({
@@ -81,7 +81,7 @@ describe("client against oidc-provider", () => {
   });
 
   it("RFC 9449: against oidc-provider's DPoP (with its token-endpoint nonce), tokens are bound to our key, used with proofs, and refreshed with the same key", async () => {
-    op = await startOidcProvider({ accessTokenTtl: 10, dpop: { requireNonce: true } });
+    op = await startOidcProvider({ accessTokenTtl: 30, dpop: { requireNonce: true } });
     const store = new MemoryTokenStore();
     const events: string[] = [];
     const tokenStatuses: number[] = [];
