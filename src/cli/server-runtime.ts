@@ -45,6 +45,8 @@ export interface HttpServeOptions {
   requestLog?: boolean;
   /** Name in log lines (`authorization-server`, `notes-resource`). */
   name: string;
+  /** The flag that sets `port`, named in the message when the port is taken (default `--port`). */
+  portFlag?: string;
 }
 
 export interface RunningHttp {
@@ -95,6 +97,24 @@ function listenOn(server: Server, port: number, host: string): Promise<number> {
   });
 }
 
+/**
+ * What a person can do about a failed listen, as one line (the command prints the message, no
+ * stack trace, and exits 1). Errors other than these few keep their own message.
+ */
+export function listenErrorMessage(error: unknown, port: number, host: string, portFlag = "--port"): string {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  switch (code) {
+    case "EADDRINUSE":
+      return `port ${port} on ${host} is already in use: stop the other process or pass ${portFlag} 0 (any free port)`;
+    case "EACCES":
+      return `port ${port} needs privileges: use a port above 1023`;
+    case "EADDRNOTAVAIL":
+      return `cannot listen on ${host}: no such address on this machine`;
+    default:
+      return `cannot listen on ${host}:${port}: ${error instanceof Error ? error.message : String(error)}`;
+  }
+}
+
 function closeGracefully(server: Server, graceMs: number): Promise<void> {
   if (!server.listening) return Promise.resolve();
   return new Promise((resolve) => {
@@ -143,7 +163,12 @@ export async function serveHttp(options: HttpServeOptions): Promise<RunningHttp>
   };
   const servers: Server[] = [];
   const primary = make();
-  const port = await listenOn(primary, options.port, options.host);
+  let port: number;
+  try {
+    port = await listenOn(primary, options.port, options.host);
+  } catch (error) {
+    throw new Error(listenErrorMessage(error, options.port, options.host, options.portFlag));
+  }
   servers.push(primary);
   for (const extra of options.alsoHosts ?? []) {
     const server = make();

@@ -111,6 +111,33 @@ describe("start-up refusals", () => {
   });
 });
 
+describe("listen errors", () => {
+  it("a port already in use is one line naming the port and the way out, exit 1, no stack trace", async () => {
+    const blocker = createServer();
+    await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", () => r()));
+    const port = (blocker.address() as { port: number }).port;
+    try {
+      const r = await runCli([
+        "serve",
+        "--insecure-loopback",
+        "--port",
+        String(port),
+        ...RESOURCE,
+        "--data",
+        dir.path,
+      ]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(
+        `gatehouse serve: port ${port} on 127.0.0.1 is already in use: stop the other process or pass --port 0 (any free port)`,
+      );
+      expect(r.stderr).not.toMatch(/^\s+at /m);
+      expect(r.stdout).toBe("");
+    } finally {
+      await new Promise((r) => blocker.close(r));
+    }
+  });
+});
+
 describe("a running server", () => {
   it("takes its config file, lets flags override it, and serves /health and metadata", async () => {
     const file = join(dir.path, "gatehouse.json");

@@ -134,13 +134,21 @@ export async function run(args: string[]): Promise<number> {
     let authorizationServer: Awaited<ReturnType<typeof createAuthorizationServer>> | undefined;
     try {
       // `localhost` may resolve to 127.0.0.1 or ::1: answer on both, never on a public address.
-      const listenLocal = async (name: string, port: number) => {
-        const http = await serveHttp({ name, host: "127.0.0.1", port, alsoHosts: ["::1"], log, requestLog });
+      const listenLocal = async (name: string, port: number, portFlag: string) => {
+        const http = await serveHttp({
+          name,
+          host: "127.0.0.1",
+          port,
+          portFlag,
+          alsoHosts: ["::1"],
+          log,
+          requestLog,
+        });
         servers.push(http);
         return http;
       };
-      const asHttp = await listenLocal("authorization-server", asPort);
-      const resourceHttp = await listenLocal("notes-resource", resourcePort);
+      const asHttp = await listenLocal("authorization-server", asPort, "--port");
+      const resourceHttp = await listenLocal("notes-resource", resourcePort, "--resource-port");
       const issuer = `http://localhost:${asHttp.port}`;
       const resource = `http://localhost:${resourceHttp.port}`;
       const notesUrl = `${resource}/notes`;
