@@ -115,6 +115,24 @@ function requestOrigin(req: IncomingMessage, trustProxy: boolean): string | unde
   return `${proto}://${host}`;
 }
 
+/**
+ * {@link requestOrigin} without `trustProxy`, reading `Host` from `rawHeaders` (the first field,
+ * as `req.headers.host` would) so that `req.headers` is not built for a protected route.
+ */
+function directOrigin(req: IncomingMessage): string | undefined {
+  const raw = req.rawHeaders;
+  let host: string | undefined;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const field = raw[i]!;
+    if (field === "Host" || (field.length === 4 && field.toLowerCase() === "host")) {
+      host = raw[i + 1]!;
+      break;
+    }
+  }
+  if (!host || !HOST_HEADER.test(host)) return undefined;
+  return `${(req.socket as TLSSocket).encrypted ? "https" : "http"}://${host}`;
+}
+
 function requestClientAddress(req: IncomingMessage, trustProxy: boolean): string | undefined {
   if (trustProxy) {
     const forwarded = firstHeaderValue(req.headers["x-forwarded-for"]);
@@ -429,7 +447,10 @@ export interface BearerGate<Auth> {
    */
   requireBearerHead?(options?: {
     scopes?: readonly string[] | ((request: Request) => readonly string[] | Promise<readonly string[]>);
-  }): (head: BearerRequestHead, request?: () => Request) => Promise<NodeBearerVerdict<Auth>>;
+  }): (
+    head: BearerRequestHead,
+    request?: () => Request,
+  ) => NodeBearerVerdict<Auth> | Promise<NodeBearerVerdict<Auth>>;
 }
 
 export interface NodeRequireBearerOptions {
@@ -455,7 +476,7 @@ function rawHeader(req: IncomingMessage, name: string): string | null {
   let value: string | null = null;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const field = raw[i]!;
-    if (field.length !== name.length || field.toLowerCase() !== name) continue;
+    if (field !== name && (field.length !== name.length || field.toLowerCase() !== name)) continue;
     value = value === null ? raw[i + 1]! : `${value}, ${raw[i + 1]!}`;
   }
   return value;
@@ -601,8 +622,18 @@ export function nodeRequireBearer<Auth>(
     if (head.failure?.reason === "too-large") plainResponse(res, 413, "Payload Too Large\n");
     else plainResponse(res, 500, "Internal Server Error\n");
   };
+  const decided = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    head: NodeRequestHead,
+    verdict: NodeBearerVerdict<Auth>,
+  ): void | Promise<void> => {
+    if (head.failure) return fail(res, head);
+    if (verdict.ok) return handler(req, res, verdict.auth);
+    writeChallenge(res, verdict.challenge, req.method === "HEAD");
+  };
   return (req, res) => {
-    const origin = requestOrigin(req, trustProxy);
+    const origin = trustProxy ? requestOrigin(req, true) : directOrigin(req);
     const target = req.url ?? "/";
     if (!origin || !targetParses(origin, target)) {
       plainResponse(res, 400, "Bad Request: missing or invalid Host header\n");
@@ -614,13 +645,21 @@ export function nodeRequireBearer<Auth>(
       if (!request) throw new Error("request head cannot be a web Request");
       return request;
     };
-    check(head, toRequest)
-      .then((verdict) => {
-        if (head.failure) return fail(res, head);
-        if (verdict.ok) return handler(req, res, verdict.auth);
-        writeChallenge(res, verdict.challenge, req.method === "HEAD");
-      })
-      .then(undefined, () => fail(res, head));
+    let done: void | Promise<void>;
+    try {
+      const verdict = check(head, toRequest);
+      if (verdict instanceof Promise) {
+        verdict.then((v) => decided(req, res, head, v)).then(undefined, () => fail(res, head));
+        return;
+      }
+      // A warm request is decided synchronously: the handler runs in this very event, as an
+      // unprotected route would.
+      done = decided(req, res, head, verdict);
+    } catch {
+      fail(res, head);
+      return;
+    }
+    if (done instanceof Promise) done.then(undefined, () => fail(res, head));
   };
 }
 

@@ -41,6 +41,8 @@ function tokenKey(token: string): string {
 export interface CachedVerifier extends AccessTokenVerifier {
   readonly size: number;
   clear(): void;
+  /** The cached verification of `token` if still trusted (refreshing its recency), else `undefined`. */
+  peek(token: string): AuthInfo | undefined;
 }
 
 /**
@@ -72,6 +74,9 @@ export function cachedVerifier(
   const now = options.now ?? Date.now;
   const entries = new Map<string, Entry>();
   const inflight = new Map<string, Promise<AuthInfo>>();
+  // The key stored or refreshed last is already at the end of the insertion order: a run of
+  // requests with one token skips the delete/set.
+  let newest: string | undefined;
 
   const verifyAndStore = async (key: string, token: string): Promise<AuthInfo> => {
     const auth = await inner.verify(token);
@@ -83,8 +88,27 @@ export function cachedVerifier(
         if (oldest !== undefined) entries.delete(oldest);
       }
       entries.set(key, { auth, until });
+      newest = key;
     }
     return auth;
+  };
+
+  /** The trusted entry under `key`, refreshed to most recently used; expired entries are dropped. */
+  const lookup = (key: string): AuthInfo | undefined => {
+    const hit = entries.get(key);
+    if (hit === undefined) return undefined;
+    if (!(hit.until > now())) {
+      entries.delete(key);
+      if (key === newest) newest = undefined;
+      return undefined;
+    }
+    if (key !== newest) {
+      // Refresh recency: move to the end of the insertion order.
+      entries.delete(key);
+      entries.set(key, hit);
+      newest = key;
+    }
+    return hit.auth;
   };
 
   return {
@@ -93,19 +117,15 @@ export function cachedVerifier(
     },
     clear() {
       entries.clear();
+      newest = undefined;
+    },
+    peek(token: string): AuthInfo | undefined {
+      return lookup(tokenKey(token));
     },
     verify(token: string): Promise<AuthInfo> {
       const key = tokenKey(token);
-      const hit = entries.get(key);
-      if (hit !== undefined) {
-        if (hit.until > now()) {
-          // Refresh recency: move to the end of the insertion order.
-          entries.delete(key);
-          entries.set(key, hit);
-          return Promise.resolve(hit.auth);
-        }
-        entries.delete(key);
-      }
+      const known = lookup(key);
+      if (known !== undefined) return Promise.resolve(known);
       let pending = inflight.get(key);
       if (pending === undefined) {
         const started = verifyAndStore(key, token);

@@ -96,7 +96,11 @@ export function challengeResponse(
   context: ChallengeContext,
   requiredScopes: readonly string[] = [],
 ): Response {
-  const parts = challengeParts(error, context, requiredScopes);
+  return challengePartsResponse(challengeParts(error, context, requiredScopes));
+}
+
+/** {@link ChallengeParts} as a web `Response`. */
+export function challengePartsResponse(parts: ChallengeParts): Response {
   return new Response(parts.body, { status: parts.status, headers: parts.headers });
 }
 

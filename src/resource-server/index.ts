@@ -8,6 +8,7 @@ export {
   type ChallengeContext,
   type ChallengeParts,
   challengeParts,
+  challengePartsResponse,
   challengeResponse,
   insufficientScopeChallengeScopes,
 } from "./challenge.js";

@@ -15,6 +15,7 @@ import {
   type ChallengeContext,
   type ChallengeParts,
   challengeParts,
+  challengePartsResponse,
   challengeResponse,
 } from "./challenge.js";
 import { InsufficientScopeError, invalidToken, MissingTokenError } from "./errors.js";
@@ -45,8 +46,13 @@ export type BearerVerdict = { ok: true; auth: AuthInfo } | { ok: false; challeng
 /**
  * The gate on a {@link BearerRequestHead}, for adapters that write responses themselves. `request`
  * builds a web `Request`; it is called only when the required scopes are a function of the request.
+ * The verdict is synchronous when nothing had to be awaited (fixed scopes and a verification the
+ * verifier already holds, see `AccessTokenVerifier.peek`), a promise otherwise.
  */
-export type BearerHeadCheck = (head: BearerRequestHead, request?: () => Request) => Promise<BearerVerdict>;
+export type BearerHeadCheck = (
+  head: BearerRequestHead,
+  request?: () => Request,
+) => BearerVerdict | Promise<BearerVerdict>;
 
 export interface ResourceServerOptions extends ProtectedResourceMetadataOptions {
   /** How access tokens are checked: {@link jwtVerifier}, {@link introspectionVerifier}, wrapped in {@link cachedVerifier}. */
@@ -143,20 +149,23 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     return metadataPaths.includes(new URL(url).pathname);
   };
 
+  // Spec, Token validation rules 2-3: whatever the verifier, the token MUST name this resource
+  // (exact string) and must not be expired; checked again here so a custom verifier cannot skip it.
+  const accept = (auth: AuthInfo): AuthInfo => {
+    if (!Array.isArray(auth.audience) || !auth.audience.includes(resource)) {
+      throw invalidToken("verifier accepted a token whose audience is not this resource");
+    }
+    if (!(auth.expiresAt * 1000 + toleranceMs > Date.now())) throw invalidToken("token expired");
+    return auth;
+  };
+
   const verifyHead = async (head: BearerRequestHead, required: readonly string[] = []): Promise<AuthInfo> => {
     // The body is only looked at when it is a form (RFC 6750 §2.2 method, refused here).
     const token = mayCarryFormTokenHead(head)
       ? await extractBearerTokenFromHead(head)
       : bearerTokenFromHead(head);
     if (token === undefined) throw new MissingTokenError(required);
-    const auth = await verifier.verify(token);
-    // Spec, Token validation rules 2-3: whatever the verifier, the token MUST name this resource
-    // (exact string) and must not be expired; checked again here so a custom verifier cannot skip it.
-    if (!Array.isArray(auth.audience) || !auth.audience.includes(resource)) {
-      throw invalidToken("verifier accepted a token whose audience is not this resource");
-    }
-    if (!(auth.expiresAt * 1000 + toleranceMs > Date.now())) throw invalidToken("token expired");
-    return auth;
+    return accept(await verifier.verify(token));
   };
 
   const verifyAccessToken = (request: Request, required: readonly string[] = []): Promise<AuthInfo> =>
@@ -187,6 +196,50 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     return auth;
   };
 
+  const peek = verifier.peek?.bind(verifier);
+
+  /** The gate itself; `requireBearer` and `requireBearerHead` are this with two kinds of request. */
+  const bearerHeadCheck = (scopes: RequiredScopes | undefined, where: string): BearerHeadCheck => {
+    if (scopes !== undefined && typeof scopes !== "function") checkScopeList(scopes, where);
+    const fixed = typeof scopes === "function" ? undefined : (scopes ?? []);
+    const slow = async (head: BearerRequestHead, request?: () => Request): Promise<BearerVerdict> => {
+      let required: readonly string[] = fixed ?? [];
+      try {
+        if (fixed === undefined) required = await resolveScopes(request!(), scopes);
+        const auth = await verifyHead(head, required);
+        checkScopes(auth, required);
+        return { ok: true, auth };
+      } catch (error) {
+        return { ok: false, challenge: challengeParts(error, context, required) };
+      }
+    };
+    return (head, request) => {
+      if (fixed === undefined) {
+        if (request === undefined) {
+          throw new GatehouseTypeError(
+            "ERR_INVALID_OPTION",
+            `${where}: scopes computed from the request need the request argument`,
+          );
+        }
+        return slow(head, request);
+      }
+      // Warm path, answered synchronously: fixed scopes, no form body to read, and a verification
+      // the verifier already holds. The same rules in the same order as `slow`.
+      if (peek === undefined || mayCarryFormTokenHead(head)) return slow(head, request);
+      try {
+        const token = bearerTokenFromHead(head);
+        if (token === undefined) throw new MissingTokenError(fixed);
+        const known = peek(token);
+        if (known === undefined) return slow(head, request);
+        const auth = accept(known);
+        checkScopes(auth, fixed);
+        return { ok: true, auth };
+      } catch (error) {
+        return { ok: false, challenge: challengeParts(error, context, fixed) };
+      }
+    };
+  };
+
   return {
     resource,
     metadata,
@@ -201,45 +254,14 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     authenticate,
     challengeResponse: (error, requiredScopes) => challengeResponse(error, context, requiredScopes),
     requireBearer(middlewareOptions = {}) {
-      const scopes = middlewareOptions.scopes;
-      if (scopes !== undefined && typeof scopes !== "function")
-        checkScopeList(scopes, "requireBearer scopes");
-      const fixed = typeof scopes === "function" ? undefined : (scopes ?? []);
+      const check = bearerHeadCheck(middlewareOptions.scopes, "requireBearer scopes");
       return async (request, next) => {
-        let required: readonly string[] = fixed ?? [];
-        let auth: AuthInfo;
-        try {
-          if (fixed === undefined) required = await resolveScopes(request, scopes);
-          auth = await verifyAccessToken(request, required);
-          checkScopes(auth, required);
-        } catch (error) {
-          return challengeResponse(error, context, required);
-        }
-        return next(request, auth);
+        const verdict = await check(headOfRequest(request), () => request);
+        if (!verdict.ok) return challengePartsResponse(verdict.challenge);
+        return next(request, verdict.auth);
       };
     },
-    requireBearerHead(checkOptions = {}) {
-      const scopes = checkOptions.scopes;
-      if (scopes !== undefined && typeof scopes !== "function")
-        checkScopeList(scopes, "requireBearerHead scopes");
-      const fixed = typeof scopes === "function" ? undefined : (scopes ?? []);
-      return async (head, request) => {
-        if (fixed === undefined && request === undefined) {
-          throw new GatehouseTypeError(
-            "ERR_INVALID_OPTION",
-            "requireBearerHead: scopes computed from the request need the request argument",
-          );
-        }
-        let required: readonly string[] = fixed ?? [];
-        try {
-          if (fixed === undefined) required = await resolveScopes(request!(), scopes);
-          const auth = await verifyHead(head, required);
-          checkScopes(auth, required);
-          return { ok: true, auth };
-        } catch (error) {
-          return { ok: false, challenge: challengeParts(error, context, required) };
-        }
-      };
-    },
+    requireBearerHead: (checkOptions = {}) =>
+      bearerHeadCheck(checkOptions.scopes, "requireBearerHead scopes"),
   };
 }

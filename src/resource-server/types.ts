@@ -40,4 +40,10 @@ export interface AuthInfo {
  */
 export interface AccessTokenVerifier {
   verify(token: string): Promise<AuthInfo>;
+  /**
+   * Optional: the result of an earlier successful `verify(token)` that is still trusted (a cache
+   * hit), synchronously; `undefined` when `verify` must be called. Lets the gate answer a warm
+   * request without a promise round-trip; it must never return what `verify` would not.
+   */
+  peek?(token: string): AuthInfo | undefined;
 }

@@ -8,7 +8,10 @@ import { type AddressInfo, connect } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type BearerGate, type NodeRequireBearerOptions, nodeRequireBearer } from "../../src/http/node.js";
 import {
+  type AccessTokenVerifier,
   type AuthInfo,
+  type BearerRequestHead,
+  cachedVerifier,
   createResourceServer,
   jwtVerifier,
   type ResourceServer,
@@ -357,5 +360,90 @@ describe("nodeRequireBearer: tokens in a urlencoded body (RFC 6750 §2.2, header
     expect(ok.status).toBe(200);
     expect(seen.body).toBe("note=kept");
     expect(seen.ran).toBe(1);
+  });
+});
+
+describe("requireBearerHead: the synchronous warm path keeps every rule", () => {
+  const head = (authorization: string | null, url = "/notes"): BearerRequestHead => ({
+    url,
+    header: (name) => (name === "authorization" ? authorization : null),
+    hasBody: false,
+    bodyText: async () => "",
+  });
+  const auth = (over: Partial<AuthInfo> = {}): AuthInfo => ({
+    subject: "alice",
+    clientId: "c",
+    scopes: ["notes:read"],
+    audience: [RESOURCE],
+    expiresAt: Math.floor(Date.now() / 1000) + 300,
+    issuer: "https://as.example",
+    ...over,
+  });
+  /** A verifier whose peek answers for "known" only; verify() counts its calls. */
+  const verifierWith = (known: AuthInfo) => {
+    const calls = { verify: 0 };
+    const verifier: AccessTokenVerifier = {
+      async verify() {
+        calls.verify++;
+        return known;
+      },
+      peek: (token) => (token === "known" ? known : undefined),
+    };
+    return { verifier, calls };
+  };
+  const checkFor = (verifier: AccessTokenVerifier) =>
+    createResourceServer({
+      resource: RESOURCE,
+      authorizationServers: ["https://as.example"],
+      verifier,
+    }).requireBearerHead({ scopes: ["notes:read"] });
+
+  it("a verification the verifier holds is answered synchronously, without verify()", () => {
+    const { verifier, calls } = verifierWith(auth());
+    const verdict = checkFor(verifier)(head("Bearer known"));
+    expect(verdict).not.toBeInstanceOf(Promise);
+    expect(verdict).toMatchObject({ ok: true, auth: { subject: "alice" } });
+    expect(calls.verify).toBe(0);
+  });
+
+  it("an unknown token goes through verify() (a promise)", async () => {
+    const { verifier, calls } = verifierWith(auth());
+    const verdict = checkFor(verifier)(head("Bearer other"));
+    expect(verdict).toBeInstanceOf(Promise);
+    expect(await verdict).toMatchObject({ ok: true });
+    expect(calls.verify).toBe(1);
+  });
+
+  it.each([
+    ["another audience", auth({ audience: ["https://other.example"] }), 401, "invalid_token"],
+    ["expired", auth({ expiresAt: Math.floor(Date.now() / 1000) - 3600 }), 401, "invalid_token"],
+    ["too few scopes", auth({ scopes: ["other"] }), 403, "insufficient_scope"],
+  ])("rule: a held verification that is %s is still refused (%i %s)", (_name, known, status, error) => {
+    const verdict = checkFor(verifierWith(known).verifier)(head("Bearer known"));
+    expect(verdict).not.toBeInstanceOf(Promise);
+    if (verdict instanceof Promise || verdict.ok) throw new Error("expected a refusal");
+    expect(verdict.challenge.status).toBe(status);
+    expect(parseWWWAuthenticate(verdict.challenge.headers["www-authenticate"] ?? "")[0]?.params.error).toBe(
+      error,
+    );
+  });
+
+  it("rule: a token in the query is refused even when the header's token is held", () => {
+    const verdict = checkFor(verifierWith(auth()).verifier)(head("Bearer known", "/notes?access_token=x"));
+    if (verdict instanceof Promise || verdict.ok) throw new Error("expected a refusal");
+    expect(verdict.challenge.status).toBe(400);
+  });
+
+  it("cachedVerifier.peek: a hit after verify(), nothing for an unknown token or an expired entry", async () => {
+    let now = 1_000_000_000_000;
+    const inner: AccessTokenVerifier = { verify: async () => auth({ expiresAt: now / 1000 + 60 }) };
+    const cache = cachedVerifier(inner, { now: () => now, maxTtlSeconds: 300 });
+    expect(cache.peek("t")).toBeUndefined();
+    await cache.verify("t");
+    expect(cache.peek("t")?.subject).toBe("alice");
+    expect(cache.peek("u")).toBeUndefined();
+    now += 61_000;
+    expect(cache.peek("t")).toBeUndefined();
+    expect(cache.size).toBe(0);
   });
 });
