@@ -141,16 +141,20 @@ function requestClientAddress(req: IncomingMessage, trustProxy: boolean): string
   return req.socket.remoteAddress;
 }
 
-function buildHeaders(req: IncomingMessage): Headers {
-  const headers = new Headers();
+/**
+ * The request's header fields as name/value pairs, in order. Handed to the `Request` constructor
+ * as a list: building a `Headers` first would make the constructor copy (and sort) it again.
+ */
+function buildHeaders(req: IncomingMessage): [string, string][] {
+  const pairs: [string, string][] = [];
   const raw = req.rawHeaders;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i]!;
     // HTTP/2 pseudo-headers are not header fields.
     if (name.charCodeAt(0) === 58) continue;
-    headers.append(name, raw[i + 1]!);
+    pairs.push([name, raw[i + 1]!]);
   }
-  return headers;
+  return pairs;
 }
 
 function bodyStream(
