@@ -22,7 +22,6 @@ export interface ResolvedOptions {
     NonNullable<AuthorizationServerOptions["clientMetadataDocuments"]>;
   scopeDescriptions: Record<string, string>;
   allowInsecureLoopback: boolean;
-  trustProxy: boolean;
 }
 
 /**

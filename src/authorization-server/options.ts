@@ -69,8 +69,6 @@ export interface AuthorizationServerOptions {
   clients?: ClientRecord[];
   /** Plain-http issuer on loopback for development; refused otherwise (spec: endpoints MUST be HTTPS). */
   allowInsecureLoopback?: boolean;
-  /** Trust `X-Forwarded-For` for rate-limit keys (behind a TLS-terminating proxy). */
-  trustProxy?: boolean;
   logger?: Logger;
   /**
    * How often expired codes, tokens, sessions and unused registrations are purged (default 10 min;

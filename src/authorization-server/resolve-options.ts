@@ -156,7 +156,14 @@ export function resolveOptions(options: AuthorizationServerOptions): ResolvedOpt
   if (typeof scopeDescriptions !== "object" || scopeDescriptions === null) {
     fail("scopeDescriptions must be an object");
   }
-  if (options.trustProxy !== undefined) boolean(options.trustProxy, "trustProxy", false);
+  // Not an option here: the client address (rate-limit key) is the HTTP adapter's to decide, and
+  // a flag the server would silently ignore is worse than a refusal.
+  if ((options as { trustProxy?: unknown }).trustProxy !== undefined) {
+    fail(
+      "trustProxy is not an authorization server option: the HTTP adapter decides the client address " +
+        "(toNodeListener(handler, { trustProxy }) or gatehouse serve --trust-proxy)",
+    );
+  }
   return {
     issuer: options.issuer,
     revision,
@@ -191,7 +198,6 @@ export function resolveOptions(options: AuthorizationServerOptions): ResolvedOpt
     },
     scopeDescriptions: { ...scopeDescriptions },
     allowInsecureLoopback,
-    trustProxy: options.trustProxy ?? false,
   };
 }
 

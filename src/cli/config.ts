@@ -279,7 +279,6 @@ export function buildServeConfig(parsed: ParsedArgs): ServeConfig {
   const server: ServeConfig["server"] = {
     resources,
     allowInsecureLoopback: insecureLoopback,
-    trustProxy,
     refreshTokens: refresh,
     dynamicRegistration: registration,
     clientMetadataDocuments: cimd,

@@ -71,7 +71,6 @@ function options(cimd: Partial<ResolvedOptions["clientMetadataDocuments"]> = {})
     },
     scopeDescriptions: {},
     allowInsecureLoopback: false,
-    trustProxy: false,
   };
 }
 

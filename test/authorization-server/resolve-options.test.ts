@@ -43,6 +43,19 @@ describe("options are validated at start-up (ERR_INVALID_OPTION)", () => {
     await rejects({ issuer }, message);
   });
 
+  it("trustProxy is refused: the HTTP adapter, not the authorization server, decides the client address", async () => {
+    // A JavaScript caller (or an old config) that still passes it would otherwise believe
+    // X-Forwarded-For keys the rate limits; the adapter's own trustProxy is what takes effect.
+    await rejects(
+      { trustProxy: true } as Partial<AuthorizationServerOptions>,
+      /toNodeListener\(handler, \{ trustProxy \}\)/,
+    );
+    await rejects(
+      { trustProxy: false } as Partial<AuthorizationServerOptions>,
+      /not an authorization server option/,
+    );
+  });
+
   it("plain http is refused on loopback without allowInsecureLoopback, and off loopback even with it", async () => {
     await rejects({ issuer: "http://127.0.0.1:8080" }, /allowInsecureLoopback/);
     await rejects({ issuer: "http://as.example.test", allowInsecureLoopback: true }, /loopback/);

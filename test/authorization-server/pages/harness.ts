@@ -109,7 +109,6 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         offline_access: "Stay connected when you are away",
       },
       allowInsecureLoopback: true,
-      trustProxy: false,
     },
     store,
     log: silentLogger,
