@@ -6,6 +6,7 @@ import type { Endpoint, ServerContext } from "../context.js";
 import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
 import { DUMMY_PASSWORD_HASH_PROMISE, verifyPassword } from "../password.js";
 import { ENDPOINT_PATHS } from "../paths.js";
+import { hitSlidingWindow } from "../rate-limit.js";
 import {
   type BoundInteraction,
   csrfFailurePage,
@@ -43,10 +44,11 @@ export const handleLogin: Endpoint = async (request, ctx) => {
   }
 };
 
-/** Attempts allowed per username in one window (slows guessing one account's password). */
+/** Attempts allowed per username in any window (slows guessing one account's password). */
 export const LOGIN_ATTEMPTS_PER_USER = 10;
 /** Attempts allowed per client address (higher: several people may share one address). */
 export const LOGIN_ATTEMPTS_PER_ADDRESS = 30;
+/** The sliding window the limits above apply to. */
 export const LOGIN_WINDOW_MS = 5 * 60 * 1000;
 
 /** Where a login comes from and goes to. */
@@ -150,18 +152,32 @@ ${login.kind === "account" && login.returnTo ? html`<input type="hidden" name="r
 }
 
 /**
- * Fixed-window counters shared by every instance (`store.hitRateLimit`). Every attempt counts, so
- * parallel guesses cannot slip past the limit before a failure is recorded.
+ * Sliding-window counters shared by every instance (`rate-limit.ts` over `store.hitRateLimit`):
+ * per username (case-insensitive) and per client address. Every attempt counts, so parallel
+ * guesses cannot slip past the limit before a failure is recorded, and attempts on both sides of
+ * a window boundary still add up. Returns the seconds to wait, or undefined when not limited.
  */
-async function rateLimited(request: Request, ctx: ServerContext, username: string): Promise<boolean> {
+async function rateLimited(
+  request: Request,
+  ctx: ServerContext,
+  username: string,
+): Promise<number | undefined> {
   const now = ctx.now();
-  const windowStart = now - (now % LOGIN_WINDOW_MS);
   const address = clientAddress(request) ?? "unknown";
-  const [perUser, perAddress] = await Promise.all([
-    ctx.store.hitRateLimit(`login:user:${username.toLowerCase()}`, windowStart, LOGIN_WINDOW_MS),
-    ctx.store.hitRateLimit(`login:addr:${address}`, windowStart, LOGIN_WINDOW_MS),
+  const results = await Promise.all([
+    hitSlidingWindow(ctx.store, `login:user:${username.toLowerCase()}`, {
+      now,
+      windowMs: LOGIN_WINDOW_MS,
+      limit: LOGIN_ATTEMPTS_PER_USER,
+    }),
+    hitSlidingWindow(ctx.store, `login:addr:${address}`, {
+      now,
+      windowMs: LOGIN_WINDOW_MS,
+      limit: LOGIN_ATTEMPTS_PER_ADDRESS,
+    }),
   ]);
-  return perUser > LOGIN_ATTEMPTS_PER_USER || perAddress > LOGIN_ATTEMPTS_PER_ADDRESS;
+  const limited = results.filter((r) => r.limited);
+  return limited.length ? Math.max(...limited.map((r) => r.retryAfterSeconds)) : undefined;
 }
 
 async function submitLogin(request: Request, ctx: ServerContext): Promise<Response> {
@@ -179,14 +195,15 @@ async function submitLogin(request: Request, ctx: ServerContext): Promise<Respon
   if (username === "" || password === "") {
     return renderLogin(ctx, login, { status: 400, error: "Enter your username and password.", username });
   }
-  if (await rateLimited(request, ctx, username)) {
+  const retryAfter = await rateLimited(request, ctx, username);
+  if (retryAfter !== undefined) {
     ctx.log.warn("login_rate_limited", {});
     const response = errorPage({
       status: 429,
       title: "Too many attempts",
       message: "Too many sign-in attempts. Wait a few minutes and try again.",
     });
-    response.headers.set("retry-after", String(Math.ceil(LOGIN_WINDOW_MS / 1000)));
+    response.headers.set("retry-after", String(retryAfter));
     return response;
   }
   const user = await ctx.store.getUserByUsername(username);

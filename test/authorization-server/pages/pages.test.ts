@@ -8,6 +8,7 @@ import { handleConsent } from "../../../src/authorization-server/pages/consent.j
 import {
   LOGIN_ATTEMPTS_PER_ADDRESS,
   LOGIN_ATTEMPTS_PER_USER,
+  LOGIN_WINDOW_MS,
 } from "../../../src/authorization-server/pages/login.js";
 import { sha256Base64url } from "../../../src/shared/crypto.js";
 import { StorageUnavailableError } from "../../../src/storage/contract.js";
@@ -221,8 +222,24 @@ describe("login", () => {
     expect(ok.headers.get("location")).toBe("/logout");
   });
 
+  /**
+   * Puts the harness's clock one second into a rate-limit window, running at real pace: the test
+   * never straddles a window boundary, whenever it runs and however slowly.
+   */
+  function atWindowStart(ctx: ServerContext): void {
+    const offset = (Date.now() % LOGIN_WINDOW_MS) - 1000;
+    ctx.now = () => Date.now() - offset;
+  }
+
+  async function attempt(url: string, username: string, password = "guess"): Promise<Response> {
+    const agent = new Agent(url);
+    const page = await agent.get("/login");
+    return agent.post("/login", { ...hiddenFields(await page.text()), username, password });
+  }
+
   it(`is rate-limited per username (${LOGIN_ATTEMPTS_PER_USER} per window) with a 429 page`, async () => {
     const limited = await startHarness();
+    atWindowStart(limited.ctx);
     try {
       const statuses: number[] = [];
       for (let i = 0; i <= LOGIN_ATTEMPTS_PER_USER; i++) {
@@ -255,6 +272,7 @@ describe("login", () => {
 
   it(`is rate-limited per client address (${LOGIN_ATTEMPTS_PER_ADDRESS} per window)`, async () => {
     const limited = await startHarness();
+    atWindowStart(limited.ctx);
     try {
       let last = 0;
       for (let i = 0; i <= LOGIN_ATTEMPTS_PER_ADDRESS; i++) {
@@ -273,6 +291,33 @@ describe("login", () => {
       await limited.close();
     }
   }, 180_000);
+
+  it("the username limit is a sliding window: attempts on both sides of a window boundary add up", async () => {
+    const limited = await startHarness();
+    const boundary = Math.ceil(Date.now() / LOGIN_WINDOW_MS) * LOGIN_WINDOW_MS;
+    let now = boundary - 2000;
+    limited.ctx.now = () => now;
+    try {
+      const before = LOGIN_ATTEMPTS_PER_USER - 4;
+      const statuses: number[] = [];
+      for (let i = 0; i < before; i++) statuses.push((await attempt(limited.url, "alice")).status);
+      now = boundary + 1000; // a fixed window would start counting from zero here
+      for (let i = before; i <= LOGIN_ATTEMPTS_PER_USER; i++) {
+        statuses.push((await attempt(limited.url, "alice")).status);
+      }
+      expect(statuses).toEqual([...Array(LOGIN_ATTEMPTS_PER_USER).fill(400), 429]);
+      // Retry-After is the time until the earlier attempts have slid far enough out, not a guess.
+      const refused = await attempt(limited.url, "alice", PASSWORD);
+      expect(refused.status).toBe(429);
+      const wait = Number(refused.headers.get("retry-after"));
+      expect(wait).toBeGreaterThan(1);
+      expect(wait).toBeLessThanOrEqual((2 * LOGIN_WINDOW_MS) / 1000);
+      now += wait * 1000;
+      expect((await attempt(limited.url, "alice", PASSWORD)).status).toBe(303);
+    } finally {
+      await limited.close();
+    }
+  }, 120_000);
 });
 
 describe("consent decisions", () => {

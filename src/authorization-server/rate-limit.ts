@@ -1,0 +1,97 @@
+/**
+ * Sliding-window rate limits on top of the store's fixed-window counters (`store.hitRateLimit`),
+ * shared by every instance.
+ *
+ * A plain fixed window forgets everything at its boundary: ten guesses at 4:59 and ten more at 5:01
+ * all pass, and a test (or a person) whose attempts straddle the boundary sees the count reset. The
+ * estimate here weighs the previous window's count by how much of it still overlaps the last
+ * `windowMs` (the usual sliding-window approximation):
+ *
+ *   estimate = previous × (1 − elapsed / windowMs) + current
+ *
+ * Each window has its own counter key (`<key>:<window index>`), kept for two windows so it is still
+ * there while it is the "previous" one. The store can only add a hit, not read a count, so every
+ * attempt hits both keys: the previous key's count is then its own hits plus this window's, and the
+ * current key's count is this window's, so their difference is the previous window's count.
+ */
+import type { AuthorizationStore } from "../storage/contract.js";
+
+/** What one attempt found: the counts, the estimate, and how long until an attempt would pass. */
+export interface SlidingWindowResult {
+  /** Hits in the previous window. */
+  previous: number;
+  /** Hits in the current window, this one included. */
+  current: number;
+  /** The weighted estimate of hits in the last `windowMs`, this one included. */
+  estimate: number;
+  /** True when the estimate is above the limit (the attempt is refused; it still counts). */
+  limited: boolean;
+  /** Seconds until an attempt would pass if nothing else came in (at least 1 when limited). */
+  retryAfterSeconds: number;
+}
+
+/** The sliding-window estimate of hits in the last `windowMs`. */
+export function slidingEstimate(
+  previous: number,
+  current: number,
+  elapsedMs: number,
+  windowMs: number,
+): number {
+  const overlap = Math.max(0, Math.min(1, 1 - elapsedMs / windowMs));
+  return previous * overlap + current;
+}
+
+/**
+ * Milliseconds from `elapsedMs` into the current window until one more attempt would keep the
+ * estimate within `limit`, assuming no other attempt arrives meanwhile.
+ */
+export function retryAfterMs(
+  previous: number,
+  current: number,
+  elapsedMs: number,
+  windowMs: number,
+  limit: number,
+): number {
+  const room = limit - 1; // the next attempt counts itself
+  if (current <= room) {
+    // Within this window: wait until the previous window's weight has decayed enough.
+    if (previous === 0 || slidingEstimate(previous, current, elapsedMs, windowMs) <= room) return 0;
+    const untilOverlap = windowMs * (1 - (room - current) / previous) - elapsedMs;
+    return Math.max(0, Math.ceil(untilOverlap));
+  }
+  // This window alone is over: wait for it to end, then for its weight to decay in the next one.
+  const rest = windowMs - elapsedMs;
+  return Math.ceil(rest + windowMs * (1 - Math.max(0, room) / current));
+}
+
+/**
+ * Counts one attempt against `key` and says whether it is over `limit` hits in any `windowMs`
+ * (sliding-window estimate). Every attempt counts, refused ones too, so parallel guesses cannot
+ * slip past the limit before a failure is recorded.
+ */
+export async function hitSlidingWindow(
+  store: Pick<AuthorizationStore, "hitRateLimit">,
+  key: string,
+  options: { now: number; windowMs: number; limit: number },
+): Promise<SlidingWindowResult> {
+  const { now, windowMs, limit } = options;
+  const index = Math.floor(now / windowMs);
+  const elapsed = now - index * windowMs;
+  // Each key lives two windows: its own, and the next one, where it is the previous window.
+  const [current, previousPlusCurrent] = await Promise.all([
+    store.hitRateLimit(`${key}:${index}`, index * windowMs, 2 * windowMs),
+    store.hitRateLimit(`${key}:${index - 1}`, (index - 1) * windowMs, 2 * windowMs),
+  ]);
+  // Concurrent attempts may interleave the two hits: a difference below zero is no previous hit.
+  const previous = Math.max(0, previousPlusCurrent - current);
+  const estimate = slidingEstimate(previous, current, elapsed, windowMs);
+  const limited = estimate > limit;
+  const retryMs = retryAfterMs(previous, current, elapsed, windowMs, limit);
+  return {
+    previous,
+    current,
+    estimate,
+    limited,
+    retryAfterSeconds: limited ? Math.max(1, Math.ceil(retryMs / 1000)) : Math.ceil(retryMs / 1000),
+  };
+}
