@@ -23,6 +23,10 @@
  *   jose-loop      bare jose.jwtVerify over distinct tokens, no HTTP, ten concurrent chains
  *
  * Targets: node-warm / raw >= 0.95; node-warm / peer >= 10; node-distinct / jose-loop >= 0.9.
+ * The last compares HTTP requests with bare verifications: the HTTP cases share the machine's cores
+ * with autocannon, the loop does not, and every request also pays for node:http itself. The
+ * "ceiling" line gives the best ratio a gate costing 0 µs could reach given the measured CPU cost
+ * of the bare node:http route.
  * Server CPU time per request (process.cpuUsage of the server child, all its threads) is reported
  * beside req/s: on a loaded machine it is the steadier figure. With --json the last line of stdout
  * is one JSON object.
