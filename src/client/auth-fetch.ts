@@ -87,6 +87,10 @@ export type AuthEvent =
     }
   | { type: "authorized"; resource: string; issuer: string; scope: string | undefined }
   | { type: "refreshed"; resource: string; issuer: string }
+  /** Protected resource metadata was read and an authorization server chosen (RFC 9728 §3, §7.6). */
+  | { type: "discovered"; resource: string; issuer: string }
+  /** A superseded refresh token could not be revoked (RFC 7009); the new tokens are unaffected. */
+  | { type: "revocation_failed"; resource: string; issuer: string; reason: string }
   | { type: "registered"; issuer: string; source: StoredClient["source"] };
 
 export interface CreateAuthFetchOptions {
@@ -597,6 +601,7 @@ export class AuthClient {
       fetched_at: Date.now(),
     };
     await this.#store.set("resource", resource.metadata.resource, resource);
+    this.#options.onEvent?.({ type: "discovered", resource: resource.metadata.resource, issuer });
     return { resource, metadata };
   }
 

@@ -6,6 +6,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { AuthClient, type CreateAuthFetchOptions } from "./auth-fetch.js";
 import { isAuthorizationFlowError } from "./errors.js";
+import { explainNetworkError } from "./network-errors.js";
 import { EncryptedFileTokenStore } from "./stores/encrypted-file.js";
 import { browserSession } from "./user-agent/browser.js";
 
@@ -23,14 +24,21 @@ export function cliAuthClient(options: {
   clientSecret?: string;
   issuer?: string;
   print?: (line: string) => void;
+  /** Short progress lines for discovery. Default: when stderr is a terminal. */
+  progress?: boolean;
   extra?: Partial<CreateAuthFetchOptions>;
 }): AuthClient {
   const print = options.print ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const progress = options.progress ?? process.stderr.isTTY === true;
   const store = new EncryptedFileTokenStore({ directory: configDirectory() });
   return new AuthClient({
     store,
     clientName: "Gatehouse CLI",
-    authorizationSession: browserSession({ print, ...(options.printOnly && { printOnly: true }) }),
+    authorizationSession: browserSession({
+      print,
+      timeoutHint: "run the command again, or use --print-url to open the URL yourself",
+      ...(options.printOnly && { printOnly: true }),
+    }),
     ...(options.clientMetadataUrl && { clientMetadataUrl: options.clientMetadataUrl }),
     ...(options.clientId &&
       options.issuer && {
@@ -48,6 +56,8 @@ export function cliAuthClient(options: {
             event.scope ? ` (scope: ${event.scope})` : ""
           }`,
         );
+      } else if (event.type === "discovered") {
+        if (progress) print(`Found ${event.resource}: authorization server ${event.issuer}`);
       } else if (event.type === "registered") {
         print(`Client identity at ${event.issuer}: ${event.source}`);
       } else if (event.type === "refreshed") {
@@ -58,11 +68,28 @@ export function cliAuthClient(options: {
   });
 }
 
-/** One readable line for any error, naming the step; never a token. */
-export function describeError(error: unknown): string {
+/**
+ * One readable line for any error, naming the step and, for a transport failure, what to do next
+ * (nothing listening, a name that does not resolve, an untrusted certificate, a timeout). `url` is
+ * the URL the command was asked to reach; a failure inside the flow names its own URL instead.
+ * Never a token.
+ */
+export function describeError(error: unknown, options: { url?: string | URL } = {}): string {
   if (isAuthorizationFlowError(error)) {
     const oauth = error.oauthError ? ` [${error.oauthError.error}]` : "";
-    return `${error.message}${oauth} (code ${error.code}, ${error.kind})`;
+    let detail = "";
+    if (error.kind === "transport") {
+      const network = explainNetworkError(error, error.url ?? options.url);
+      if (network) detail = ` — ${network.hint}`;
+    } else if (error.code === "user_agent_failed" && error.cause instanceof Error) {
+      detail = ` (${error.cause.message})`;
+    }
+    return `${error.message}${oauth}${detail} (code ${error.code}, ${error.kind})`;
+  }
+  const network = explainNetworkError(error, options.url);
+  if (network) {
+    const code = network.code && !network.hint.includes(network.code) ? ` (${network.code})` : "";
+    return `${network.hint}${code}`;
   }
   return error instanceof Error ? error.message : String(error);
 }

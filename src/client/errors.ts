@@ -31,6 +31,7 @@ export type AuthorizationFlowErrorCode =
   | "refresh_failed"
   | "step_up_limit"
   | "user_agent_failed"
+  | "authorization_timed_out"
   | "reauthorization_loop"
   | "no_interactive_authorization";
 
@@ -43,6 +44,8 @@ export interface AuthorizationFlowErrorOptions {
   oauthError?: { error: string; error_description?: string; error_uri?: string };
   /** HTTP status of the response that caused the failure, when there was one. */
   status?: number;
+  /** For `kind: "transport"`: the URL that could not be fetched (never carries a token). */
+  url?: string;
 }
 
 export class AuthorizationFlowError extends Error {
@@ -51,6 +54,7 @@ export class AuthorizationFlowError extends Error {
   readonly step: string;
   readonly oauthError: AuthorizationFlowErrorOptions["oauthError"];
   readonly status: number | undefined;
+  readonly url: string | undefined;
 
   constructor(code: AuthorizationFlowErrorCode, message: string, options: AuthorizationFlowErrorOptions) {
     super(`${options.step}: ${message}`, { cause: options.cause });
@@ -60,6 +64,7 @@ export class AuthorizationFlowError extends Error {
     this.step = options.step;
     this.oauthError = options.oauthError;
     this.status = options.status;
+    this.url = options.url;
   }
 }
 

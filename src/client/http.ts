@@ -65,6 +65,7 @@ export async function send(
       kind: "transport",
       step,
       cause,
+      url,
     });
   }
 }

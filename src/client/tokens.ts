@@ -9,6 +9,7 @@ import type { AuthorizationServerMetadata } from "../shared/metadata.js";
 import type { DPoPSigner } from "./dpop.js";
 import { AuthorizationFlowError, type AuthorizationFlowErrorCode } from "./errors.js";
 import { assertSecureUrl, type FetchLike, wireOptions } from "./http.js";
+import { explainNetworkError } from "./network-errors.js";
 import type { StoredClient, StoredTokens } from "./stores/types.js";
 
 /** Client authentication material beyond what a registration holds (RFC 7523 `private_key_jwt`). */
@@ -137,7 +138,12 @@ function tokenEndpoint(ctx: TokenRequestContext, step: string): string {
 }
 
 /** Maps what oauth4webapi throws to our error, without ever quoting a token. */
-export function mapTokenError(error: unknown, step: string, code: AuthorizationFlowErrorCode): never {
+export function mapTokenError(
+  error: unknown,
+  step: string,
+  code: AuthorizationFlowErrorCode,
+  url?: string,
+): never {
   if (error instanceof AuthorizationFlowError) throw error;
   if (error instanceof oauth.ResponseBodyError) {
     throw new AuthorizationFlowError(
@@ -164,13 +170,15 @@ export function mapTokenError(error: unknown, step: string, code: AuthorizationF
       cause: error,
     });
   }
-  if (error instanceof TypeError && !(error instanceof oauth.UnsupportedOperationError)) {
+  const network = explainNetworkError(error) !== undefined;
+  if (network || (error instanceof TypeError && !(error instanceof oauth.UnsupportedOperationError))) {
     const cause = (error as { cause?: unknown }).cause;
-    if (cause !== undefined || /fetch failed/i.test(error.message)) {
+    if (network || cause !== undefined || /fetch failed/i.test((error as Error).message)) {
       throw new AuthorizationFlowError("transport_failed", "could not reach the token endpoint", {
         kind: "transport",
         step,
         cause: error,
+        ...(url !== undefined && { url }),
       });
     }
   }
@@ -236,7 +244,7 @@ export async function exchangeAuthorizationCode(
       return oauth.processAuthorizationCodeResponse(as, client, response);
     });
   } catch (error) {
-    mapTokenError(error, step, "token_request_failed");
+    mapTokenError(error, step, "token_request_failed", endpoint);
   }
 }
 
@@ -261,7 +269,7 @@ export async function refreshAccessToken(
       return oauth.processRefreshTokenResponse(as, client, response);
     });
   } catch (error) {
-    mapTokenError(error, step, "refresh_failed");
+    mapTokenError(error, step, "refresh_failed", endpoint);
   }
 }
 
@@ -298,7 +306,7 @@ export async function grantRequest(
       return oauth.processGenericTokenEndpointResponse(as, client, response);
     });
   } catch (error) {
-    mapTokenError(error, step, "token_request_failed");
+    mapTokenError(error, step, "token_request_failed", endpoint);
   }
 }
 

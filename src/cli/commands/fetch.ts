@@ -67,7 +67,7 @@ export async function run(args: string[]): Promise<number> {
     process.stdout.write(Buffer.from(await response.arrayBuffer()));
     return response.ok ? 0 : 22; // curl --fail's exit status for HTTP errors
   } catch (error) {
-    process.stderr.write(`gatehouse fetch: ${describeError(error)}\n`);
+    process.stderr.write(`gatehouse fetch: ${describeError(error, { url: url })}\n`);
     return 1;
   }
 }

@@ -52,7 +52,7 @@ export async function run(args: string[]): Promise<number> {
     );
     return 0;
   } catch (error) {
-    process.stderr.write(`gatehouse login: ${describeError(error)}\n`);
+    process.stderr.write(`gatehouse login: ${describeError(error, { url: resource })}\n`);
     return 1;
   }
 }

@@ -5,7 +5,7 @@
  */
 import { spawn } from "node:child_process";
 import { assertOpenableAuthorizationUrl } from "../authorization.js";
-import { startLoopbackListener } from "./loopback-listener.js";
+import { formatWait, startLoopbackListener } from "./loopback-listener.js";
 import type { AuthorizationSessionFactory } from "./session.js";
 
 function browserCommand(): string | undefined {
@@ -42,20 +42,26 @@ export function openBrowser(url: string | URL): Promise<boolean> {
 
 /**
  * The command line's user agent: a fresh one-shot loopback listener per authorization, the system
- * browser, and the URL printed when no browser can be opened (or always, with `printOnly`).
+ * browser, and the URL printed when no browser can be opened (or always, with `printOnly`). Once
+ * the URL is out, it says that it is waiting, how to cancel and when it gives up.
  */
 export function browserSession(
   options: {
     print?: (message: string) => void;
     printOnly?: boolean;
+    /** How long to wait for the callback. Default 5 minutes. */
     timeoutMs?: number;
+    /** What the timeout error tells the user to do next. */
+    timeoutHint?: string;
     open?: (url: URL) => Promise<boolean>;
   } = {},
 ): AuthorizationSessionFactory {
   const print = options.print ?? ((m: string) => process.stderr.write(`${m}\n`));
+  const timeoutMs = options.timeoutMs ?? 300_000;
   return async () => {
     const listener = await startLoopbackListener({
-      ...(options.timeoutMs && { timeoutMs: options.timeoutMs }),
+      timeoutMs,
+      ...(options.timeoutHint && { timeoutHint: options.timeoutHint }),
     });
     return {
       redirectUri: listener.redirectUri,
@@ -68,6 +74,9 @@ export function browserSession(
           opened
             ? `Opened your browser to authorize. If nothing happened, open:\n  ${url.href}`
             : `Open this URL in a browser to authorize:\n  ${url.href}`,
+        );
+        print(
+          `Waiting for you to finish in the browser (Ctrl-C to cancel; gives up after ${formatWait(timeoutMs)})…`,
         );
         return wait;
       },

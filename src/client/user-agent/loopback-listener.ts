@@ -6,6 +6,14 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { timingSafeEqualString } from "../../shared/crypto.js";
+import { AuthorizationFlowError } from "../errors.js";
+
+/** "5 min", "90 s": how long a wait lasts, for the messages that mention it. */
+export function formatWait(ms: number): string {
+  if (ms < 1000) return `${ms} ms`;
+  const seconds = Math.round(ms / 1000);
+  return seconds >= 60 && seconds % 60 === 0 ? `${seconds / 60} min` : `${seconds} s`;
+}
 
 export interface LoopbackListener {
   /** `http://127.0.0.1:<port><path>`. */
@@ -19,7 +27,13 @@ const PAGE = (title: string, text: string) =>
   `<!doctype html><meta charset="utf-8"><title>${title}</title><p>${text}</p>`;
 
 export async function startLoopbackListener(
-  options: { path?: string; timeoutMs?: number; port?: number } = {},
+  options: {
+    path?: string;
+    timeoutMs?: number;
+    port?: number;
+    /** What the timeout error tells the user to do next. */
+    timeoutHint?: string;
+  } = {},
 ): Promise<LoopbackListener> {
   const path = options.path ?? "/callback";
   const timeoutMs = options.timeoutMs ?? 300_000;
@@ -95,7 +109,15 @@ export async function startLoopbackListener(
         }
         timer = setTimeout(() => {
           void close().then(() =>
-            reject(new Error(`no authorization callback within ${Math.round(timeoutMs / 1000)} s`)),
+            reject(
+              new AuthorizationFlowError(
+                "authorization_timed_out",
+                `no authorization callback within ${formatWait(timeoutMs)}: ${
+                  options.timeoutHint ?? "start the authorization again"
+                }`,
+                { kind: "action", step: "user agent (loopback redirect listener, RFC 8252 §7.3)" },
+              ),
+            ),
           );
         }, timeoutMs);
         timer.unref?.();
