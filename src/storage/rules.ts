@@ -6,9 +6,11 @@
 import type {
   AccessTokenRecord,
   AuthorizationCodeRecord,
+  AuthorizationStore,
   GrantRecord,
   IssuedTokens,
   RefreshTokenRecord,
+  RotateRefreshResult,
 } from "./contract.js";
 
 /** A record expires at `expiresAt`: at that very millisecond it is already dead. */
@@ -78,6 +80,45 @@ export function refreshTokenFor(
     createdAt: token.createdAt,
     expiresAt: token.expiresAt,
   };
+}
+
+/**
+ * The records one issuance writes: always the access token, and the refresh token when the caller
+ * may write one and was given one.
+ */
+export function issuedTokenRecords(
+  grant: GrantRecord,
+  clientId: string,
+  scopes: readonly string[],
+  tokens: Omit<IssuedTokens, "grantExpiresAt">,
+  writeRefresh: boolean,
+): { access: AccessTokenRecord; refresh?: RefreshTokenRecord } {
+  const access = accessTokenFromGrant(grant, clientId, scopes, tokens.accessToken);
+  if (!writeRefresh || !tokens.refreshToken) return { access };
+  return { access, refresh: refreshTokenFor(grant, clientId, scopes, tokens.refreshToken) };
+}
+
+/**
+ * What every backend decides about a refresh token and its grant, once both are found, in this
+ * order: revoked, reused (RFC 9700 §4.14.2: a rotated token presented again means it leaked; the
+ * caller must then revoke the whole grant), expired, refused by `check`; otherwise `ok` with the
+ * scopes to issue.
+ */
+export function judgeRefreshToken(
+  token: RefreshTokenRecord,
+  grant: GrantRecord,
+  now: number,
+  graceMs: number,
+  check: Parameters<AuthorizationStore["rotateRefreshToken"]>[2],
+):
+  | Extract<RotateRefreshResult, { status: "revoked" | "reused" | "expired" | "refused" }>
+  | { status: "ok"; scopes: string[] } {
+  if (grant.revokedAt !== undefined || token.revokedAt !== undefined) return { status: "revoked" };
+  if (isRefreshTokenReuse(token.rotatedAt, now, graceMs)) return { status: "reused" };
+  if (isExpired(token.expiresAt, now) || isExpired(grant.expiresAt, now)) return { status: "expired" };
+  const verdict = check(token, grant);
+  if (verdict.error) return { status: "refused", error: verdict.error };
+  return { status: "ok", scopes: verdict.scopes ?? token.scopes };
 }
 
 /** Drops properties whose value is `undefined` (shallow), so records compare equal across backends. */

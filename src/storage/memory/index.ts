@@ -32,9 +32,9 @@ import {
   compareBy,
   grantFromCode,
   isExpired,
-  isRefreshTokenReuse,
+  issuedTokenRecords,
+  judgeRefreshToken,
   mergeScopes,
-  refreshTokenFor,
   withoutUndefined,
 } from "../rules.js";
 
@@ -82,12 +82,8 @@ export function createMemoryStore(): AuthorizationStore {
     tokens: Omit<IssuedTokens, "grantExpiresAt">,
     writeRefresh: boolean,
   ): boolean {
-    const access = accessTokenFromGrant(grant, clientId, scopes, tokens.accessToken);
+    const { access, refresh } = issuedTokenRecords(grant, clientId, scopes, tokens, writeRefresh);
     if (accessTokens.has(access.jti)) throw new StorageConflictError("access token id already exists");
-    const refresh =
-      writeRefresh && tokens.refreshToken
-        ? refreshTokenFor(grant, clientId, scopes, tokens.refreshToken)
-        : undefined;
     if (refresh && refreshTokens.has(refresh.tokenHash)) {
       throw new StorageConflictError("refresh token hash already exists");
     }
@@ -273,16 +269,11 @@ export function createMemoryStore(): AuthorizationStore {
       if (!token) return { status: "not_found" };
       const grant = grants.get(token.grantId);
       if (!grant) return { status: "not_found" };
-      if (grant.revokedAt !== undefined || token.revokedAt !== undefined) return { status: "revoked" };
       // OAuth 2.1 §4.3.1 / RFC 9700 §4.14.2: a rotated token presented again means it leaked.
-      if (isRefreshTokenReuse(token.rotatedAt, now, graceMs)) {
-        revokeGrantNow(grant.grantId, now);
-        return { status: "reused" };
-      }
-      if (isExpired(token.expiresAt, now) || isExpired(grant.expiresAt, now)) return { status: "expired" };
-      const verdict = check(copy(token), copy(grant));
-      if (verdict.error) return { status: "refused", error: verdict.error };
-      const scopes = verdict.scopes ?? token.scopes;
+      const verdict = judgeRefreshToken(token, grant, now, graceMs, (t, g) => check(copy(t), copy(g)));
+      if (verdict.status === "reused") revokeGrantNow(grant.grantId, now);
+      if (verdict.status !== "ok") return verdict;
+      const { scopes } = verdict;
       if (accessTokens.has(tokens.accessToken.jti))
         throw new StorageConflictError("access token id already exists");
       if (tokens.refreshToken && refreshTokens.has(tokens.refreshToken.tokenHash)) {

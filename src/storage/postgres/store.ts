@@ -15,18 +15,17 @@ import type {
   RedeemCodeResult,
   RotateRefreshResult,
 } from "../contract.js";
+import { grantFromCode, issuedTokenRecords, judgeRefreshToken, mergeScopes } from "../rules.js";
 import {
-  accessTokenFromGrant,
-  grantFromCode,
-  isExpired,
-  isRefreshTokenReuse,
-  mergeScopes,
-  refreshTokenFor,
-} from "../rules.js";
-import {
+  accessTokenInsert,
   clientColumns,
+  codeInsert,
   fromJson,
+  grantInsert,
+  insertSql,
   interactionData,
+  type RowInsert,
+  refreshTokenInsert,
   rowToAccessToken,
   rowToClient,
   rowToCode,
@@ -37,6 +36,7 @@ import {
   rowToSession,
   rowToSigningKey,
   rowToUser,
+  signingKeyInsert,
   toJson,
 } from "../sql/rows.js";
 import { type Db, type Execute, openPool, type PostgresStoreOptions, type Query } from "./pool.js";
@@ -68,20 +68,10 @@ async function revokeGrantRows(tx: Tx, grantId: string, now: number): Promise<bo
   return changed > 0;
 }
 
-async function insertGrant(tx: Tx, grant: GrantRecord): Promise<void> {
-  await tx.execute(
-    `INSERT INTO grants (grant_id, client_id, user_id, scopes, resource, created_at, expires_at, revoked_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-    [
-      grant.grantId,
-      grant.clientId,
-      grant.userId ?? null,
-      toJson(grant.scopes),
-      grant.resource,
-      grant.createdAt,
-      grant.expiresAt,
-      grant.revokedAt ?? null,
-    ],
+function insert(execute: Execute, row: RowInsert): Promise<number> {
+  return execute(
+    insertSql(row, (n) => `$${n}`),
+    row.values,
   );
 }
 
@@ -93,35 +83,10 @@ async function insertTokens(
   tokens: Omit<IssuedTokens, "grantExpiresAt">,
   writeRefresh: boolean,
 ): Promise<boolean> {
-  const access = accessTokenFromGrant(grant, clientId, scopes, tokens.accessToken);
-  await tx.execute(
-    `INSERT INTO access_tokens (jti, grant_id, client_id, user_id, scopes, resource, created_at, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-    [
-      access.jti,
-      access.grantId,
-      access.clientId,
-      access.userId ?? null,
-      toJson(access.scopes),
-      access.resource,
-      access.createdAt,
-      access.expiresAt,
-    ],
-  );
-  if (!writeRefresh || !tokens.refreshToken) return false;
-  const refresh = refreshTokenFor(grant, clientId, scopes, tokens.refreshToken);
-  await tx.execute(
-    `INSERT INTO refresh_tokens (token_hash, grant_id, client_id, scopes, created_at, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6)`,
-    [
-      refresh.tokenHash,
-      refresh.grantId,
-      refresh.clientId,
-      toJson(refresh.scopes),
-      refresh.createdAt,
-      refresh.expiresAt,
-    ],
-  );
+  const { access, refresh } = issuedTokenRecords(grant, clientId, scopes, tokens, writeRefresh);
+  await insert(tx.execute, accessTokenInsert(access));
+  if (!refresh) return false;
+  await insert(tx.execute, refreshTokenInsert(refresh));
   return true;
 }
 
@@ -300,26 +265,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
     },
 
     async insertAuthorizationCode(code) {
-      await execute(
-        `INSERT INTO authorization_codes (code_hash, grant_id, client_id, user_id, redirect_uri, scopes, resource,
-         code_challenge, code_challenge_method, refresh_allowed, created_at, expires_at, consumed_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-        [
-          code.codeHash,
-          code.grantId,
-          code.clientId,
-          code.userId,
-          code.redirectUri,
-          toJson(code.scopes),
-          code.resource,
-          code.codeChallenge,
-          code.codeChallengeMethod,
-          code.refreshAllowed,
-          code.createdAt,
-          code.expiresAt,
-          code.consumedAt ?? null,
-        ],
-      );
+      await insert(execute, codeInsert(code));
     },
     async redeemAuthorizationCode(codeHash, now, check, tokens): Promise<RedeemCodeResult> {
       return transaction(async (tx): Promise<RedeemCodeResult> => {
@@ -351,7 +297,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
         const error = check(unconsumed);
         if (error) return { status: "refused", error };
         const grant = grantFromCode(code, now, tokens.grantExpiresAt);
-        await insertGrant(tx, grant);
+        await insert(tx.execute, grantInsert(grant));
         const refreshIssued = await insertTokens(
           tx,
           grant,
@@ -366,7 +312,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
 
     async createGrantWithAccessToken(grant, accessToken) {
       await transaction(async (tx) => {
-        await insertGrant(tx, grant);
+        await insert(tx.execute, grantInsert(grant));
         await insertTokens(tx, grant, grant.clientId, grant.scopes, { accessToken }, false);
       });
     },
@@ -403,16 +349,10 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
         if (!row) return { status: "not_found" };
         const grant = rowToGrant(grantRow);
         const token = rowToRefreshToken(row);
-        if (grant.revokedAt !== undefined || token.revokedAt !== undefined) return { status: "revoked" };
-        // RFC 9700 §4.14.2: a rotated token presented again means it leaked; end the grant.
-        if (isRefreshTokenReuse(token.rotatedAt, now, graceMs)) {
-          await revokeGrantRows(tx, grant.grantId, now);
-          return { status: "reused" };
-        }
-        if (isExpired(token.expiresAt, now) || isExpired(grant.expiresAt, now)) return { status: "expired" };
-        const verdict = check(token, grant);
-        if (verdict.error) return { status: "refused", error: verdict.error };
-        const scopes = verdict.scopes ?? token.scopes;
+        const verdict = judgeRefreshToken(token, grant, now, graceMs, check);
+        if (verdict.status === "reused") await revokeGrantRows(tx, grant.grantId, now);
+        if (verdict.status !== "ok") return verdict;
+        const { scopes } = verdict;
         const old = { ...token };
         if (tokens.refreshToken) {
           old.rotatedAt ??= now;
@@ -455,19 +395,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
             [retireOthersAt.retiredAt, retireOthersAt.expiresAt],
           );
         }
-        await tx.execute(
-          `INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk, created_at, retired_at, expires_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-          [
-            key.kid,
-            key.alg,
-            toJson(key.publicJwk),
-            toJson(key.privateJwk),
-            key.createdAt,
-            key.retiredAt ?? null,
-            key.expiresAt ?? null,
-          ],
-        );
+        await insert(tx.execute, signingKeyInsert(key));
       });
     },
 

@@ -21,6 +21,19 @@ import { withoutUndefined } from "../rules.js";
 
 export type Row = Record<string, unknown>;
 
+/** One row to insert: its table, its column names and their values, in the same order. */
+export interface RowInsert {
+  table: string;
+  columns: readonly string[];
+  values: unknown[];
+}
+
+/** The INSERT statement for `row`, with the driver's placeholder for the n-th value (from 1). */
+export function insertSql(row: RowInsert, placeholder: (n: number) => string): string {
+  const marks = row.values.map((_, i) => placeholder(i + 1));
+  return `INSERT INTO ${row.table} (${row.columns.join(", ")}) VALUES (${marks.join(", ")})`;
+}
+
 function num(value: unknown): number {
   return typeof value === "number" ? value : Number(value);
 }
@@ -177,4 +190,115 @@ export function rowToSigningKey(row: Row): SigningKeyRecord {
     retiredAt: optNum(row.retired_at),
     expiresAt: optNum(row.expires_at),
   });
+}
+
+export function grantInsert(grant: GrantRecord): RowInsert {
+  return {
+    table: "grants",
+    columns: [
+      "grant_id",
+      "client_id",
+      "user_id",
+      "scopes",
+      "resource",
+      "created_at",
+      "expires_at",
+      "revoked_at",
+    ],
+    values: [
+      grant.grantId,
+      grant.clientId,
+      grant.userId ?? null,
+      toJson(grant.scopes),
+      grant.resource,
+      grant.createdAt,
+      grant.expiresAt,
+      grant.revokedAt ?? null,
+    ],
+  };
+}
+
+export function accessTokenInsert(access: AccessTokenRecord): RowInsert {
+  return {
+    table: "access_tokens",
+    columns: ["jti", "grant_id", "client_id", "user_id", "scopes", "resource", "created_at", "expires_at"],
+    values: [
+      access.jti,
+      access.grantId,
+      access.clientId,
+      access.userId ?? null,
+      toJson(access.scopes),
+      access.resource,
+      access.createdAt,
+      access.expiresAt,
+    ],
+  };
+}
+
+export function refreshTokenInsert(refresh: RefreshTokenRecord): RowInsert {
+  return {
+    table: "refresh_tokens",
+    columns: ["token_hash", "grant_id", "client_id", "scopes", "created_at", "expires_at"],
+    values: [
+      refresh.tokenHash,
+      refresh.grantId,
+      refresh.clientId,
+      toJson(refresh.scopes),
+      refresh.createdAt,
+      refresh.expiresAt,
+    ],
+  };
+}
+
+/** `refresh_allowed` is a boolean here; a driver without booleans converts it. */
+export function codeInsert(code: AuthorizationCodeRecord): RowInsert {
+  return {
+    table: "authorization_codes",
+    columns: [
+      "code_hash",
+      "grant_id",
+      "client_id",
+      "user_id",
+      "redirect_uri",
+      "scopes",
+      "resource",
+      "code_challenge",
+      "code_challenge_method",
+      "refresh_allowed",
+      "created_at",
+      "expires_at",
+      "consumed_at",
+    ],
+    values: [
+      code.codeHash,
+      code.grantId,
+      code.clientId,
+      code.userId,
+      code.redirectUri,
+      toJson(code.scopes),
+      code.resource,
+      code.codeChallenge,
+      code.codeChallengeMethod,
+      code.refreshAllowed,
+      code.createdAt,
+      code.expiresAt,
+      code.consumedAt ?? null,
+    ],
+  };
+}
+
+export function signingKeyInsert(key: SigningKeyRecord): RowInsert {
+  return {
+    table: "signing_keys",
+    columns: ["kid", "alg", "public_jwk", "private_jwk", "created_at", "retired_at", "expires_at"],
+    values: [
+      key.kid,
+      key.alg,
+      toJson(key.publicJwk),
+      toJson(key.privateJwk),
+      key.createdAt,
+      key.retiredAt ?? null,
+      key.expiresAt ?? null,
+    ],
+  };
 }

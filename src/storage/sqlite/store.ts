@@ -18,19 +18,18 @@ import type {
   RedeemCodeResult,
   RotateRefreshResult,
 } from "../contract.js";
+import { grantFromCode, isExpired, issuedTokenRecords, judgeRefreshToken, mergeScopes } from "../rules.js";
 import {
-  accessTokenFromGrant,
-  grantFromCode,
-  isExpired,
-  isRefreshTokenReuse,
-  mergeScopes,
-  refreshTokenFor,
-} from "../rules.js";
-import {
+  accessTokenInsert,
   clientColumns,
+  codeInsert,
   fromJson,
+  grantInsert,
+  insertSql,
   interactionData,
   type Row,
+  type RowInsert,
+  refreshTokenInsert,
   rowToAccessToken,
   rowToClient,
   rowToCode,
@@ -41,6 +40,7 @@ import {
   rowToSession,
   rowToSigningKey,
   rowToUser,
+  signingKeyInsert,
   toJson,
 } from "../sql/rows.js";
 import { prepareFile, translate } from "./files.js";
@@ -117,18 +117,12 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     return changed > 0;
   }
 
-  function insertGrant(grant: GrantRecord): void {
-    run(
-      `INSERT INTO grants (grant_id, client_id, user_id, scopes, resource, created_at, expires_at, revoked_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-      grant.grantId,
-      grant.clientId,
-      grant.userId ?? null,
-      toJson(grant.scopes),
-      grant.resource,
-      grant.createdAt,
-      grant.expiresAt,
-      grant.revokedAt ?? null,
+  /** SQLite has no booleans: they are bound as 0/1. */
+  function insert(row: RowInsert): number {
+    const values = row.values.map((value) => (typeof value === "boolean" ? (value ? 1 : 0) : value));
+    return run(
+      insertSql(row, () => "?"),
+      ...values,
     );
   }
 
@@ -139,31 +133,10 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     tokens: Omit<IssuedTokens, "grantExpiresAt">,
     writeRefresh: boolean,
   ): boolean {
-    const access = accessTokenFromGrant(grant, clientId, scopes, tokens.accessToken);
-    run(
-      `INSERT INTO access_tokens (jti, grant_id, client_id, user_id, scopes, resource, created_at, expires_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-      access.jti,
-      access.grantId,
-      access.clientId,
-      access.userId ?? null,
-      toJson(access.scopes),
-      access.resource,
-      access.createdAt,
-      access.expiresAt,
-    );
-    if (!writeRefresh || !tokens.refreshToken) return false;
-    const refresh = refreshTokenFor(grant, clientId, scopes, tokens.refreshToken);
-    run(
-      `INSERT INTO refresh_tokens (token_hash, grant_id, client_id, scopes, created_at, expires_at)
-       VALUES (?, ?, ?, ?, ?, ?)`,
-      refresh.tokenHash,
-      refresh.grantId,
-      refresh.clientId,
-      toJson(refresh.scopes),
-      refresh.createdAt,
-      refresh.expiresAt,
-    );
+    const { access, refresh } = issuedTokenRecords(grant, clientId, scopes, tokens, writeRefresh);
+    insert(accessTokenInsert(access));
+    if (!refresh) return false;
+    insert(refreshTokenInsert(refresh));
     return true;
   }
 
@@ -375,26 +348,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
 
     async insertAuthorizationCode(code) {
-      await write(() =>
-        run(
-          `INSERT INTO authorization_codes (code_hash, grant_id, client_id, user_id, redirect_uri, scopes, resource,
-           code_challenge, code_challenge_method, refresh_allowed, created_at, expires_at, consumed_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-          code.codeHash,
-          code.grantId,
-          code.clientId,
-          code.userId,
-          code.redirectUri,
-          toJson(code.scopes),
-          code.resource,
-          code.codeChallenge,
-          code.codeChallengeMethod,
-          code.refreshAllowed ? 1 : 0,
-          code.createdAt,
-          code.expiresAt,
-          code.consumedAt ?? null,
-        ),
-      );
+      await write(() => insert(codeInsert(code)));
     },
     async redeemAuthorizationCode(codeHash, now, check, tokens): Promise<RedeemCodeResult> {
       return write((): RedeemCodeResult => {
@@ -411,7 +365,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
         run("UPDATE authorization_codes SET consumed_at = ? WHERE code_hash = ?", now, codeHash);
         if (error) return { status: "refused", error };
         const grant = grantFromCode(code, now, tokens.grantExpiresAt);
-        insertGrant(grant);
+        insert(grantInsert(grant));
         const refreshIssued = insertTokens(grant, code.clientId, code.scopes, tokens, code.refreshAllowed);
         return { status: "issued", code: { ...code, consumedAt: now }, grant, refreshIssued };
       });
@@ -419,7 +373,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
 
     async createGrantWithAccessToken(grant, accessToken) {
       await write(() => {
-        insertGrant(grant);
+        insert(grantInsert(grant));
         insertTokens(grant, grant.clientId, grant.scopes, { accessToken }, false);
       });
     },
@@ -449,16 +403,10 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
         const grantRow = one("SELECT * FROM grants WHERE grant_id = ?", token.grantId);
         if (!grantRow) return { status: "not_found" };
         const grant = rowToGrant(grantRow);
-        if (grant.revokedAt !== undefined || token.revokedAt !== undefined) return { status: "revoked" };
-        // RFC 9700 §4.14.2: a rotated token presented again means it leaked; end the grant.
-        if (isRefreshTokenReuse(token.rotatedAt, now, graceMs)) {
-          revokeGrantRows(grant.grantId, now);
-          return { status: "reused" };
-        }
-        if (isExpired(token.expiresAt, now) || isExpired(grant.expiresAt, now)) return { status: "expired" };
-        const verdict = check(token, grant);
-        if (verdict.error) return { status: "refused", error: verdict.error };
-        const scopes = verdict.scopes ?? token.scopes;
+        const verdict = judgeRefreshToken(token, grant, now, graceMs, check);
+        if (verdict.status === "reused") revokeGrantRows(grant.grantId, now);
+        if (verdict.status !== "ok") return verdict;
+        const { scopes } = verdict;
         const old = { ...token };
         if (tokens.refreshToken) {
           old.rotatedAt ??= now;
@@ -497,17 +445,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
             retireOthersAt.expiresAt,
           );
         }
-        run(
-          `INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk, created_at, retired_at, expires_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?)`,
-          key.kid,
-          key.alg,
-          toJson(key.publicJwk),
-          toJson(key.privateJwk),
-          key.createdAt,
-          key.retiredAt ?? null,
-          key.expiresAt ?? null,
-        );
+        insert(signingKeyInsert(key));
       });
     },
 
