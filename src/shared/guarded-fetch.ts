@@ -18,6 +18,9 @@
  * Concurrency is limited per host and concurrent fetches of one URL share one request.
  *
  * Uses `node:https` directly: the global `fetch` cannot tell us which address it connected to.
+ *
+ * The address classifier lives in `ip-address.ts`, the URL checks in `guarded-fetch-url.ts` and the
+ * per-host limiter in `guarded-fetch-limiter.ts`; the first two are re-exported here.
  */
 
 import { promises as dns, type LookupAddress } from "node:dns";
@@ -26,6 +29,12 @@ import type { Socket } from "node:net";
 import { isIP } from "node:net";
 import { rootCertificates } from "node:tls";
 import { GatehouseTypeError } from "./errors.js";
+import { HostLimiter } from "./guarded-fetch-limiter.js";
+import { fetchUrlProblem, literalHostOf } from "./guarded-fetch-url.js";
+import { classDescription, isAllowedAddress } from "./ip-address.js";
+
+export { fetchUrlProblem } from "./guarded-fetch-url.js";
+export { type AddressClass, classifyAddress, isAllowedAddress } from "./ip-address.js";
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -62,209 +71,6 @@ export class GuardedFetchError extends Error {
     this.code = code;
     this.status = options.status;
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Address classification
-// ---------------------------------------------------------------------------------------------
-
-/**
- * Where an address points. `loopback` is separate from `special` only so the test-only opt-in can
- * allow it; both are refused by default.
- */
-export type AddressClass = { kind: "public" } | { kind: "loopback" | "special"; range: string };
-
-type V4Range = readonly [base: string, prefix: number, name: string, kind: "loopback" | "special"];
-
-/** IANA IPv4 Special-Purpose Address Registry (RFC 6890 and updates), plus multicast and class E. */
-const SPECIAL_V4: readonly V4Range[] = [
-  ["0.0.0.0", 8, "this network 0.0.0.0/8", "special"],
-  ["10.0.0.0", 8, "private 10.0.0.0/8", "special"],
-  ["100.64.0.0", 10, "shared address space (CGNAT) 100.64.0.0/10", "special"],
-  ["127.0.0.0", 8, "loopback 127.0.0.0/8", "loopback"],
-  ["169.254.0.0", 16, "link-local 169.254.0.0/16", "special"],
-  ["172.16.0.0", 12, "private 172.16.0.0/12", "special"],
-  ["192.0.0.0", 24, "IETF protocol assignments 192.0.0.0/24", "special"],
-  ["192.0.2.0", 24, "documentation 192.0.2.0/24", "special"],
-  ["192.31.196.0", 24, "AS112 192.31.196.0/24", "special"],
-  ["192.52.193.0", 24, "AMT 192.52.193.0/24", "special"],
-  ["192.88.99.0", 24, "6to4 relay anycast 192.88.99.0/24", "special"],
-  ["192.168.0.0", 16, "private 192.168.0.0/16", "special"],
-  ["192.175.48.0", 24, "AS112 192.175.48.0/24", "special"],
-  ["198.18.0.0", 15, "benchmarking 198.18.0.0/15", "special"],
-  ["198.51.100.0", 24, "documentation 198.51.100.0/24", "special"],
-  ["203.0.113.0", 24, "documentation 203.0.113.0/24", "special"],
-  ["224.0.0.0", 4, "multicast 224.0.0.0/4", "special"],
-  ["240.0.0.0", 4, "reserved and broadcast 240.0.0.0/4", "special"],
-];
-
-function parseIPv4(text: string): number | undefined {
-  const parts = text.split(".");
-  if (parts.length !== 4) return undefined;
-  let value = 0;
-  for (const part of parts) {
-    if (!/^\d{1,3}$/.test(part)) return undefined;
-    const n = Number(part);
-    if (n > 255) return undefined;
-    value = value * 256 + n;
-  }
-  return value;
-}
-
-const SPECIAL_V4_PARSED = SPECIAL_V4.map(([base, prefix, name, kind]) => {
-  const mask = prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
-  return { network: (parseIPv4(base) ?? 0) & mask, mask, name, kind };
-});
-
-function classifyV4(value: number): AddressClass {
-  for (const range of SPECIAL_V4_PARSED) {
-    if ((value & range.mask) >>> 0 === range.network >>> 0) return { kind: range.kind, range: range.name };
-  }
-  return { kind: "public" };
-}
-
-/** Eight 16-bit groups, or undefined when `text` is not a plain IPv6 address (zones are refused). */
-function parseIPv6(text: string): number[] | undefined {
-  if (text.includes("%")) return undefined;
-  let rest = text;
-  // A dotted IPv4 tail (::ffff:127.0.0.1) becomes two hex groups before the groups are read.
-  const lastColon = rest.lastIndexOf(":");
-  if (lastColon >= 0 && rest.slice(lastColon + 1).includes(".")) {
-    const v4 = parseIPv4(rest.slice(lastColon + 1));
-    if (v4 === undefined) return undefined;
-    rest = `${rest.slice(0, lastColon + 1)}${(v4 >>> 16).toString(16)}:${(v4 & 0xffff).toString(16)}`;
-  }
-  const halves = rest.split("::");
-  if (halves.length > 2) return undefined;
-  const toGroups = (s: string): number[] | undefined => {
-    if (s === "") return [];
-    const groups: number[] = [];
-    for (const g of s.split(":")) {
-      if (!/^[0-9a-fA-F]{1,4}$/.test(g)) return undefined;
-      groups.push(Number.parseInt(g, 16));
-    }
-    return groups;
-  };
-  const head = toGroups(halves[0] ?? "");
-  const back = halves.length === 2 ? toGroups(halves[1] ?? "") : [];
-  if (!head || !back) return undefined;
-  let groups: number[];
-  if (halves.length === 2) {
-    const missing = 8 - head.length - back.length;
-    if (missing < 1) return undefined;
-    groups = [...head, ...new Array<number>(missing).fill(0), ...back];
-  } else {
-    groups = head;
-  }
-  return groups.length === 8 ? groups : undefined;
-}
-
-function v6Prefix(groups: number[], prefix: readonly number[], bits: number): boolean {
-  for (let i = 0; bits > 0; i++, bits -= 16) {
-    const mask = bits >= 16 ? 0xffff : (0xffff << (16 - bits)) & 0xffff;
-    if (((groups[i] ?? 0) & mask) !== ((prefix[i] ?? 0) & mask)) return false;
-  }
-  return true;
-}
-
-function embeddedV4(groups: number[]): number {
-  return ((groups[6] ?? 0) * 0x10000 + (groups[7] ?? 0)) >>> 0;
-}
-
-function classifyV6(groups: number[]): AddressClass {
-  const allZeroUpTo = (n: number) => groups.slice(0, n).every((g) => g === 0);
-  if (allZeroUpTo(8)) return { kind: "special", range: "unspecified ::/128" };
-  if (allZeroUpTo(7) && groups[7] === 1) return { kind: "loopback", range: "loopback ::1/128" };
-  // IPv4-mapped ::ffff:0:0/96 and NAT64 64:ff9b::/96 reach the embedded IPv4 address: judge that.
-  if (allZeroUpTo(5) && groups[5] === 0xffff) {
-    const inner = classifyV4(embeddedV4(groups));
-    return inner.kind === "public" ? inner : { kind: inner.kind, range: `IPv4-mapped ${inner.range}` };
-  }
-  if (v6Prefix(groups, [0x64, 0xff9b, 0, 0, 0, 0], 96)) {
-    const inner = classifyV4(embeddedV4(groups));
-    return inner.kind === "public" ? inner : { kind: inner.kind, range: `NAT64 ${inner.range}` };
-  }
-  const named: readonly [readonly number[], number, string][] = [
-    [[0, 0, 0, 0, 0xffff, 0], 96, "IPv4-translated ::ffff:0:0:0/96"],
-    [[0, 0, 0, 0, 0, 0], 96, "IPv4-compatible ::/96"],
-    [[0x64, 0xff9b, 1], 48, "local-use NAT64 64:ff9b:1::/48"],
-    [[0x100, 0, 0, 0], 64, "discard-only 100::/64"],
-    [[0x2001, 0xdb8], 32, "documentation 2001:db8::/32"],
-    [[0x2001, 0], 23, "IETF protocol assignments 2001::/23"],
-    [[0x2002], 16, "6to4 2002::/16"],
-    [[0x3fff, 0], 20, "documentation 3fff::/20"],
-    [[0xfc00], 7, "unique local fc00::/7"],
-    [[0xfe80], 10, "link-local fe80::/10"],
-    [[0xfec0], 10, "site-local fec0::/10"],
-    [[0xff00], 8, "multicast ff00::/8"],
-  ];
-  for (const [prefix, bits, name] of named) {
-    if (v6Prefix(groups, prefix, bits)) return { kind: "special", range: name };
-  }
-  // Only global unicast 2000::/3 is routable on the internet; everything else is reserved.
-  if (!v6Prefix(groups, [0x2000], 3)) return { kind: "special", range: "outside global unicast 2000::/3" };
-  return { kind: "public" };
-}
-
-/**
- * Classifies an IP address (v4 dotted-decimal or v6, brackets allowed). Anything that does not
- * parse as a plain address is `special` (fail closed).
- */
-export function classifyAddress(address: string): AddressClass {
-  const text = address.startsWith("[") && address.endsWith("]") ? address.slice(1, -1) : address;
-  const v4 = parseIPv4(text);
-  if (v4 !== undefined) return classifyV4(v4);
-  const v6 = text.includes(":") ? parseIPv6(text) : undefined;
-  if (v6) return classifyV6(v6);
-  return { kind: "special", range: "not a plain IP address" };
-}
-
-/** True when a connection to `address` is allowed under the given loopback opt-in. */
-export function isAllowedAddress(address: string, allowLoopback: boolean): boolean {
-  const c = classifyAddress(address);
-  return c.kind === "public" || (allowLoopback && c.kind === "loopback");
-}
-
-// ---------------------------------------------------------------------------------------------
-// URL checks
-// ---------------------------------------------------------------------------------------------
-
-// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters make a URL unusable here
-const CONTROL_OR_SPACE = /[\u0000-\u0020\u007f-\u009f]/;
-
-/**
- * Why `raw` may not be fetched, or undefined. Pure string checks; the address checks come later.
- * The raw text is inspected as well as the parsed URL, because the WHATWG parser silently repairs
- * (and thereby hides) dot segments, numeric hosts and backslashes.
- */
-export function fetchUrlProblem(raw: string): string | undefined {
-  if (typeof raw !== "string" || raw.length === 0) return "URL must be a non-empty string";
-  if (raw.length > 2048) return "URL is too long";
-  if (CONTROL_OR_SPACE.test(raw)) return "URL must not contain whitespace or control characters";
-  if (raw.includes("\\")) return "URL must not contain backslashes";
-  const m = /^https:\/\/([^/?#]*)([^?#]*)(\?[^#]*)?(#.*)?$/i.exec(raw);
-  if (!m) return "URL must be an absolute https URL";
-  const [, authority = "", path = "", , fragment] = m;
-  if (fragment !== undefined) return "URL must not contain a fragment";
-  if (authority.includes("@")) return "URL must not contain userinfo";
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    return "URL is not valid";
-  }
-  if (url.protocol !== "https:") return "URL must use https";
-  for (const segment of path.split("/")) {
-    const decoded = segment.replace(/%2e/gi, ".");
-    if (decoded === "." || decoded === "..") return "URL must not contain dot segments";
-  }
-  // The host must be written exactly as the parser serialises it (case aside): this refuses
-  // numeric IPv4 spellings (2130706433, 0x7f.1, 0177.1, 127.1), percent-encoded and
-  // non-canonical IPv6 hosts, and non-ASCII names (use the punycode form).
-  const rawHost = authority.replace(/:\d*$/, "").toLowerCase();
-  if (rawHost === "") return "URL must have a host";
-  if (rawHost !== url.hostname) return "URL host must be written in canonical form";
-  return undefined;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -361,11 +167,6 @@ function checkedLookup(resolve: HostResolver, allowLoopback: boolean): LookupFun
   };
 }
 
-function classDescription(address: string): string {
-  const c = classifyAddress(address);
-  return c.kind === "public" ? "public" : c.range;
-}
-
 /**
  * Destroys `socket` on connect when the peer address is not allowed (DNS rebinding defence: the
  * address that counts is the one actually connected, checked before the TLS handshake starts).
@@ -389,49 +190,6 @@ export function guardSocket(socket: Socket, allowLoopback: boolean): void {
 /** Media type of a Content-Type value, lowercased, without parameters. */
 function mediaType(value: string | null | undefined): string {
   return (value ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
-}
-
-class HostLimiter {
-  private readonly active = new Map<string, number>();
-  private readonly waiting = new Map<string, (() => void)[]>();
-  constructor(private readonly limit: number) {}
-
-  async acquire(host: string, signal: AbortSignal): Promise<() => void> {
-    if ((this.active.get(host) ?? 0) >= this.limit) {
-      await new Promise<void>((resolve, reject) => {
-        const queue = this.waiting.get(host) ?? [];
-        const go = () => {
-          signal.removeEventListener("abort", onAbort);
-          resolve();
-        };
-        const onAbort = () => {
-          const q = this.waiting.get(host);
-          const at = q ? q.indexOf(go) : -1;
-          if (q && at >= 0) q.splice(at, 1);
-          reject(signal.reason);
-        };
-        queue.push(go);
-        this.waiting.set(host, queue);
-        signal.addEventListener("abort", onAbort, { once: true });
-      });
-    } else {
-      this.active.set(host, (this.active.get(host) ?? 0) + 1);
-    }
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const next = this.waiting.get(host)?.shift();
-      if (next) {
-        next(); // hand the slot over: the active count stays the same
-      } else {
-        const n = (this.active.get(host) ?? 1) - 1;
-        if (n <= 0) this.active.delete(host);
-        else this.active.set(host, n);
-        this.waiting.delete(host);
-      }
-    };
-  }
 }
 
 /**
@@ -641,18 +399,6 @@ function fetchOnce(
       req.end();
     }
   });
-}
-
-/** The IP literal a URL's raw authority names, when the URL itself is refused for other reasons. */
-function literalHostOf(raw: string): string | undefined {
-  const m = /^https:\/\/(?:[^/?#@]*@)?([^/?#]*)/i.exec(raw);
-  if (!m) return undefined;
-  try {
-    const host = new URL(`https://${m[1] ?? ""}/`).hostname;
-    return isIP(host.replace(/^\[|\]$/g, "")) !== 0 ? host : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 function toGuardedError(err: unknown): GuardedFetchError {
