@@ -21,6 +21,7 @@ import { createDPoPKey, DPoPSigner, wantsDPoP } from "./dpop.js";
 import { AuthorizationFlowError } from "./errors.js";
 import { discard, type FetchLike } from "./http.js";
 import { type PreregisteredClient, resolveClient } from "./registration.js";
+import { revokeToken } from "./revocation.js";
 import {
   asksForMore,
   type BearerChallenge,
@@ -139,8 +140,39 @@ export interface CreateAuthFetchOptions {
    * server lists ES256; `"never"` keeps to bearer tokens.
    */
   dpop?: "auto" | "always" | "never";
+  /**
+   * After a step-up whose tokens came with a new refresh token for the same issuer, client and
+   * resource, revoke the superseded refresh token (RFC 7009), in the background. Default true.
+   * Turn it off for an authorization server that keeps one grant per user and client across
+   * authorizations and ends that whole grant when any of its tokens is revoked (oidc-provider's
+   * default `loadExistingGrant` with its revocation endpoint behaves so): there, revoking the old
+   * refresh token would also end the new one.
+   */
+  revokeSupersededRefreshTokens?: boolean;
   /** Progress notifications (never carry a token). */
   onEvent?: (event: AuthEvent) => void;
+}
+
+/** What `logout` told the authorization server about one stored token set (RFC 7009). */
+export interface LogoutOutcome {
+  resource: string;
+  issuer: string;
+  client_id: string;
+  /**
+   * `revoked`: the server accepted the revocation of the refresh token and the live access token;
+   * `nothing_to_revoke`: no refresh token and the access token had expired; `no_endpoint`: the
+   * server publishes no `revocation_endpoint`, so its tokens stay valid until they expire;
+   * `unsupported`: the server answered `unsupported_token_type`; `skipped`: `revoke: false`;
+   * `failed`: see `error` (the tokens are forgotten locally all the same).
+   */
+  revocation: "revoked" | "nothing_to_revoke" | "no_endpoint" | "unsupported" | "skipped" | "failed";
+  error?: unknown;
+}
+
+export interface LogoutResult {
+  /** Token sets forgotten locally. */
+  removed: number;
+  outcomes: LogoutOutcome[];
 }
 
 function isDPoPToken(tokens: StoredTokens): boolean {
@@ -167,6 +199,8 @@ export class AuthClient {
   /** DPoP signers by issuer, and the nonces servers sent, by origin (RFC 9449 §8, §9). */
   readonly #signers = new Map<string, DPoPSigner>();
   readonly #dpopNonces = new Map<string, string>();
+  /** Best-effort work that no request waits for (see `idle`). */
+  readonly #background = new Set<Promise<void>>();
 
   constructor(options: CreateAuthFetchOptions = {}) {
     this.#options = options;
@@ -277,16 +311,110 @@ export class AuthClient {
     return this.#authorize(resourceUrl, challenge ?? { scheme: "Bearer" }, { fresh: true });
   }
 
-  /** Forgets tokens (all, or those for one resource) and, with `all`, registrations and metadata. */
-  async logout(resource?: string): Promise<number> {
+  /**
+   * Logs out of one resource (its PRM `resource` value) or of all: revokes each stored refresh
+   * token and live access token at the authorization server's `revocation_endpoint` when it has
+   * one (RFC 7009 §2.1, authenticated as registered), then forgets the tokens locally — also when
+   * revocation failed, which the outcome reports. `revoke: false` only forgets.
+   */
+  async logout(resource?: string, options: { revoke?: boolean } = {}): Promise<LogoutResult> {
+    const outcomes: LogoutOutcome[] = [];
     let removed = 0;
     for (const [key, tokens] of await this.#store.list("tokens")) {
-      if (resource === undefined || tokens.resource === resource) {
-        await this.#store.delete("tokens", key);
-        removed++;
+      if (resource !== undefined && tokens.resource !== resource) continue;
+      const outcome =
+        options.revoke === false ? { revocation: "skipped" as const } : await this.#revokeStored(tokens);
+      outcomes.push({
+        resource: tokens.resource,
+        issuer: tokens.issuer,
+        client_id: tokens.client_id,
+        ...outcome,
+      });
+      await this.#store.delete("tokens", key);
+      removed++;
+    }
+    return { removed, outcomes };
+  }
+
+  /** Resolves once background work (revoking superseded refresh tokens) has settled. */
+  async idle(): Promise<void> {
+    while (this.#background.size) await Promise.allSettled([...this.#background]);
+  }
+
+  async #revokeStored(tokens: StoredTokens): Promise<Pick<LogoutOutcome, "revocation" | "error">> {
+    const live: Array<[string, "refresh_token" | "access_token"]> = [];
+    if (tokens.refresh_token) live.push([tokens.refresh_token, "refresh_token"]);
+    if (tokens.expires_at === undefined || tokens.expires_at > Date.now()) {
+      live.push([tokens.access_token, "access_token"]);
+    }
+    if (!live.length) return { revocation: "nothing_to_revoke" };
+    let metadata: AuthorizationServerMetadata;
+    try {
+      metadata = await this.#serverMetadata(tokens.issuer, false);
+    } catch (error) {
+      return { revocation: "failed", error };
+    }
+    if (!metadata.revocation_endpoint) return { revocation: "no_endpoint" };
+    const client = await this.#revocationClient(tokens);
+    let revoked = 0;
+    for (const [token, hint] of live) {
+      try {
+        const result = await revokeToken(
+          { metadata, client, fetch: this.#fetch, ...this.#keysFor(client) },
+          token,
+          hint,
+        );
+        if (result === "revoked") revoked++;
+      } catch (error) {
+        return { revocation: "failed", error };
       }
     }
-    return removed;
+    return { revocation: revoked ? "revoked" : "unsupported" };
+  }
+
+  /**
+   * The registration to authenticate a revocation with. A pre-registered client this instance was
+   * not configured with is not stored, so it is tried as a public client (RFC 7009 §2.1: the
+   * `client_id` identifies it); a confidential one is then refused by the server and reported.
+   */
+  async #revocationClient(tokens: StoredTokens): Promise<StoredClient> {
+    return (
+      (await this.#clientFor(tokens.issuer, tokens.client_id)) ?? {
+        issuer: tokens.issuer,
+        client_id: tokens.client_id,
+        token_endpoint_auth_method: "none",
+        source: "preregistered",
+        registered_at: 0,
+      }
+    );
+  }
+
+  /**
+   * After a step-up: the superseded refresh token is revoked in the background (never awaited by
+   * the request that triggered it, never logged); a failure becomes a `revocation_failed` event.
+   */
+  #revokeSuperseded(previous: StoredTokens, metadata: AuthorizationServerMetadata): void {
+    const refreshToken = previous.refresh_token;
+    if (!refreshToken || !metadata.revocation_endpoint) return;
+    const work = (async () => {
+      try {
+        const client = await this.#revocationClient(previous);
+        await revokeToken(
+          { metadata, client, fetch: this.#fetch, ...this.#keysFor(client) },
+          refreshToken,
+          "refresh_token",
+        );
+      } catch (error) {
+        this.#options.onEvent?.({
+          type: "revocation_failed",
+          resource: previous.resource,
+          issuer: previous.issuer,
+          reason: error instanceof Error ? error.message : String(error),
+        });
+      }
+    })();
+    this.#background.add(work);
+    void work.finally(() => this.#background.delete(work));
   }
 
   // --- bindings and tokens ------------------------------------------------------------------
@@ -523,7 +651,20 @@ export class AuthClient {
     } else {
       tokens = await this.#authorizationCode(metadata, resourceValue, scope, dpopWanted);
     }
-    await this.#store.set("tokens", tokensKey(tokens.issuer, tokens.client_id, tokens.resource), tokens);
+    const key = tokensKey(tokens.issuer, tokens.client_id, tokens.resource);
+    const previous = await this.#store.get("tokens", key);
+    await this.#store.set("tokens", key, tokens);
+    if (
+      options.previousScopes !== undefined &&
+      this.#options.revokeSupersededRefreshTokens !== false &&
+      previous?.refresh_token !== undefined &&
+      tokens.refresh_token !== undefined &&
+      previous.refresh_token !== tokens.refresh_token
+    ) {
+      // RFC 7009 §1: a token the client no longer needs is revoked, so a step-up does not leave
+      // a second live grant behind. Only after the new tokens are stored.
+      this.#revokeSuperseded(previous, metadata);
+    }
     this.#options.onEvent?.({
       type: "authorized",
       resource: resourceValue,

@@ -29,6 +29,7 @@ export type AuthorizationFlowErrorCode =
   | "authorization_denied"
   | "token_request_failed"
   | "refresh_failed"
+  | "revocation_failed"
   | "step_up_limit"
   | "user_agent_failed"
   | "authorization_timed_out"

@@ -7,6 +7,8 @@ export {
   type CreateAuthFetchOptions,
   createAuthFetch,
   type GrantProvider,
+  type LogoutOutcome,
+  type LogoutResult,
 } from "./auth-fetch.js";
 export {
   type AuthorizationRequest,
@@ -35,7 +37,9 @@ export {
 } from "./errors.js";
 export type { FetchLike } from "./http.js";
 export { type EnterpriseManagedOptions, enterpriseManagedGrant, jwtBearerGrant } from "./jwt-bearer.js";
+export { explainNetworkError, type NetworkFailure, type NetworkFailureKind } from "./network-errors.js";
 export { type PreregisteredClient, registerDynamically, resolveClient } from "./registration.js";
+export { type RevocationContext, type RevocationResult, revokeToken } from "./revocation.js";
 export { credentialsFromEnvironment, type StdioCredentials, stdioServerEnvironment } from "./stdio-env.js";
 export {
   type BearerChallenge,

@@ -13,13 +13,24 @@ export interface FakeOptions {
   /** The resource answers 403 insufficient_scope for this scope forever. */
   impossibleScope?: string;
   refreshFails?: boolean;
+  /**
+   * Publish a `revocation_endpoint` (RFC 7009) that records every call: `ok` answers 200 and
+   * revokes the token; `fail` answers 400 invalid_request; `hold` keeps each call waiting until `releaseRevocations`.
+   */
+  revocation?: "ok" | "fail" | "hold";
 }
 
 export interface Fake {
   base: string;
   resourceUrl: string;
   counts: Record<string, number>;
-  seen: { authorize: URLSearchParams[]; token: URLSearchParams[] };
+  seen: {
+    authorize: URLSearchParams[];
+    token: URLSearchParams[];
+    revoke: Array<{ form: URLSearchParams; authorization: string | undefined }>;
+  };
+  /** Answers the revocation calls that `revocation: "hold"` kept waiting. */
+  releaseRevocations(): void;
   close(): Promise<void>;
 }
 
@@ -35,7 +46,8 @@ function body(req: IncomingMessage): Promise<string> {
 
 export async function startFake(options: FakeOptions = {}): Promise<Fake> {
   const counts: Record<string, number> = {};
-  const seen = { authorize: [] as URLSearchParams[], token: [] as URLSearchParams[] };
+  const seen: Fake["seen"] = { authorize: [], token: [], revoke: [] };
+  const held: Array<() => void> = [];
   const codes = new Map<string, { challenge: string; scope: string }>();
   const access = new Map<string, string>();
   let currentRefresh: string | undefined;
@@ -73,6 +85,7 @@ export async function startFake(options: FakeOptions = {}): Promise<Fake> {
         authorization_endpoint: `${base}/authorize`,
         token_endpoint: `${base}/token`,
         registration_endpoint: `${base}/register`,
+        ...(options.revocation && { revocation_endpoint: `${base}/revoke` }),
         ...(options.pkceMethods !== null && {
           code_challenge_methods_supported: options.pkceMethods ?? ["S256"],
         }),
@@ -122,6 +135,16 @@ export async function startFake(options: FakeOptions = {}): Promise<Fake> {
       }
       return json(400, { error: "unsupported_grant_type" });
     }
+    if (url.pathname === "/revoke" && options.revocation) {
+      const form = new URLSearchParams(await body(req));
+      seen.revoke.push({ form, authorization: req.headers.authorization });
+      if (options.revocation === "hold") await new Promise<void>((r) => held.push(r));
+      if (options.revocation === "fail") return json(400, { error: "invalid_request" });
+      const token = form.get("token") ?? "";
+      if (token === currentRefresh) currentRefresh = undefined;
+      access.delete(token);
+      return res.writeHead(200).end();
+    }
     if (url.pathname.startsWith("/mcp")) {
       const auth = req.headers.authorization ?? "";
       const token = auth.startsWith("Bearer ") ? auth.slice(7) : "";
@@ -150,6 +173,9 @@ export async function startFake(options: FakeOptions = {}): Promise<Fake> {
     resourceUrl: `${base}/mcp`,
     counts,
     seen,
+    releaseRevocations: () => {
+      for (const release of held.splice(0)) release();
+    },
     close: () =>
       new Promise((r) => {
         server.closeAllConnections();

@@ -1,20 +1,63 @@
 import { parseArgs } from "node:util";
+import type { LogoutOutcome } from "../../client/auth-fetch.js";
 import { cliAuthClient, describeError } from "../../client/cli-support.js";
 
-const HELP = `Usage: gatehouse logout [resource] [--all]
+const HELP = `Usage: gatehouse logout [resource] [--all] [--local]
 
-Forgets stored tokens: for one resource (its PRM resource value, as 'gatehouse status' shows it),
-or for every resource. --all also forgets client registrations and cached metadata.
+Logs out of one resource (its PRM resource value, as 'gatehouse status' shows it) or of every
+resource: revokes the stored refresh token and access token at the authorization server
+(RFC 7009, when it has a revocation endpoint), then forgets them. --all also forgets client
+registrations and cached metadata. --local forgets without telling the server.
+
+Exit status: 0 done; 1 error (nothing forgotten); 2 usage; 3 forgotten locally, but the server
+could not be told for at least one resource (its tokens stay valid there until they expire).
 `;
 
+/** One line per token set, on stdout; revocation failures go to stderr with what to do next. */
+function report(outcome: LogoutOutcome): void {
+  const what = `the tokens for ${outcome.resource}`;
+  switch (outcome.revocation) {
+    case "revoked":
+      process.stdout.write(`Revoked ${what} at ${outcome.issuer} and forgot them.\n`);
+      return;
+    case "nothing_to_revoke":
+      process.stdout.write(`Forgot ${what} (nothing live to revoke).\n`);
+      return;
+    case "no_endpoint":
+      process.stdout.write(
+        `Forgot ${what}; ${outcome.issuer} has no revocation endpoint, so they stay valid there until they expire.\n`,
+      );
+      return;
+    case "unsupported":
+      process.stdout.write(
+        `Forgot ${what}; ${outcome.issuer} does not revoke them (unsupported_token_type), so they stay valid until they expire.\n`,
+      );
+      return;
+    case "skipped":
+      process.stdout.write(`Forgot ${what} (--local: ${outcome.issuer} was not told).\n`);
+      return;
+    case "failed":
+      process.stdout.write(`Forgot ${what}.\n`);
+      process.stderr.write(
+        `gatehouse logout: could not revoke ${what} at ${outcome.issuer}: ${describeError(outcome.error)}\n` +
+          "  They were forgotten here, but stay valid at the server until they expire; revoke them from the server's account page if it has one.\n",
+      );
+      return;
+  }
+}
+
 export async function run(args: string[]): Promise<number> {
-  let values: { help?: boolean; all?: boolean };
+  let values: { help?: boolean; all?: boolean; local?: boolean };
   let positionals: string[];
   try {
     ({ values, positionals } = parseArgs({
       args,
       allowPositionals: true,
-      options: { help: { type: "boolean", short: "h" }, all: { type: "boolean" } },
+      options: {
+        help: { type: "boolean", short: "h" },
+        all: { type: "boolean" },
+        local: { type: "boolean" },
+      },
     }));
   } catch (error) {
     process.stderr.write(`gatehouse logout: ${describeError(error)}\n\n${HELP}`);
@@ -24,20 +67,22 @@ export async function run(args: string[]): Promise<number> {
     process.stdout.write(HELP);
     return 0;
   }
+  if (positionals.length > 1 || (values.all && positionals.length)) {
+    process.stderr.write(HELP);
+    return 2;
+  }
   const client = cliAuthClient({});
   try {
+    const resource = values.all ? undefined : positionals[0];
+    const { removed, outcomes } = await client.logout(resource, { revoke: values.local !== true });
+    for (const outcome of outcomes) report(outcome);
     if (values.all) {
       await client.store.clear();
       process.stdout.write("Forgot all tokens, registrations and metadata.\n");
-      return 0;
+    } else if (!removed) {
+      process.stdout.write(`No stored tokens${resource ? ` for ${resource}` : ""}.\n`);
     }
-    const removed = await client.logout(positionals[0]);
-    process.stdout.write(
-      removed
-        ? `Forgot ${removed} token set(s).\n`
-        : `No stored tokens${positionals[0] ? ` for ${positionals[0]}` : ""}.\n`,
-    );
-    return 0;
+    return outcomes.some((o) => o.revocation === "failed") ? 3 : 0;
   } catch (error) {
     process.stderr.write(`gatehouse logout: ${describeError(error)}\n`);
     return 1;
