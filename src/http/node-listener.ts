@@ -1,0 +1,447 @@
+/**
+ * node:http adapter, listener half: translates `IncomingMessage` → web `Request` and web
+ * `Response` → `ServerResponse`, and starts servers. No protocol logic lives here (DESIGN.md
+ * principle 1). Public through `node.ts` (the `gatehouse/node` entry point); the helpers marked
+ * "shared with node-require-bearer.ts" are internal.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { TLSSocket } from "node:tls";
+
+/** A web-standard request handler. */
+export type FetchHandler = (request: Request) => Promise<Response>;
+
+export interface NodeListenerOptions {
+  /**
+   * Largest request body accepted, in bytes (default 1 MiB). A larger declared `Content-Length` is
+   * answered 413 before the handler runs; a streamed body that grows past it errors the body stream
+   * and the response is 413 if nothing was sent yet.
+   */
+  maxBodyBytes?: number;
+  /**
+   * Trust `X-Forwarded-Proto`, `X-Forwarded-Host` and `X-Forwarded-For` (only behind a proxy you
+   * control that overwrites them). Default false: the URL comes from the socket's TLS state and the
+   * `Host` header, the client address from the socket.
+   */
+  trustProxy?: boolean;
+  /** Called with any error the handler throws (the client then gets a bare 500). Never given secrets. */
+  onError?: (error: unknown) => void;
+}
+
+/** Default body cap, in bytes (shared with node-require-bearer.ts). */
+export const DEFAULT_MAX_BODY = 1024 * 1024;
+
+/** Side channel for the client address: not a header, so a client cannot forge it. */
+const CLIENT_ADDRESSES = new WeakMap<Request, string>();
+
+/**
+ * The address of the client that sent `request`, when it came through {@link toNodeListener}
+ * (honouring `X-Forwarded-For` only with `trustProxy`). `undefined` for requests built elsewhere.
+ */
+export function clientAddress(request: Request): string | undefined {
+  return CLIENT_ADDRESSES.get(request);
+}
+
+/** Attaches a client address to a request (for other adapters and tests). */
+export function setClientAddress(request: Request, address: string): void {
+  CLIENT_ADDRESSES.set(request, address);
+}
+
+interface AbortState {
+  controller: AbortController | undefined;
+  aborted: boolean;
+}
+
+const ABORT_STATE = Symbol("gatehouse.abort");
+
+/**
+ * A Request whose `signal` is created on first use: linking a signal through the Request
+ * constructor costs more than the rest of the request conversion, and most handlers never look.
+ */
+class NodeRequest extends Request {
+  [ABORT_STATE]: AbortState;
+  constructor(input: string, init: RequestInit, abort: AbortState) {
+    super(input, init);
+    this[ABORT_STATE] = abort;
+  }
+
+  /** A clone keeps the client address (handlers that clone to peek at the body still see it). */
+  override clone(): Request {
+    const copy = super.clone();
+    const address = CLIENT_ADDRESSES.get(this);
+    if (address !== undefined) CLIENT_ADDRESSES.set(copy, address);
+    return copy;
+  }
+}
+Object.defineProperty(NodeRequest.prototype, "signal", {
+  configurable: true,
+  get(this: NodeRequest): AbortSignal {
+    const state = this[ABORT_STATE];
+    if (!state.controller) {
+      state.controller = new AbortController();
+      if (state.aborted) state.controller.abort();
+    }
+    return state.controller.signal;
+  },
+});
+
+class BodyTooLargeError extends Error {
+  constructor() {
+    super("request body exceeds the configured limit");
+    this.name = "BodyTooLargeError";
+  }
+}
+
+// RFC 9110 §7.2 / RFC 3986 §3.2.2: host [ ":" port ], reg-name, IPv4 or an IP literal in brackets.
+const HOST_HEADER = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~%!$&'()*+,;=]+)(?::\d{1,5})?$/;
+
+function firstHeaderValue(value: string | string[] | undefined): string | undefined {
+  const v = Array.isArray(value) ? value[0] : value;
+  if (v === undefined) return undefined;
+  const first = v.split(",")[0]?.trim();
+  return first === "" ? undefined : first;
+}
+
+/**
+ * The request's origin, or undefined for a missing or malformed `Host` (shared with
+ * node-require-bearer.ts).
+ */
+export function requestOrigin(req: IncomingMessage, trustProxy: boolean): string | undefined {
+  let proto = (req.socket as TLSSocket).encrypted ? "https" : "http";
+  let host = req.headers.host;
+  if (trustProxy) {
+    const fp = firstHeaderValue(req.headers["x-forwarded-proto"])?.toLowerCase();
+    if (fp === "http" || fp === "https") proto = fp;
+    const fh = firstHeaderValue(req.headers["x-forwarded-host"]);
+    if (fh) host = fh;
+  }
+  if (!host || !HOST_HEADER.test(host)) return undefined;
+  return `${proto}://${host}`;
+}
+
+/**
+ * {@link requestOrigin} without `trustProxy`, reading `Host` from `rawHeaders` (the first field,
+ * as `req.headers.host` would) so that `req.headers` is not built for a protected route (shared
+ * with node-require-bearer.ts).
+ */
+export function directOrigin(req: IncomingMessage): string | undefined {
+  const raw = req.rawHeaders;
+  let host: string | undefined;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const field = raw[i]!;
+    if (field === "Host" || (field.length === 4 && field.toLowerCase() === "host")) {
+      host = raw[i + 1]!;
+      break;
+    }
+  }
+  if (!host || !HOST_HEADER.test(host)) return undefined;
+  return `${(req.socket as TLSSocket).encrypted ? "https" : "http"}://${host}`;
+}
+
+function requestClientAddress(req: IncomingMessage, trustProxy: boolean): string | undefined {
+  if (trustProxy) {
+    const forwarded = firstHeaderValue(req.headers["x-forwarded-for"]);
+    if (forwarded) return forwarded;
+  }
+  return req.socket.remoteAddress;
+}
+
+/**
+ * The request's header fields as name/value pairs, in order. Handed to the `Request` constructor
+ * as a list: building a `Headers` first would make the constructor copy (and sort) it again.
+ */
+function buildHeaders(req: IncomingMessage): [string, string][] {
+  const pairs: [string, string][] = [];
+  const raw = req.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!;
+    // HTTP/2 pseudo-headers are not header fields.
+    if (name.charCodeAt(0) === 58) continue;
+    pairs.push([name, raw[i + 1]!]);
+  }
+  return pairs;
+}
+
+function bodyStream(
+  req: IncomingMessage,
+  limit: number,
+  state: { tooLarge: boolean },
+): ReadableStream<Uint8Array> {
+  let received = 0;
+  return new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        req.on("data", (chunk: Buffer) => {
+          received += chunk.length;
+          if (received > limit) {
+            state.tooLarge = true;
+            controller.error(new BodyTooLargeError());
+            req.pause();
+            return;
+          }
+          controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+          if ((controller.desiredSize ?? 1) <= 0) req.pause();
+        });
+        req.once("end", () => {
+          if (!state.tooLarge) controller.close();
+        });
+        req.once("error", (error) => {
+          if (!state.tooLarge) controller.error(error);
+        });
+        req.once("aborted", () => {
+          if (!state.tooLarge) controller.error(new Error("client aborted the request"));
+        });
+      },
+      pull() {
+        req.resume();
+      },
+      cancel() {
+        req.resume();
+      },
+    },
+    { highWaterMark: 4 },
+  );
+}
+
+/**
+ * A short plain-text answer, or a dropped connection once a response has begun (shared with
+ * node-require-bearer.ts).
+ */
+export function plainResponse(res: ServerResponse, status: number, text: string): void {
+  if (res.headersSent || res.destroyed) {
+    res.destroy();
+    return;
+  }
+  res.writeHead(status, {
+    "content-type": "text/plain; charset=utf-8",
+    "content-length": Buffer.byteLength(text),
+  });
+  res.end(text);
+}
+
+const NOT_YET_VALUE = Symbol("not yet");
+/** Settles after any already-settled promise raced before it (promise jobs run in order). */
+const NOT_YET: Promise<typeof NOT_YET_VALUE> = Promise.resolve(NOT_YET_VALUE);
+
+/**
+ * Writes a web `Response` to a node `ServerResponse`: status, every header (each `Set-Cookie`
+ * separately), and the body streamed with backpressure; a client disconnect cancels the body.
+ */
+export async function sendWebResponse(
+  res: ServerResponse,
+  response: Response,
+  isHead = false,
+): Promise<void> {
+  res.statusCode = response.status;
+  if (response.statusText) res.statusMessage = response.statusText;
+  const headers = response.headers;
+  const setCookies = headers.getSetCookie();
+  headers.forEach((value, name) => {
+    if (name === "set-cookie") return;
+    res.setHeader(name, value);
+  });
+  if (setCookies.length) res.setHeader("set-cookie", setCookies);
+
+  const body = response.body;
+  if (!body || isHead) {
+    if (body) await body.cancel().catch(() => {});
+    res.end();
+    return;
+  }
+  const reader = body.getReader();
+  let closed = false;
+  const onClose = () => {
+    closed = true;
+    reader.cancel().catch(() => {});
+  };
+  res.once("close", onClose);
+  try {
+    // Read-ahead: a body that is already complete (a string, a buffer, JSON) goes out in one write
+    // with Content-Length instead of chunked framing. A body still being produced (SSE) is not
+    // waited for: the second read only counts when it has already settled.
+    const first = await reader.read();
+    if (first.done || closed) {
+      if (!closed) res.end();
+      return;
+    }
+    let pending: Promise<ReadableStreamReadResult<Uint8Array>> | undefined = reader.read();
+    const second = await Promise.race([pending, NOT_YET]);
+    if (second !== NOT_YET_VALUE && second.done) {
+      if (!res.hasHeader("content-length") && !res.hasHeader("transfer-encoding")) {
+        res.setHeader("content-length", first.value.byteLength);
+      }
+      res.end(first.value);
+      return;
+    }
+    res.write(first.value);
+    for (;;) {
+      const { done, value } = await (pending ?? reader.read());
+      pending = undefined;
+      if (done || closed) break;
+      if (!res.write(value)) {
+        // Backpressure: wait until the socket drains or the client goes away.
+        await new Promise<void>((resolve) => {
+          const finish = () => {
+            res.off("drain", finish);
+            res.off("close", finish);
+            resolve();
+          };
+          res.on("drain", finish);
+          res.on("close", finish);
+        });
+        if (closed) break;
+      }
+    }
+    if (!closed) res.end();
+  } finally {
+    res.off("close", onClose);
+  }
+}
+
+/**
+ * Wraps a web-standard handler as a node:http request listener.
+ *
+ * - The request URL is absolute: `https` when the socket is TLS, the authority from `Host`
+ *   (from `X-Forwarded-*` only with `trustProxy`); a missing or malformed `Host` is answered 400
+ *   (RFC 9112 §3.2 requires exactly one valid Host).
+ * - The body is streamed, capped by `maxBodyBytes` (413).
+ * - `request.signal` aborts when the client disconnects.
+ * - Every response header is written, multiple `Set-Cookie` included; the body is streamed with
+ *   backpressure; a client disconnect cancels the body and never crashes the process.
+ * - A handler that throws yields a bare 500 with no detail.
+ */
+export function toNodeListener(
+  handler: FetchHandler,
+  options: NodeListenerOptions = {},
+): (req: IncomingMessage, res: ServerResponse) => void {
+  const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY;
+  const trustProxy = options.trustProxy ?? false;
+  const onError = options.onError;
+  return (req, res) => {
+    const origin = requestOrigin(req, trustProxy);
+    if (!origin) {
+      plainResponse(res, 400, "Bad Request: missing or invalid Host header\n");
+      return;
+    }
+    const method = req.method ?? "GET";
+    const hasBody = method !== "GET" && method !== "HEAD";
+    const declared = req.headers["content-length"];
+    if (hasBody && declared !== undefined && Number(declared) > limit) {
+      plainResponse(res, 413, "Payload Too Large\n");
+      req.resume();
+      return;
+    }
+    const abort: AbortState = { controller: undefined, aborted: false };
+    res.once("close", () => {
+      if (res.writableFinished) return;
+      abort.aborted = true;
+      abort.controller?.abort();
+    });
+    const state = { tooLarge: false };
+    let request: Request;
+    try {
+      const init: RequestInit & { duplex?: "half" } = { method, headers: buildHeaders(req) };
+      if (hasBody) {
+        init.body = bodyStream(req, limit, state);
+        init.duplex = "half";
+      }
+      request = new NodeRequest(origin + (req.url ?? "/"), init, abort);
+    } catch {
+      // An unparseable request target or header value.
+      plainResponse(res, 400, "Bad Request\n");
+      return;
+    }
+    const address = requestClientAddress(req, trustProxy);
+    if (address !== undefined) CLIENT_ADDRESSES.set(request, address);
+
+    const isHead = method === "HEAD";
+    handler(request)
+      .then(
+        (response) => {
+          if (state.tooLarge && !res.headersSent) {
+            plainResponse(res, 413, "Payload Too Large\n");
+            return;
+          }
+          return sendWebResponse(res, response, isHead);
+        },
+        (error: unknown) => {
+          if (state.tooLarge) {
+            plainResponse(res, 413, "Payload Too Large\n");
+            return;
+          }
+          if (!abort.aborted) onError?.(error);
+          plainResponse(res, 500, "Internal Server Error\n");
+        },
+      )
+      .catch((error: unknown) => {
+        // Writing failed (client gone, or the body stream errored mid-way): drop the connection.
+        if (!abort.aborted) onError?.(error);
+        if (!res.destroyed) res.destroy();
+      });
+  };
+}
+
+/** A running server from {@link listen}. */
+export interface ListeningServer {
+  server: Server;
+  /** `http://host:port` with the real port (brackets around IPv6 literals), no trailing slash. */
+  url: string;
+  /** Stops accepting connections, closes open ones, resolves when the server is closed. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a node:http server for `handler` (tests, examples and the CLI). `port: 0` picks a free
+ * port; the returned `url` carries the real one. Default host `127.0.0.1`.
+ */
+export function listen(
+  handler: FetchHandler,
+  options: { port?: number; host?: string } & NodeListenerOptions = {},
+): Promise<ListeningServer> {
+  const host = options.host ?? "127.0.0.1";
+  const server = createServer(toNodeListener(handler, options));
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off("error", reject);
+      const { port } = server.address() as AddressInfo;
+      const hostPart = host.includes(":") ? `[${host}]` : host;
+      resolve({
+        server,
+        url: `http://${hostPart}:${port}`,
+        close: () =>
+          new Promise<void>((done, fail) => {
+            server.close((error) => (error ? fail(error) : done()));
+            server.closeAllConnections();
+          }),
+      });
+    });
+  });
+}
+
+/**
+ * A body-less web `Request` carrying the URL, method and headers of `req`, for gates that only
+ * look at headers (the node body stream stays untouched for the application). `url` overrides the
+ * request target (Express's `originalUrl`). Returns `undefined` when `Host` is missing or invalid.
+ */
+export function webRequestHead(
+  req: IncomingMessage,
+  options: { trustProxy?: boolean; url?: string; body?: string } = {},
+): Request | undefined {
+  const origin = requestOrigin(req, options.trustProxy ?? false);
+  if (!origin) return undefined;
+  const method = req.method ?? "GET";
+  let request: Request;
+  try {
+    request = new Request(origin + (options.url ?? req.url ?? "/"), {
+      method,
+      headers: buildHeaders(req),
+      body: options.body !== undefined && method !== "GET" && method !== "HEAD" ? options.body : undefined,
+    });
+  } catch {
+    return undefined;
+  }
+  const address = requestClientAddress(req, options.trustProxy ?? false);
+  if (address !== undefined) CLIENT_ADDRESSES.set(request, address);
+  return request;
+}

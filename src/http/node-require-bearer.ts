@@ -1,0 +1,289 @@
+/**
+ * node:http adapter, bearer gate half: {@link nodeRequireBearer} protects a node-style handler
+ * by reading the request head (and, for a urlencoded form, the body) straight from
+ * `IncomingMessage`, without building a web `Request`/`Response` (RFC 6750 §2). Public through
+ * `node.ts` (the `gatehouse/node` entry point).
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { type BearerRequestHead, isFormType } from "../resource-server/bearer-token.js";
+import type { ChallengeParts } from "../resource-server/challenge.js";
+import { invalidRequest } from "../resource-server/errors.js";
+import {
+  DEFAULT_MAX_BODY,
+  directOrigin,
+  plainResponse,
+  requestOrigin,
+  sendWebResponse,
+  webRequestHead,
+} from "./node-listener.js";
+
+/** The gate's verdict as data (`ResourceServer.requireBearerHead`). */
+export type NodeBearerVerdict<Auth> = { ok: true; auth: Auth } | { ok: false; challenge: ChallengeParts };
+
+/** What {@link nodeRequireBearer} needs from a resource server (see `createResourceServer`). */
+export interface BearerGate<Auth> {
+  requireBearer(options?: {
+    scopes?: readonly string[] | ((request: Request) => readonly string[] | Promise<readonly string[]>);
+  }): (request: Request, next: (request: Request, auth: Auth) => Promise<Response>) => Promise<Response>;
+  /**
+   * The same gate on a request head, answering with data instead of a `Response`. When present
+   * (a `ResourceServer` has it) the node adapter uses it and builds no web `Request`/`Response`.
+   */
+  requireBearerHead?(options?: {
+    scopes?: readonly string[] | ((request: Request) => readonly string[] | Promise<readonly string[]>);
+  }): (
+    head: BearerRequestHead,
+    request?: () => Request,
+  ) => NodeBearerVerdict<Auth> | Promise<NodeBearerVerdict<Auth>>;
+}
+
+export interface NodeRequireBearerOptions {
+  scopes?: readonly string[] | ((request: Request) => readonly string[] | Promise<readonly string[]>);
+  trustProxy?: boolean;
+  /**
+   * Largest urlencoded form body read to look for a token in it, in bytes (default 1 MiB); a
+   * larger one is answered 413 before `handler` runs. Other bodies are never read by the gate.
+   */
+  maxBodyBytes?: number;
+}
+
+const PASSED = new Response(null, { status: 299 });
+const GET_OR_HEAD = new Set(["GET", "HEAD"]);
+
+/**
+ * A header of `req` read from `rawHeaders` without building `req.headers`: lowercase `name`,
+ * several fields joined with ", " as `Headers.get` does (so two `Authorization` fields stay
+ * detectable as malformed, which `req.headers` would hide by keeping the first).
+ */
+function rawHeader(req: IncomingMessage, name: string): string | null {
+  const raw = req.rawHeaders;
+  let value: string | null = null;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const field = raw[i]!;
+    if (field !== name && (field.length !== name.length || field.toLowerCase() !== name)) continue;
+    value = value === null ? raw[i + 1]! : `${value}, ${raw[i + 1]!}`;
+  }
+  return value;
+}
+
+/** True when the node request carries content (RFC 9112 §6.3: Content-Length or Transfer-Encoding). */
+function nodeHasContent(req: IncomingMessage): boolean {
+  const length = rawHeader(req, "content-length");
+  if (length !== null) return length.trim() !== "0";
+  return rawHeader(req, "transfer-encoding") !== null;
+}
+
+class BodyReadError extends Error {
+  constructor(readonly reason: "too-large" | "aborted") {
+    super(
+      reason === "too-large" ? "request body exceeds the configured limit" : "client aborted the request",
+    );
+    this.name = "BodyReadError";
+  }
+}
+
+/**
+ * Reads the whole body of `req` and puts it back (`unshift`) before `end` is emitted, so the
+ * application still reads every byte from the same `IncomingMessage`. `req.complete` marks the
+ * point where every byte has arrived.
+ */
+function readBodyKeepingIt(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const cleanup = () => {
+      req.off("readable", onReadable);
+      req.off("error", onFailure);
+      req.off("aborted", onFailure);
+      req.off("close", onClose);
+    };
+    const onFailure = () => {
+      cleanup();
+      reject(new BodyReadError("aborted"));
+    };
+    const onClose = () => {
+      if (!req.complete) onFailure();
+    };
+    const onReadable = () => {
+      for (let chunk: Buffer | null = req.read(); chunk !== null; chunk = req.read()) {
+        size += chunk.length;
+        if (size > limit) {
+          cleanup();
+          reject(new BodyReadError("too-large"));
+          return;
+        }
+        chunks.push(chunk);
+      }
+      if (!req.complete) return;
+      cleanup();
+      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+      // Synchronously after the last read(): 'end' is only emitted once the buffer is empty.
+      if (size > 0) req.unshift(body);
+      resolve(body);
+    };
+    req.on("readable", onReadable);
+    req.on("error", onFailure);
+    req.on("aborted", onFailure);
+    req.on("close", onClose);
+  });
+}
+
+/** A {@link BearerRequestHead} read lazily from an `IncomingMessage`. */
+class NodeRequestHead implements BearerRequestHead {
+  failure: BodyReadError | undefined;
+  constructor(
+    private readonly req: IncomingMessage,
+    readonly url: string,
+    private readonly maxBodyBytes: number,
+  ) {}
+  header(name: string): string | null {
+    return rawHeader(this.req, name);
+  }
+  get hasBody(): boolean {
+    // RFC 6750 §2.2: the form method never applies to GET; a web Request has no body there either.
+    return !GET_OR_HEAD.has(this.req.method ?? "GET") && nodeHasContent(this.req);
+  }
+  async bodyText(): Promise<string> {
+    try {
+      return (await readBodyKeepingIt(this.req, this.maxBodyBytes)).toString("utf8");
+    } catch (error) {
+      this.failure = error as BodyReadError;
+      // The gate logs this as a bad request (not an internal error); the adapter answers 413 or
+      // drops the connection instead of sending the challenge.
+      throw invalidRequest("The request body could not be read", `form body ${this.failure.reason}`);
+    }
+  }
+}
+
+/** Writes a challenge from the gate with `writeHead`/`end` (no web `Response`). */
+function writeChallenge(res: ServerResponse, challenge: ChallengeParts, isHead: boolean): void {
+  const headers = challenge.headers;
+  headers["content-length"] = String(challenge.body === null ? 0 : Buffer.byteLength(challenge.body));
+  res.writeHead(challenge.status, headers);
+  res.end(isHead || challenge.body === null ? undefined : challenge.body);
+}
+
+/** Origins already seen to parse as a URL (the Host regex admits a few that do not, e.g. `a%zz`). */
+let parsedOrigin = "";
+function targetParses(origin: string, target: string): boolean {
+  // An origin-form target after a parsed origin always parses (special-scheme paths percent-encode).
+  if (origin === parsedOrigin && target.charCodeAt(0) === 47) return true;
+  try {
+    new URL(origin + target);
+  } catch {
+    return false;
+  }
+  if (target.charCodeAt(0) === 47) parsedOrigin = origin;
+  return true;
+}
+
+/**
+ * Protects a node-style handler: the gate judges the request; on success `handler` runs with the
+ * verified auth, otherwise the challenge (401/403/400, built by the resource server's one
+ * challenge module) is written with `writeHead`/`end` and `handler` never runs.
+ *
+ * With a `ResourceServer` no web `Request` or `Response` is built: the gate reads the method, the
+ * request target and headers straight from `IncomingMessage` (only a scopes function gets a web
+ * `Request`). A request with content whose `Content-Type` is `application/x-www-form-urlencoded`
+ * (not GET/HEAD) has its body read (up to `maxBodyBytes`, else 413) and refused with 400
+ * `invalid_request` when it has an `access_token` parameter (RFC 6750 §2.2, never validated); the
+ * bytes are put back into `req`, so `handler` reads the body in full. Other bodies are not touched.
+ */
+export function nodeRequireBearer<Auth>(
+  gate: BearerGate<Auth>,
+  options: NodeRequireBearerOptions,
+  handler: (req: IncomingMessage, res: ServerResponse, auth: Auth) => void | Promise<void>,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  const trustProxy = options.trustProxy ?? false;
+  const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY;
+  const check = gate.requireBearerHead?.({ scopes: options.scopes });
+  if (check === undefined) return webGateListener(gate, options, limit, handler);
+  const fail = (res: ServerResponse, head: NodeRequestHead) => {
+    if (head.failure?.reason === "aborted") {
+      if (!res.destroyed) res.destroy();
+      return;
+    }
+    if (head.failure?.reason === "too-large") plainResponse(res, 413, "Payload Too Large\n");
+    else plainResponse(res, 500, "Internal Server Error\n");
+  };
+  const decided = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    head: NodeRequestHead,
+    verdict: NodeBearerVerdict<Auth>,
+  ): void | Promise<void> => {
+    if (head.failure) return fail(res, head);
+    if (verdict.ok) return handler(req, res, verdict.auth);
+    writeChallenge(res, verdict.challenge, req.method === "HEAD");
+  };
+  return (req, res) => {
+    const origin = trustProxy ? requestOrigin(req, true) : directOrigin(req);
+    const target = req.url ?? "/";
+    if (!origin || !targetParses(origin, target)) {
+      plainResponse(res, 400, "Bad Request: missing or invalid Host header\n");
+      return;
+    }
+    const head = new NodeRequestHead(req, target, limit);
+    const toRequest = () => {
+      const request = webRequestHead(req, { trustProxy });
+      if (!request) throw new Error("request head cannot be a web Request");
+      return request;
+    };
+    let done: void | Promise<void>;
+    try {
+      const verdict = check(head, toRequest);
+      if (verdict instanceof Promise) {
+        verdict.then((v) => decided(req, res, head, v)).then(undefined, () => fail(res, head));
+        return;
+      }
+      // A warm request is decided synchronously: the handler runs in this very event, as an
+      // unprotected route would.
+      done = decided(req, res, head, verdict);
+    } catch {
+      fail(res, head);
+      return;
+    }
+    if (done instanceof Promise) done.then(undefined, () => fail(res, head));
+  };
+}
+
+/** {@link nodeRequireBearer} for a gate without `requireBearerHead`: through a body-less web Request. */
+function webGateListener<Auth>(
+  gate: BearerGate<Auth>,
+  options: NodeRequireBearerOptions,
+  limit: number,
+  handler: (req: IncomingMessage, res: ServerResponse, auth: Auth) => void | Promise<void>,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  const middleware = gate.requireBearer({ scopes: options.scopes });
+  const run = (req: IncomingMessage, res: ServerResponse, body: string | undefined) => {
+    const request = webRequestHead(req, { trustProxy: options.trustProxy, body });
+    if (!request) {
+      plainResponse(res, 400, "Bad Request: missing or invalid Host header\n");
+      return;
+    }
+    middleware(request, async (_request, auth) => {
+      await handler(req, res, auth);
+      return PASSED;
+    })
+      .then(
+        (response) =>
+          response === PASSED ? undefined : sendWebResponse(res, response, req.method === "HEAD"),
+        () => plainResponse(res, 500, "Internal Server Error\n"),
+      )
+      .catch(() => {
+        if (!res.destroyed) res.destroy();
+      });
+  };
+  return (req, res) => {
+    const head = new NodeRequestHead(req, req.url ?? "/", limit);
+    if (!(head.hasBody && isFormType(head.header("content-type")))) return run(req, res, undefined);
+    // The form body goes to the gate as text (so it can refuse a token there); `req` keeps it.
+    head.bodyText().then(
+      (body) => run(req, res, body),
+      () => {
+        if (head.failure?.reason === "too-large") plainResponse(res, 413, "Payload Too Large\n");
+        else if (!res.destroyed) res.destroy();
+      },
+    );
+  };
+}
