@@ -4,13 +4,18 @@ import { OAuthError } from "../shared/errors.js";
 export const MAX_BODY_BYTES = 64 * 1024;
 
 /**
- * Reads at most `maxBytes` of the body; more is an `invalid_request` (413), never a 500. The declared
- * `Content-Length` is checked first so a huge upload is refused before it is read.
+ * Reads at most `maxBytes` of the body as UTF-8; more is an `invalid_request` (413), never a 500. The
+ * declared `Content-Length` is checked first so a huge upload is refused before it is read. `label`
+ * names the body in the error descriptions ("request body", "form body").
  */
-async function readCappedText(request: Request, maxBytes: number): Promise<string> {
+export async function readCappedText(
+  request: Request,
+  maxBytes: number,
+  label = "request body",
+): Promise<string> {
   const declared = request.headers.get("content-length");
   if (declared !== null && /^\d+$/.test(declared) && Number(declared) > maxBytes) {
-    throw new OAuthError("invalid_request", { description: "request body is too large", status: 413 });
+    throw new OAuthError("invalid_request", { description: `${label} is too large`, status: 413 });
   }
   if (request.body === null) return "";
   const reader = request.body.getReader();
@@ -23,7 +28,7 @@ async function readCappedText(request: Request, maxBytes: number): Promise<strin
       size += value.byteLength;
       if (size > maxBytes) {
         await reader.cancel().catch(() => {});
-        throw new OAuthError("invalid_request", { description: "request body is too large", status: 413 });
+        throw new OAuthError("invalid_request", { description: `${label} is too large`, status: 413 });
       }
       chunks.push(value);
     }
@@ -31,7 +36,7 @@ async function readCappedText(request: Request, maxBytes: number): Promise<strin
     if (error instanceof OAuthError) throw error;
     // The adapter errors the stream when its own cap is passed or the client goes away.
     throw new OAuthError("invalid_request", {
-      description: "request body could not be read",
+      description: `${label} could not be read`,
       detail: error instanceof Error ? error.message : String(error),
     });
   }
@@ -44,11 +49,12 @@ async function readCappedText(request: Request, maxBytes: number): Promise<strin
   try {
     return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch {
-    throw new OAuthError("invalid_request", { description: "request body is not valid UTF-8" });
+    throw new OAuthError("invalid_request", { description: `${label} is not valid UTF-8` });
   }
 }
 
-function mediaType(request: Request): string {
+/** The request's media type, lower-cased, without parameters. */
+export function mediaType(request: Request): string {
   return (request.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
 }
 
