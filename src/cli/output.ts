@@ -79,6 +79,27 @@ export async function runCommand(name: string, body: () => Promise<number>): Pro
   }
 }
 
+/**
+ * Runs `gatehouse <command> <subcommand> ...` inside {@link runCommand}: `help`, `--help` and `-h`
+ * print the usage; a missing or unknown subcommand is a usage error.
+ */
+export async function runSubcommand(
+  command: string,
+  usage: string,
+  subcommands: Record<string, (args: string[]) => Promise<number>>,
+  args: string[],
+): Promise<number> {
+  const [sub, ...rest] = args;
+  return runCommand(`${command}${sub ? ` ${sub}` : ""}`, async () => {
+    if (sub === "--help" || sub === "-h" || sub === "help") return printUsage(usage);
+    const handler = sub !== undefined && Object.hasOwn(subcommands, sub) ? subcommands[sub] : undefined;
+    if (!handler) {
+      throw new UsageError(sub ? `unknown subcommand ${JSON.stringify(sub)}` : "a subcommand is required");
+    }
+    return handler(rest);
+  });
+}
+
 /** Printed to stderr whenever plain http is served: nobody should miss it. */
 export const INSECURE_BANNER = [
   "!!! INSECURE DEVELOPMENT MODE: plain http on loopback (--insecure-loopback).",

@@ -17,7 +17,7 @@ import {
   UsageError,
 } from "../args.js";
 import { storeTargetFromArgs } from "../config.js";
-import { isoTime, out, outJson, printUsage, runCommand, table } from "../output.js";
+import { isoTime, out, outJson, printUsage, runSubcommand, table } from "../output.js";
 import { STORE_OPTIONS, withStore } from "../server-runtime.js";
 
 const ADD_OPTIONS: OptionSpecs = {
@@ -210,22 +210,5 @@ async function remove(args: string[]): Promise<number> {
 }
 
 export async function run(args: string[]): Promise<number> {
-  const [sub, ...rest] = args;
-  return runCommand(`clients${sub ? ` ${sub}` : ""}`, async () => {
-    switch (sub) {
-      case "add":
-        return add(rest);
-      case "list":
-        return list(rest);
-      case "remove":
-        return remove(rest);
-      case "--help":
-      case "-h":
-      case "help":
-        out(USAGE);
-        return 0;
-      default:
-        throw new UsageError(sub ? `unknown subcommand ${JSON.stringify(sub)}` : "a subcommand is required");
-    }
-  });
+  return runSubcommand("clients", USAGE, { add, list, remove }, args);
 }

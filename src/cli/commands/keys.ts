@@ -17,7 +17,7 @@ import {
   UsageError,
 } from "../args.js";
 import { loadConfigFile, storeTargetFromArgs } from "../config.js";
-import { isoTime, out, outJson, printUsage, runCommand, table } from "../output.js";
+import { isoTime, out, outJson, printUsage, runSubcommand, table } from "../output.js";
 import { STORE_OPTIONS, withStore } from "../server-runtime.js";
 
 const ROTATE_OPTIONS: OptionSpecs = {
@@ -110,20 +110,5 @@ async function list(args: string[]): Promise<number> {
 }
 
 export async function run(args: string[]): Promise<number> {
-  const [sub, ...rest] = args;
-  return runCommand(`keys${sub ? ` ${sub}` : ""}`, async () => {
-    switch (sub) {
-      case "rotate":
-        return rotate(rest);
-      case "list":
-        return list(rest);
-      case "--help":
-      case "-h":
-      case "help":
-        out(USAGE);
-        return 0;
-      default:
-        throw new UsageError(sub ? `unknown subcommand ${JSON.stringify(sub)}` : "a subcommand is required");
-    }
-  });
+  return runSubcommand("keys", USAGE, { rotate, list }, args);
 }

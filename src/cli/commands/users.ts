@@ -15,7 +15,7 @@ import {
   outJson,
   printUsage,
   readSecretFromStdin,
-  runCommand,
+  runSubcommand,
   table,
 } from "../output.js";
 import { STORE_OPTIONS, withStore } from "../server-runtime.js";
@@ -143,22 +143,5 @@ async function list(args: string[]): Promise<number> {
 }
 
 export async function run(args: string[]): Promise<number> {
-  const [sub, ...rest] = args;
-  return runCommand(`users${sub ? ` ${sub}` : ""}`, async () => {
-    switch (sub) {
-      case "add":
-        return add(rest);
-      case "passwd":
-        return passwd(rest);
-      case "list":
-        return list(rest);
-      case "--help":
-      case "-h":
-      case "help":
-        out(USAGE);
-        return 0;
-      default:
-        throw new UsageError(sub ? `unknown subcommand ${JSON.stringify(sub)}` : "a subcommand is required");
-    }
-  });
+  return runSubcommand("users", USAGE, { add, passwd, list }, args);
 }
