@@ -99,8 +99,17 @@ export async function createAuthorizationRequest(options: {
  * use": the URL handed to a user agent must be https (or http on loopback) and carry no userinfo.
  */
 export function assertOpenableAuthorizationUrl(value: string | URL): URL {
-  const url = new URL(value);
   const step = "user agent (authorization URL check)";
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch (cause) {
+    throw new AuthorizationFlowError("insecure_url", "the authorization URL is not a valid absolute URL", {
+      kind: "refused",
+      step,
+      cause,
+    });
+  }
   if (url.username || url.password) {
     throw new AuthorizationFlowError("insecure_url", "authorization URL carries userinfo", {
       kind: "refused",

@@ -34,7 +34,7 @@ describe("client against oidc-provider", () => {
     expect(await response.json()).toEqual({ ok: true, sub: "alice" });
     expect(op.accepted).toHaveLength(1);
     expect(op.accepted[0]!.aud).toBe(op.resourceUrl);
-    expect(events).toEqual(["authorization_started", "registered", "authorized"]);
+    expect(events).toEqual(["discovered", "authorization_started", "registered", "authorized"]);
     const registration = await store.get("client", op.issuer);
     expect(registration?.source).toBe("dynamic");
     const tokens = (await store.list("tokens"))[0]?.[1];

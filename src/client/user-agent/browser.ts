@@ -18,12 +18,14 @@ function browserCommand(): string | undefined {
 
 /**
  * Opens `url` in a browser; resolves false when no browser could be started (the caller then
- * prints the URL). Never throws for a missing browser; throws for an unacceptable URL.
+ * prints the URL). Never rejects for a missing browser; rejects for an unacceptable URL. The
+ * program gets the URL as its one argument, with `shell: false`: nothing in the URL or in
+ * `$BROWSER` is interpreted by a shell.
  */
-export function openBrowser(url: string | URL): Promise<boolean> {
+export async function openBrowser(url: string | URL): Promise<boolean> {
   const checked = assertOpenableAuthorizationUrl(url).href;
   const command = browserCommand();
-  if (!command) return Promise.resolve(false);
+  if (!command) return false;
   return new Promise((resolve) => {
     let child: ReturnType<typeof spawn>;
     try {
