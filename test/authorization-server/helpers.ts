@@ -163,20 +163,47 @@ export async function postToken(
   };
 }
 
+/**
+ * The token request redeeming `code` as the public client sends it (RFC 6749 §4.1.3 plus the PKCE
+ * verifier and the resource), with `changes` applied; a field given as (or left) undefined is not sent.
+ */
+export function codeRequest(
+  code: string,
+  verifier: string | undefined,
+  changes: {
+    redirect_uri?: string | undefined;
+    resource?: string | undefined;
+    client_id?: string | undefined;
+  } = {},
+): Record<string, string> {
+  const params: Record<string, string | undefined> = {
+    grant_type: "authorization_code",
+    code,
+    code_verifier: verifier,
+    redirect_uri: REDIRECT,
+    resource: RESOURCE,
+    client_id: PUBLIC_CLIENT,
+    ...changes,
+  };
+  return Object.fromEntries(
+    Object.entries(params).filter((entry): entry is [string, string] => entry[1] !== undefined),
+  );
+}
+
 /** Redeems a fresh code for the public client; returns the token response body. */
 export async function codeTokens(
   t: TestServer,
   overrides: Parameters<typeof issueCode>[1] = {},
 ): Promise<Record<string, unknown>> {
   const { code, verifier } = await issueCode(t, overrides);
-  const r = await postToken(t, {
-    grant_type: "authorization_code",
-    code,
-    code_verifier: verifier,
-    redirect_uri: overrides.redirectUri ?? REDIRECT,
-    resource: overrides.resource ?? RESOURCE,
-    client_id: overrides.clientId ?? PUBLIC_CLIENT,
-  });
+  const r = await postToken(
+    t,
+    codeRequest(code, verifier, {
+      redirect_uri: overrides.redirectUri ?? REDIRECT,
+      resource: overrides.resource ?? RESOURCE,
+      client_id: overrides.clientId ?? PUBLIC_CLIENT,
+    }),
+  );
   if (r.status !== 200) throw new Error(`token request failed: ${JSON.stringify(r.body)}`);
   return r.body;
 }

@@ -5,6 +5,7 @@ import {
   basic,
   CONFIDENTIAL_CLIENT,
   CONFIDENTIAL_SECRET,
+  codeRequest,
   codeTokens,
   decodeHeader,
   decodePayload,
@@ -23,14 +24,7 @@ describe.each(REVISIONS)("authorization_code grant (revision %s)", (revision) =>
   it("issues an RFC 9068 at+jwt bound to the resource, with a refresh token when offline_access was granted", async () => {
     const t = await makeServer({ revision });
     const { code, verifier } = await issueCode(t);
-    const r = await postToken(t, {
-      grant_type: "authorization_code",
-      code,
-      code_verifier: verifier,
-      redirect_uri: REDIRECT,
-      resource: RESOURCE,
-      client_id: PUBLIC_CLIENT,
-    });
+    const r = await postToken(t, codeRequest(code, verifier));
     expect(r.status).toBe(200);
     expect(r.headers.get("cache-control")).toBe("no-store");
     expect(r.headers.get("pragma")).toBe("no-cache");
@@ -74,14 +68,7 @@ describe("authorization codes are single use and bound (SECURITY.md Token endpoi
   it("a second use of a code fails with invalid_grant and revokes what the first use issued", async () => {
     const t = await makeServer();
     const { code, verifier } = await issueCode(t);
-    const params = {
-      grant_type: "authorization_code",
-      code,
-      code_verifier: verifier,
-      redirect_uri: REDIRECT,
-      resource: RESOURCE,
-      client_id: PUBLIC_CLIENT,
-    };
+    const params = codeRequest(code, verifier);
     const first = await postToken(t, params);
     expect(first.status).toBe(200);
     const second = await postToken(t, params);
@@ -103,14 +90,7 @@ describe("authorization codes are single use and bound (SECURITY.md Token endpoi
   it("concurrent redemptions of one code: exactly one succeeds", async () => {
     const t = await makeServer();
     const { code, verifier } = await issueCode(t);
-    const params = {
-      grant_type: "authorization_code",
-      code,
-      code_verifier: verifier,
-      redirect_uri: REDIRECT,
-      resource: RESOURCE,
-      client_id: PUBLIC_CLIENT,
-    };
+    const params = codeRequest(code, verifier);
     const results = await Promise.all(Array.from({ length: 8 }, () => postToken(t, params)));
     expect(results.filter((r) => r.status === 200)).toHaveLength(1);
     expect(results.filter((r) => r.body.error === "invalid_grant")).toHaveLength(7);
@@ -119,16 +99,9 @@ describe("authorization codes are single use and bound (SECURITY.md Token endpoi
   it("a wrong PKCE verifier fails and consumes the code", async () => {
     const t = await makeServer();
     const { code, verifier } = await issueCode(t);
-    const base = {
-      grant_type: "authorization_code",
-      code,
-      redirect_uri: REDIRECT,
-      resource: RESOURCE,
-      client_id: PUBLIC_CLIENT,
-    };
-    const wrong = await postToken(t, { ...base, code_verifier: "x".repeat(43) });
+    const wrong = await postToken(t, codeRequest(code, "x".repeat(43)));
     expect(wrong.body.error).toBe("invalid_grant");
-    const right = await postToken(t, { ...base, code_verifier: verifier });
+    const right = await postToken(t, codeRequest(code, verifier));
     expect(right.body.error).toBe("invalid_grant");
   });
 
@@ -140,15 +113,7 @@ describe("authorization codes are single use and bound (SECURITY.md Token endpoi
   ])("a code_verifier that is %s is invalid_request", async (_name, value) => {
     const t = await makeServer();
     const { code } = await issueCode(t);
-    const params: Record<string, string> = {
-      grant_type: "authorization_code",
-      code,
-      redirect_uri: REDIRECT,
-      resource: RESOURCE,
-      client_id: PUBLIC_CLIENT,
-    };
-    if (value !== undefined) params.code_verifier = value;
-    const r = await postToken(t, params);
+    const r = await postToken(t, codeRequest(code, value));
     expect(r.status).toBe(400);
     expect(r.body.error).toBe("invalid_request");
   });
@@ -156,27 +121,14 @@ describe("authorization codes are single use and bound (SECURITY.md Token endpoi
   it("a code issued to another client is invalid_grant", async () => {
     const t = await makeServer();
     const { code, verifier } = await issueCode(t, { clientId: CONFIDENTIAL_CLIENT });
-    const r = await postToken(t, {
-      grant_type: "authorization_code",
-      code,
-      code_verifier: verifier,
-      redirect_uri: REDIRECT,
-      resource: RESOURCE,
-      client_id: PUBLIC_CLIENT,
-    });
+    const r = await postToken(t, codeRequest(code, verifier));
     expect(r.body.error).toBe("invalid_grant");
   });
 
   it("a confidential client redeems its code only with its secret", async () => {
     const t = await makeServer();
     const { code, verifier } = await issueCode(t, { clientId: CONFIDENTIAL_CLIENT });
-    const params = {
-      grant_type: "authorization_code",
-      code,
-      code_verifier: verifier,
-      redirect_uri: REDIRECT,
-      resource: RESOURCE,
-    };
+    const params = codeRequest(code, verifier, { client_id: undefined });
     const noAuth = await postToken(t, { ...params, client_id: CONFIDENTIAL_CLIENT });
     expect(noAuth.status).toBe(401);
     const ok = await postToken(t, params, basic(CONFIDENTIAL_CLIENT, CONFIDENTIAL_SECRET));
@@ -190,53 +142,31 @@ describe("authorization codes are single use and bound (SECURITY.md Token endpoi
   ])("redirect_uri differing by %s is invalid_grant (exact string match)", async (_n, redirectUri) => {
     const t = await makeServer();
     const { code, verifier } = await issueCode(t);
-    const r = await postToken(t, {
-      grant_type: "authorization_code",
-      code,
-      code_verifier: verifier,
-      redirect_uri: redirectUri,
-      resource: RESOURCE,
-      client_id: PUBLIC_CLIENT,
-    });
+    const r = await postToken(t, codeRequest(code, verifier, { redirect_uri: redirectUri }));
     expect(r.body.error).toBe("invalid_grant");
   });
 
   it("redirect_uri may be left out only for a client with exactly one registered redirect URI", async () => {
     const t = await makeServer();
     const { code, verifier } = await issueCode(t);
-    const r = await postToken(t, {
-      grant_type: "authorization_code",
-      code,
-      code_verifier: verifier,
-      resource: RESOURCE,
-      client_id: PUBLIC_CLIENT,
-    });
+    const r = await postToken(t, codeRequest(code, verifier, { redirect_uri: undefined }));
     expect(r.status).toBe(200);
     const { client } = await import("./helpers.js");
     await t.store.upsertClient(
       client({ clientId: "two-uris", redirectUris: [REDIRECT, "https://app.example.test/second"] }),
     );
     const c2 = await issueCode(t, { clientId: "two-uris" });
-    const r2 = await postToken(t, {
-      grant_type: "authorization_code",
-      code: c2.code,
-      code_verifier: c2.verifier,
-      resource: RESOURCE,
-      client_id: "two-uris",
-    });
+    const r2 = await postToken(
+      t,
+      codeRequest(c2.code, c2.verifier, { redirect_uri: undefined, client_id: "two-uris" }),
+    );
     expect(r2.body.error).toBe("invalid_grant");
   });
 
   it("resource is required in the token request (spec: MUST be in both requests)", async () => {
     const t = await makeServer();
     const { code, verifier } = await issueCode(t);
-    const r = await postToken(t, {
-      grant_type: "authorization_code",
-      code,
-      code_verifier: verifier,
-      redirect_uri: REDIRECT,
-      client_id: PUBLIC_CLIENT,
-    });
+    const r = await postToken(t, codeRequest(code, verifier, { resource: undefined }));
     expect(r.body.error).toBe("invalid_request");
   });
 
@@ -250,14 +180,7 @@ describe("authorization codes are single use and bound (SECURITY.md Token endpoi
       `${RESOURCE}x`,
     ]) {
       const { code, verifier } = await issueCode(t);
-      const r = await postToken(t, {
-        grant_type: "authorization_code",
-        code,
-        code_verifier: verifier,
-        redirect_uri: REDIRECT,
-        resource,
-        client_id: PUBLIC_CLIENT,
-      });
+      const r = await postToken(t, codeRequest(code, verifier, { resource }));
       expect(r.body.error, resource).toBe("invalid_target");
     }
   });
@@ -266,14 +189,7 @@ describe("authorization codes are single use and bound (SECURITY.md Token endpoi
     const t = await makeServer();
     const body = await codeTokens(t, { resource: RESOURCE }).then(async () => {
       const { code, verifier } = await issueCode(t);
-      return postToken(t, {
-        grant_type: "authorization_code",
-        code,
-        code_verifier: verifier,
-        redirect_uri: REDIRECT,
-        resource: "HTTPS://RS.EXAMPLE.TEST/mcp",
-        client_id: PUBLIC_CLIENT,
-      });
+      return postToken(t, codeRequest(code, verifier, { resource: "HTTPS://RS.EXAMPLE.TEST/mcp" }));
     });
     expect(body.status).toBe(200);
     expect(decodePayload(body.body.access_token as string).aud).toBe(RESOURCE);
@@ -283,27 +199,13 @@ describe("authorization codes are single use and bound (SECURITY.md Token endpoi
     const t = await makeServer();
     const { code, verifier } = await issueCode(t);
     t.clock.advance(61);
-    const r = await postToken(t, {
-      grant_type: "authorization_code",
-      code,
-      code_verifier: verifier,
-      redirect_uri: REDIRECT,
-      resource: RESOURCE,
-      client_id: PUBLIC_CLIENT,
-    });
+    const r = await postToken(t, codeRequest(code, verifier));
     expect(r.body.error).toBe("invalid_grant");
   });
 
   it("an unknown code is invalid_grant", async () => {
     const t = await makeServer();
-    const r = await postToken(t, {
-      grant_type: "authorization_code",
-      code: "nope",
-      code_verifier: "a".repeat(43),
-      redirect_uri: REDIRECT,
-      resource: RESOURCE,
-      client_id: PUBLIC_CLIENT,
-    });
+    const r = await postToken(t, codeRequest("nope", "a".repeat(43)));
     expect(r.body.error).toBe("invalid_grant");
   });
 
@@ -312,14 +214,7 @@ describe("authorization codes are single use and bound (SECURITY.md Token endpoi
     const { client } = await import("./helpers.js");
     await t.store.upsertClient(client({ clientId: "cc-only-public", grantTypes: ["refresh_token"] }));
     const { code, verifier } = await issueCode(t, { clientId: "cc-only-public" });
-    const r = await postToken(t, {
-      grant_type: "authorization_code",
-      code,
-      code_verifier: verifier,
-      redirect_uri: REDIRECT,
-      resource: RESOURCE,
-      client_id: "cc-only-public",
-    });
+    const r = await postToken(t, codeRequest(code, verifier, { client_id: "cc-only-public" }));
     expect(r.body.error).toBe("unauthorized_client");
   });
 
