@@ -178,25 +178,33 @@ function failingStore(error: Error) {
   };
 }
 
+/** A server over a store that throws `error` on every call, already failing. */
+async function failingServer(error: Error) {
+  const f = failingStore(error);
+  const log = memoryLogger();
+  const server = await createAuthorizationServer({
+    issuer: ISSUER,
+    store: f.store,
+    resources: [{ uri: RESOURCE, scopes: ["a"] }],
+    logger: log,
+    maintenanceIntervalMs: 0,
+  });
+  f.setFailing(true);
+  return { f, log, server };
+}
+
+function clientCredentialsRequest(): Request {
+  return new Request(`${ISSUER}/token`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: `grant_type=client_credentials&client_id=${PUBLIC_CLIENT}`,
+  });
+}
+
 describe("faults", () => {
   it("a storage outage is 503 temporarily_unavailable with Retry-After, on every endpoint", async () => {
-    const f = failingStore(new StorageUnavailableError("database is down"));
-    const log = memoryLogger();
-    const server = await createAuthorizationServer({
-      issuer: ISSUER,
-      store: f.store,
-      resources: [{ uri: RESOURCE, scopes: ["a"] }],
-      logger: log,
-      maintenanceIntervalMs: 0,
-    });
-    f.setFailing(true);
-    const token = await server.fetch(
-      new Request(`${ISSUER}/token`, {
-        method: "POST",
-        headers: { "content-type": "application/x-www-form-urlencoded" },
-        body: `grant_type=client_credentials&client_id=${PUBLIC_CLIENT}`,
-      }),
-    );
+    const { f, server } = await failingServer(new StorageUnavailableError("database is down"));
+    const token = await server.fetch(clientCredentialsRequest());
     expect(token.status).toBe(503);
     expect(token.headers.get("retry-after")).toBe("5");
     expect(token.headers.get("cache-control")).toBe("no-store");
@@ -211,23 +219,8 @@ describe("faults", () => {
   });
 
   it("an unexpected error is a generic 500 server_error; the detail reaches only the log", async () => {
-    const f = failingStore(new Error("disk on fire at /var/secret/path"));
-    const log = memoryLogger();
-    const server = await createAuthorizationServer({
-      issuer: ISSUER,
-      store: f.store,
-      resources: [{ uri: RESOURCE, scopes: ["a"] }],
-      logger: log,
-      maintenanceIntervalMs: 0,
-    });
-    f.setFailing(true);
-    const r = await server.fetch(
-      new Request(`${ISSUER}/token`, {
-        method: "POST",
-        headers: { "content-type": "application/x-www-form-urlencoded" },
-        body: `grant_type=client_credentials&client_id=${PUBLIC_CLIENT}`,
-      }),
-    );
+    const { log, server } = await failingServer(new Error("disk on fire at /var/secret/path"));
+    const r = await server.fetch(clientCredentialsRequest());
     expect(r.status).toBe(500);
     const text = await r.text();
     expect(JSON.parse(text).error).toBe("server_error");

@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  codeRequest,
   codeTokens,
   formRequest,
   ISSUER,
@@ -8,7 +9,6 @@ import {
   makeServer,
   PUBLIC_CLIENT,
   postToken,
-  REDIRECT,
   RESOURCE,
 } from "./helpers.js";
 
@@ -92,14 +92,7 @@ describe("token endpoint: odd requests get an OAuth error, never a 500 (SECURITY
   it("a repeated parameter is invalid_request (RFC 6749 §3.1)", async () => {
     const t = await makeServer();
     const { code, verifier } = await issueCode(t);
-    const body = new URLSearchParams({
-      grant_type: "authorization_code",
-      code,
-      code_verifier: verifier,
-      redirect_uri: REDIRECT,
-      resource: RESOURCE,
-      client_id: PUBLIC_CLIENT,
-    });
+    const body = new URLSearchParams(codeRequest(code, verifier));
     body.append("resource", "https://other.example.test/api");
     const r = await json(
       await t.server.fetch(
