@@ -222,7 +222,7 @@ describe("gatehouse logout (the command)", () => {
     await loginInto(f);
     const { code, stdout, stderr } = await command([]);
     expect(stderr).toBe("");
-    expect(stdout).toBe(`Revoked the tokens for ${f.base}/mcp at ${f.base} and forgot them.\n`);
+    expect(stdout).toBe(`Forgot 1 token set(s).\n  ${f.base}/mcp: revoked at ${f.base}\n`);
     expect(code).toBe(0);
     expect(f.seen.revoke).toHaveLength(2);
   });
@@ -232,7 +232,7 @@ describe("gatehouse logout (the command)", () => {
     await loginInto(f);
     const { code, stdout, stderr } = await command([`${f.base}/mcp`]);
     expect(code).toBe(3);
-    expect(stdout).toBe(`Forgot the tokens for ${f.base}/mcp.\n`);
+    expect(stdout).toBe(`Forgot 1 token set(s).\n  ${f.base}/mcp: NOT revoked at ${f.base} (see below)\n`);
     expect(stderr).toContain(`gatehouse logout: could not revoke the tokens for ${f.base}/mcp at ${f.base}:`);
     expect(stderr).toContain("[invalid_request]");
     expect(stderr).toContain("stay valid at the server until they expire");

@@ -13,33 +13,31 @@ Exit status: 0 done; 1 error (nothing forgotten); 2 usage; 3 forgotten locally, 
 could not be told for at least one resource (its tokens stay valid there until they expire).
 `;
 
-/** One line per token set, on stdout; revocation failures go to stderr with what to do next. */
+/** One line per token set under the summary; revocation failures go to stderr with the next step. */
 function report(outcome: LogoutOutcome): void {
-  const what = `the tokens for ${outcome.resource}`;
+  const line = (text: string) => process.stdout.write(`  ${outcome.resource}: ${text}\n`);
   switch (outcome.revocation) {
     case "revoked":
-      process.stdout.write(`Revoked ${what} at ${outcome.issuer} and forgot them.\n`);
+      line(`revoked at ${outcome.issuer}`);
       return;
     case "nothing_to_revoke":
-      process.stdout.write(`Forgot ${what} (nothing live to revoke).\n`);
+      line("nothing live to revoke");
       return;
     case "no_endpoint":
-      process.stdout.write(
-        `Forgot ${what}; ${outcome.issuer} has no revocation endpoint, so they stay valid there until they expire.\n`,
-      );
+      line(`${outcome.issuer} has no revocation endpoint; the tokens stay valid there until they expire`);
       return;
     case "unsupported":
-      process.stdout.write(
-        `Forgot ${what}; ${outcome.issuer} does not revoke them (unsupported_token_type), so they stay valid until they expire.\n`,
+      line(
+        `${outcome.issuer} does not revoke them (unsupported_token_type); they stay valid until they expire`,
       );
       return;
     case "skipped":
-      process.stdout.write(`Forgot ${what} (--local: ${outcome.issuer} was not told).\n`);
+      line(`not revoked (--local: ${outcome.issuer} was not told)`);
       return;
     case "failed":
-      process.stdout.write(`Forgot ${what}.\n`);
+      line(`NOT revoked at ${outcome.issuer} (see below)`);
       process.stderr.write(
-        `gatehouse logout: could not revoke ${what} at ${outcome.issuer}: ${describeError(outcome.error)}\n` +
+        `gatehouse logout: could not revoke the tokens for ${outcome.resource} at ${outcome.issuer}: ${describeError(outcome.error)}\n` +
           "  They were forgotten here, but stay valid at the server until they expire; revoke them from the server's account page if it has one.\n",
       );
       return;
@@ -75,12 +73,15 @@ export async function run(args: string[]): Promise<number> {
   try {
     const resource = values.all ? undefined : positionals[0];
     const { removed, outcomes } = await client.logout(resource, { revoke: values.local !== true });
+    process.stdout.write(
+      removed
+        ? `Forgot ${removed} token set(s).\n`
+        : `No stored tokens${resource ? ` for ${resource}` : ""}.\n`,
+    );
     for (const outcome of outcomes) report(outcome);
     if (values.all) {
       await client.store.clear();
-      process.stdout.write("Forgot all tokens, registrations and metadata.\n");
-    } else if (!removed) {
-      process.stdout.write(`No stored tokens${resource ? ` for ${resource}` : ""}.\n`);
+      process.stdout.write("Forgot all registrations and metadata too.\n");
     }
     return outcomes.some((o) => o.revocation === "failed") ? 3 : 0;
   } catch (error) {
