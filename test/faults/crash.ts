@@ -9,16 +9,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AuthorizationStore } from "../../src/storage/contract.js";
 import { codeHash } from "../support/fault-server.js";
 import { type FlowOptions, obtainCode, redeemCode, refreshGrant, tokenSet } from "../support/flow.js";
+import { testFlow } from "../support/in-process.js";
 import {
   CLIENT_ID,
   createUsers,
   type Database,
   type Instance,
   openDatabase,
-  PASSWORD,
-  REDIRECT_URI,
-  RESOURCE,
-  SCOPES,
   startInstance,
   stopAll,
   testClient,
@@ -61,14 +58,7 @@ export function crashSuite(name: string, makeFixture: () => Promise<CrashFixture
     }
 
     function flowOn(instance: Instance): FlowOptions {
-      return {
-        instanceFor: () => instance.base,
-        clientId: CLIENT_ID,
-        redirectUri: REDIRECT_URI,
-        resource: RESOURCE,
-        scope: `${SCOPES} offline_access`,
-        user: { username: users[nextUser++ % users.length]!, password: PASSWORD },
-      };
+      return testFlow(() => instance.base, users[nextUser++ % users.length]!);
     }
 
     /** The request dies with the process: no response at all, and the process ended by SIGKILL. */

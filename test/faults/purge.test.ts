@@ -7,26 +7,19 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  type AuthorizationServer,
-  createAuthorizationServer,
-  startMaintenance,
-} from "../../src/authorization-server/index.js";
-import { type ListeningServer, listen } from "../../src/http/node.js";
+import { type AuthorizationServer, startMaintenance } from "../../src/authorization-server/index.js";
+import type { ListeningServer } from "../../src/http/node.js";
 import type { AuthorizationStore } from "../../src/storage/contract.js";
 import { createPostgresStore } from "../../src/storage/postgres/index.js";
 import { createSqliteStore } from "../../src/storage/sqlite/index.js";
 import { codeHash } from "../support/fault-server.js";
 import { obtainCode, redeemCode, refreshGrant, tokenSet } from "../support/flow.js";
+import { serveInProcess, testFlow } from "../support/in-process.js";
 import {
   CLIENT_ID,
   createTestDatabase,
   createUsers,
-  PASSWORD,
   REDIRECT_URI,
-  RESOURCE,
-  SCOPES,
-  SHARED_ISSUER,
   testClient,
 } from "../support/instances.js";
 
@@ -88,18 +81,11 @@ describe.each(Object.keys(backends))("purge on %s", (name) => {
     await backend.store.migrate();
     await backend.store.createClient(testClient());
     [username] = (await createUsers(backend.store, "purge", 1)) as [string];
-    server = await createAuthorizationServer({
-      issuer: SHARED_ISSUER,
-      store: backend.store,
-      resources: [{ uri: RESOURCE, scopes: SCOPES.split(" ") }],
-      allowInsecureLoopback: true,
-      maintenanceIntervalMs: 0,
+    ({ server, http } = await serveInProcess(backend.store, {
       refreshTokens: { idleTtlSeconds: 60 * 60, absoluteTtlSeconds: 24 * 60 * 60 },
       dynamicRegistration: { unusedTtlSeconds: 10 * 60 },
       now: () => clock.now,
-      logger: { info() {}, warn() {}, error() {} },
-    });
-    http = await listen(server.fetch);
+    }));
   }, 60_000);
 
   afterAll(async () => {
@@ -108,14 +94,7 @@ describe.each(Object.keys(backends))("purge on %s", (name) => {
     await backend?.cleanup();
   });
 
-  const flow = () => ({
-    instanceFor: () => http.url,
-    clientId: CLIENT_ID,
-    redirectUri: REDIRECT_URI,
-    resource: RESOURCE,
-    scope: `${SCOPES} offline_access`,
-    user: { username, password: PASSWORD },
-  });
+  const flow = () => testFlow(() => http.url, username);
 
   it("expired codes, idle refresh tokens and unused registrations go; a live grant keeps working", async () => {
     const t0 = clock.now;

@@ -6,42 +6,22 @@
  * refresh test in multi-instance.ts trips over it by chance; this one does every time).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AuthorizationServer, createAuthorizationServer } from "../../src/authorization-server/index.js";
-import { type ListeningServer, listen } from "../../src/http/node.js";
 import type { AuthorizationStore } from "../../src/storage/contract.js";
 import { obtainCode, redeemCode, refreshGrant, tokenSet } from "../support/flow.js";
-import {
-  CLIENT_ID,
-  createBackend,
-  createUsers,
-  PASSWORD,
-  REDIRECT_URI,
-  RESOURCE,
-  SCOPES,
-  SHARED_ISSUER,
-  testClient,
-} from "../support/instances.js";
+import { type InProcessServer, serveInProcess, testFlow } from "../support/in-process.js";
+import { CLIENT_ID, createBackend, createUsers, testClient } from "../support/instances.js";
 
 describe.each(["SQLite", "PostgreSQL"] as const)(
   "refresh reuse with skewed instance clocks on %s",
   (name) => {
     let backend: { store: AuthorizationStore; cleanup(): Promise<void> };
-    const servers: { server: AuthorizationServer; http: ListeningServer }[] = [];
+    const servers: InProcessServer[] = [];
     let username: string;
 
     async function instance(skewMs: number) {
-      const server = await createAuthorizationServer({
-        issuer: SHARED_ISSUER,
-        store: backend.store,
-        resources: [{ uri: RESOURCE, scopes: SCOPES.split(" ") }],
-        allowInsecureLoopback: true,
-        maintenanceIntervalMs: 0,
-        now: () => Date.now() + skewMs,
-        logger: { info() {}, warn() {}, error() {} },
-      });
-      const http = await listen(server.fetch);
-      servers.push({ server, http });
-      return http.url;
+      const served = await serveInProcess(backend.store, { now: () => Date.now() + skewMs });
+      servers.push(served);
+      return served.http.url;
     }
 
     beforeAll(async () => {
@@ -52,24 +32,14 @@ describe.each(["SQLite", "PostgreSQL"] as const)(
     }, 60_000);
 
     afterAll(async () => {
-      for (const { server, http } of servers) {
-        await http.close();
-        await server.close();
-      }
+      for (const served of servers) await served.close();
       await backend?.cleanup();
     });
 
     it("a token rotated on the instance whose clock is ahead is still a reuse on the one behind: grant revoked", async () => {
       const ahead = await instance(2000);
       const behind = await instance(0);
-      const flow = {
-        instanceFor: () => ahead,
-        clientId: CLIENT_ID,
-        redirectUri: REDIRECT_URI,
-        resource: RESOURCE,
-        scope: `${SCOPES} offline_access`,
-        user: { username, password: PASSWORD },
-      };
+      const flow = testFlow(() => ahead, username);
       const first = await tokenSet(await redeemCode(ahead, flow, await obtainCode(flow)));
       const rotated = await tokenSet(await refreshGrant(ahead, CLIENT_ID, first.refresh_token!));
 

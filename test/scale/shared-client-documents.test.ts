@@ -6,10 +6,9 @@
  * loopback opt-in (the CLI offers no such switch, hence in-process servers here).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AuthorizationServer, createAuthorizationServer } from "../../src/authorization-server/index.js";
-import { type ListeningServer, listen } from "../../src/http/node.js";
 import type { AuthorizationStore } from "../../src/storage/contract.js";
 import { Browser, obtainCode, redeemCode, tokenSet } from "../support/flow.js";
+import { type InProcessServer, serveInProcess } from "../support/in-process.js";
 import {
   createBackend,
   createUsers,
@@ -17,7 +16,6 @@ import {
   REDIRECT_URI,
   RESOURCE,
   SCOPES,
-  SHARED_ISSUER,
 } from "../support/instances.js";
 import { startTestHttpsServer, type TestHttpsServer, testTls } from "../support/tls.js";
 
@@ -25,29 +23,22 @@ describe.each(["PostgreSQL", "SQLite"] as const)("metadata documents shared thro
   let backend: { store: AuthorizationStore; cleanup(): Promise<void> };
   let documents: TestHttpsServer;
   let fetches = 0;
-  const servers: { server: AuthorizationServer; http: ListeningServer }[] = [];
+  const servers: InProcessServer[] = [];
   let a: string;
   let b: string;
   let clientId: string;
   let username: string;
 
   async function instance(): Promise<string> {
-    const server = await createAuthorizationServer({
-      issuer: SHARED_ISSUER,
-      store: backend.store,
-      resources: [{ uri: RESOURCE, scopes: SCOPES.split(" ") }],
-      allowInsecureLoopback: true,
-      maintenanceIntervalMs: 0,
+    const served = await serveInProcess(backend.store, {
       clientMetadataDocuments: {
         enabled: true,
         trust: { kind: "any-https" },
         dangerouslyAllowLoopbackForTesting: { ca: [testTls().ca] },
       },
-      logger: { info() {}, warn() {}, error() {} },
     });
-    const http = await listen(server.fetch);
-    servers.push({ server, http });
-    return http.url;
+    servers.push(served);
+    return served.http.url;
   }
 
   beforeAll(async () => {
@@ -75,10 +66,7 @@ describe.each(["PostgreSQL", "SQLite"] as const)("metadata documents shared thro
   }, 60_000);
 
   afterAll(async () => {
-    for (const { server, http } of servers) {
-      await http.close();
-      await server.close();
-    }
+    for (const served of servers) await served.close();
     await documents?.close();
     await backend?.cleanup();
   });

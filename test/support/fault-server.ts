@@ -5,20 +5,10 @@
  */
 import { createHash } from "node:crypto";
 import { expect } from "vitest";
-import { createAuthorizationServer } from "../../src/authorization-server/index.js";
-import { listen } from "../../src/http/node.js";
 import type { AuthorizationStore } from "../../src/storage/contract.js";
 import { type ObtainedCode, obtainCode, redeemCode } from "./flow.js";
-import {
-  CLIENT_ID,
-  createUsers,
-  PASSWORD,
-  REDIRECT_URI,
-  RESOURCE,
-  SCOPES,
-  SHARED_ISSUER,
-  testClient,
-} from "./instances.js";
+import { serveInProcess, testFlow } from "./in-process.js";
+import { createUsers, testClient } from "./instances.js";
 
 export interface FaultServer {
   base: string;
@@ -28,37 +18,19 @@ export interface FaultServer {
   close(): Promise<void>;
 }
 
-const quiet = { info() {}, warn() {}, error() {} };
-
 /** Migrates `store`, adds the test client and a user, and serves it on 127.0.0.1 (port 0). */
 export async function startFaultServer(store: AuthorizationStore): Promise<FaultServer> {
   await store.migrate();
   await store.createClient(testClient());
   const [username] = await createUsers(store, "fault", 1);
-  const server = await createAuthorizationServer({
-    issuer: SHARED_ISSUER,
-    store,
-    resources: [{ uri: RESOURCE, scopes: SCOPES.split(" ") }],
-    allowInsecureLoopback: true,
-    maintenanceIntervalMs: 0,
-    logger: quiet,
-  });
-  const http = await listen(server.fetch);
-  const flow = {
-    clientId: CLIENT_ID,
-    redirectUri: REDIRECT_URI,
-    resource: RESOURCE,
-    scope: `${SCOPES} offline_access`,
-    user: { username: username!, password: PASSWORD },
-  };
+  const served = await serveInProcess(store);
+  const base = served.http.url;
+  const flow = testFlow(() => base, username!);
   return {
-    base: http.url,
-    newCode: () => obtainCode({ ...flow, instanceFor: () => http.url }),
-    redeem: (obtained) => redeemCode(http.url, flow, obtained),
-    async close() {
-      await http.close();
-      await server.close();
-    },
+    base,
+    newCode: () => obtainCode(flow),
+    redeem: (obtained) => redeemCode(base, flow, obtained),
+    close: () => served.close(),
   };
 }
 
