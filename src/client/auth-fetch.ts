@@ -554,7 +554,7 @@ export class AuthClient {
     await this.#store.set("tokens", key, tokens);
     if (
       options.previousScopes !== undefined &&
-      this.#options.revokeSupersededRefreshTokens !== false &&
+      this.#options.revokeSupersededRefreshTokens === true &&
       previous?.refresh_token !== undefined &&
       tokens.refresh_token !== undefined &&
       previous.refresh_token !== tokens.refresh_token

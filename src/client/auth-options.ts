@@ -88,11 +88,11 @@ export interface CreateAuthFetchOptions {
   dpop?: "auto" | "always" | "never";
   /**
    * After a step-up whose tokens came with a new refresh token for the same issuer, client and
-   * resource, revoke the superseded refresh token (RFC 7009), in the background. Default true.
-   * Turn it off for an authorization server that keeps one grant per user and client across
-   * authorizations and ends that whole grant when any of its tokens is revoked (oidc-provider's
-   * default `loadExistingGrant` with its revocation endpoint behaves so): there, revoking the old
-   * refresh token would also end the new one.
+   * resource, revoke the superseded refresh token (RFC 7009), in the background. Default false:
+   * an authorization server that keeps one grant per user and client across authorizations and
+   * ends that whole grant when any of its tokens is revoked (oidc-provider's default
+   * `loadExistingGrant` with its revocation endpoint behaves so) would end the new tokens too.
+   * Turn it on for servers that issue a grant per authorization (Gatehouse's own server does).
    */
   revokeSupersededRefreshTokens?: boolean;
   /** Progress notifications (never carry a token). */

@@ -124,6 +124,7 @@ describe("revocation at this repository's authorization server", () => {
       redirectUri: REDIRECT_URI,
       userAgent: userAgent(t, browser),
       preregisteredClients: { [t.url]: { client_id: CLIENT_ID } },
+      revokeSupersededRefreshTokens: true,
       fetch: async (input, init) => {
         const request = new Request(input, init);
         return new URL(request.url).origin === "https://notes.example" ? notes(request) : fetch(request);

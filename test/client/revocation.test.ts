@@ -128,13 +128,14 @@ describe("logout revokes before it forgets (RFC 7009 §2.1)", () => {
   });
 });
 
-describe("step-up revokes the superseded refresh token (best effort, in the background)", () => {
+describe("with revokeSupersededRefreshTokens, step-up revokes the superseded refresh token (best effort, in the background)", () => {
   it("the retried request does not wait for the revocation; the old refresh token is revoked afterwards", async () => {
     const f = await setup({ requiredScope: "write", revocation: "hold" });
     const events: AuthEvent[] = [];
     const client = new AuthClient({
       redirectUri: REDIRECT,
       userAgent: followRedirect,
+      revokeSupersededRefreshTokens: true,
       onEvent: (e) => events.push(e),
     });
     // The first authorization grants "read"; the resource wants "write": one step-up.
@@ -157,6 +158,7 @@ describe("step-up revokes the superseded refresh token (best effort, in the back
     const client = new AuthClient({
       redirectUri: REDIRECT,
       userAgent: followRedirect,
+      revokeSupersededRefreshTokens: true,
       onEvent: (e) => events.push(e),
     });
     expect((await client.fetch(f.resourceUrl)).status).toBe(200);
@@ -166,12 +168,11 @@ describe("step-up revokes the superseded refresh token (best effort, in the back
     expect(JSON.stringify(events)).not.toMatch(/rt-\d|at-\d/);
   });
 
-  it("revokeSupersededRefreshTokens: false leaves the old grant alone", async () => {
+  it("by default (off) the old grant is left alone", async () => {
     const f = await setup({ requiredScope: "write", revocation: "ok" });
     const client = new AuthClient({
       redirectUri: REDIRECT,
       userAgent: followRedirect,
-      revokeSupersededRefreshTokens: false,
     });
     expect((await client.fetch(f.resourceUrl)).status).toBe(200);
     await client.idle();
