@@ -1,7 +1,8 @@
 /**
  * Runs the built `gatehouse` command (dist/cli/main.js) as a child process: one-shot commands with
  * `runCli`, long-running ones (`serve`, `demo`) with `startCli`, which waits for the single JSON
- * ready line on stdout and stops the process with SIGTERM.
+ * ready line on stdout and stops the process with SIGTERM; `startDemo` is `gatehouse demo --json`
+ * on free ports.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
@@ -151,4 +152,22 @@ export interface DemoReady {
   admin: string;
   account: string;
   accessTokenTtlSeconds: number;
+}
+
+/**
+ * Starts `gatehouse demo --json` on free ports (authorization server and notes resource) with its
+ * data in `dataDir`, plus `extraArgs`, and waits for the ready line.
+ */
+export function startDemo(dataDir: string, extraArgs: string[] = []): Promise<RunningCli<DemoReady>> {
+  return startCli<DemoReady>([
+    "demo",
+    "--port",
+    "0",
+    "--resource-port",
+    "0",
+    "--data",
+    dataDir,
+    "--json",
+    ...extraArgs,
+  ]);
 }

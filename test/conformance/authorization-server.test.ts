@@ -12,7 +12,7 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DemoReady, ensureBuilt, ROOT, type RunningCli, startCli, tempDir } from "../cli/helpers.js";
+import { type DemoReady, ensureBuilt, ROOT, type RunningCli, startDemo, tempDir } from "../cli/helpers.js";
 import { launchChromium } from "../support/browser.js";
 
 const TOOL = join(ROOT, "node_modules/@modelcontextprotocol/conformance/dist/index.js");
@@ -40,17 +40,7 @@ beforeAll(async () => {
     });
   }
   dir = tempDir("gatehouse-conformance-as-");
-  demo = await startCli<DemoReady>([
-    "demo",
-    "--port",
-    "0",
-    "--resource-port",
-    "0",
-    "--data",
-    dir.path,
-    "--json",
-    "--no-request-log",
-  ]);
+  demo = await startDemo(dir.path, ["--no-request-log"]);
   browser = await launchChromium();
 });
 afterAll(async () => {

@@ -9,7 +9,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DemoReady, ensureBuilt, type RunningCli, startCli, tempDir } from "../cli/helpers.js";
+import { type DemoReady, ensureBuilt, type RunningCli, startDemo, tempDir } from "../cli/helpers.js";
 import { launchChromium } from "../support/browser.js";
 
 let dir: ReturnType<typeof tempDir>;
@@ -21,19 +21,8 @@ let callbackUrl: string;
 beforeAll(async () => {
   ensureBuilt();
   dir = tempDir("gatehouse-demo-browser-");
-  demo = await startCli<DemoReady>([
-    "demo",
-    "--port",
-    "0",
-    "--resource-port",
-    "0",
-    "--data",
-    dir.path,
-    "--json",
-    // A short lifetime, as someone would run it to watch a refresh happen.
-    "--access-token-ttl",
-    "30",
-  ]);
+  // A short lifetime, as someone would run it to watch a refresh happen.
+  demo = await startDemo(dir.path, ["--access-token-ttl", "30"]);
   // The client's redirect target: a loopback page, as a native or CLI client would run.
   callback = createServer((_req, res) => {
     res.writeHead(200, { "content-type": "text/plain" });

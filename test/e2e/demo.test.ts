@@ -16,7 +16,7 @@ import {
   ROOT,
   type RunningCli,
   runCli,
-  startCli,
+  startDemo,
   tempDir,
 } from "../cli/helpers.js";
 
@@ -26,16 +26,7 @@ let demo: RunningCli<DemoReady>;
 beforeAll(async () => {
   ensureBuilt();
   dir = tempDir("gatehouse-demo-");
-  demo = await startCli<DemoReady>([
-    "demo",
-    "--port",
-    "0",
-    "--resource-port",
-    "0",
-    "--data",
-    dir.path,
-    "--json",
-  ]);
+  demo = await startDemo(dir.path);
 });
 afterAll(async () => {
   await demo?.stop();
@@ -114,16 +105,7 @@ describe("gatehouse demo", () => {
     const first = demo.ready.password;
     const { code } = await demo.stop();
     expect(code).toBe(0);
-    demo = await startCli<DemoReady>([
-      "demo",
-      "--port",
-      "0",
-      "--resource-port",
-      "0",
-      "--data",
-      dir.path,
-      "--json",
-    ]);
+    demo = await startDemo(dir.path);
     expect(demo.ready.password).not.toBe(first);
     const { code: code2 } = await demo.stop();
     expect(code2).toBe(0);

@@ -17,22 +17,17 @@ import { createNotesResource } from "../../src/demo/notes-resource.js";
 import { type ListeningServer, listen } from "../../src/http/node.js";
 import {
   type CliResult,
+  type DemoReady,
   ensureBuilt,
   MAIN,
   ROOT,
   type RunningCli,
   runCli,
   startCli,
+  startDemo,
   tempDir,
 } from "../cli/helpers.js";
 import { launchChromium } from "../support/browser.js";
-
-interface DemoReady {
-  issuer: string;
-  resource: string;
-  username: string;
-  password: string;
-}
 
 interface StatusJson {
   tokens: {
@@ -180,17 +175,7 @@ describe("gatehouse login against gatehouse demo, in Chromium", () => {
   });
 
   it("login + consent, fetch, step-up to notes:write with only the new scope on the second consent, logout", async () => {
-    demo = await startCli<DemoReady>([
-      "demo",
-      "--json",
-      "--port",
-      "0",
-      "--resource-port",
-      "0",
-      "--data",
-      join(dir.path, "demo-data"),
-      "--no-request-log",
-    ]);
+    demo = await startDemo(join(dir.path, "demo-data"), ["--no-request-log"]);
     const { issuer, resource, username, password } = demo.ready;
     const notes = `${resource}/notes`;
     const user = new CliUser("demo");
