@@ -1,4 +1,3 @@
-import { OAuthError } from "../../shared/errors.js";
 import type {
   ClientRecord,
   ClientSource,
@@ -10,8 +9,9 @@ import type { Endpoint, ServerContext } from "../context.js";
 import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
 import { ENDPOINT_PATHS } from "../paths.js";
 import { csrfFailurePage } from "./bound-interaction.js";
-import { errorPage, oauthErrorPage, unexpectedErrorPage } from "./error-page.js";
+import { errorPage } from "./error-page.js";
 import { readPageForm } from "./form.js";
+import { formPage } from "./form-page.js";
 import { html, page, type SafeHtml } from "./html.js";
 import { htmlResponse, seeOther } from "./security-headers.js";
 import { type CurrentSession, currentSession } from "./session.js";
@@ -27,22 +27,12 @@ import { type CurrentSession, currentSession } from "./session.js";
  * (SECURITY.md "Consent and login pages"). Nothing here fetches a client metadata document: the
  * lists come from storage only.
  */
-export const handleAdmin: Endpoint = async (request, ctx) => {
-  try {
-    if (request.method === "GET") return await showAdmin(request, ctx);
-    if (request.method === "POST") return await submitAdmin(request, ctx);
-    const response = errorPage({
-      status: 405,
-      title: "Method not allowed",
-      message: "Use the buttons on the admin page.",
-    });
-    response.headers.set("allow", "GET, POST");
-    return response;
-  } catch (error) {
-    if (error instanceof OAuthError) return oauthErrorPage(error);
-    return unexpectedErrorPage(ctx, "admin", error);
-  }
-};
+export const handleAdmin: Endpoint = formPage({
+  where: "admin",
+  show: showAdmin,
+  submit: submitAdmin,
+  useInstead: "Use the buttons on the admin page.",
+});
 
 /** Rows shown per list (newest first); the heading says when a list is longer. */
 export const ADMIN_MAX_ROWS = 500;

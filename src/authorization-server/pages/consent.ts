@@ -1,4 +1,3 @@
-import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { Endpoint, ServerContext } from "../context.js";
 import { authorizationResponseUrl, issueCodeAndRedirect, issuerPath } from "../interaction.js";
@@ -12,8 +11,9 @@ import {
   loadBoundInteraction,
 } from "./bound-interaction.js";
 import { clientFacts, describeClient } from "./client-info.js";
-import { errorPage, oauthErrorPage, unexpectedErrorPage } from "./error-page.js";
+import { errorPage } from "./error-page.js";
 import { readPageForm } from "./form.js";
+import { formPage } from "./form-page.js";
 import { html, page, type SafeHtml } from "./html.js";
 import { htmlResponse, seeOther } from "./security-headers.js";
 import { type CurrentSession, currentSession } from "./session.js";
@@ -27,22 +27,12 @@ import { type CurrentSession, currentSession } from "./session.js";
  * against the stored hash), the browser binding cookie, and the signed-in user must all match the
  * interaction. Consent is stored per user, client and registered redirect URI.
  */
-export const handleConsent: Endpoint = async (request, ctx) => {
-  try {
-    if (request.method === "GET") return await showConsent(request, ctx);
-    if (request.method === "POST") return await submitConsent(request, ctx);
-    const response = errorPage({
-      status: 405,
-      title: "Method not allowed",
-      message: "Use the consent form.",
-    });
-    response.headers.set("allow", "GET, POST");
-    return response;
-  } catch (error) {
-    if (error instanceof OAuthError) return oauthErrorPage(error);
-    return unexpectedErrorPage(ctx, "consent", error);
-  }
-};
+export const handleConsent: Endpoint = formPage({
+  where: "consent",
+  show: showConsent,
+  submit: submitConsent,
+  useInstead: "Use the consent form.",
+});
 
 /** Everything the page and the decision need, checked. */
 interface ConsentState {

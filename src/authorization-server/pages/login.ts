@@ -1,6 +1,5 @@
 import { clientAddress } from "../../http/node.js";
 import { randomToken } from "../../shared/crypto.js";
-import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord, InteractionRecord } from "../../storage/contract.js";
 import type { Endpoint, ServerContext } from "../context.js";
 import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
@@ -16,8 +15,9 @@ import {
 } from "./bound-interaction.js";
 import { describeClient } from "./client-info.js";
 import { readCookie, serializeCookie } from "./cookies.js";
-import { errorPage, oauthErrorPage, unexpectedErrorPage } from "./error-page.js";
+import { errorPage } from "./error-page.js";
 import { readPageForm } from "./form.js";
+import { formPage } from "./form-page.js";
 import { html, page } from "./html.js";
 import { htmlResponse, seeOther } from "./security-headers.js";
 import { currentSession, startSession } from "./session.js";
@@ -31,18 +31,12 @@ import { currentSession, startSession } from "./session.js";
  * without, it signs in to the account page (`/logout`), its CSRF token bound to the browser cookie,
  * or to the admin page with `?return=` naming it (the only allowed return path: no open redirect).
  */
-export const handleLogin: Endpoint = async (request, ctx) => {
-  try {
-    if (request.method === "GET") return await showLogin(request, ctx);
-    if (request.method === "POST") return await submitLogin(request, ctx);
-    const response = errorPage({ status: 405, title: "Method not allowed", message: "Use the login form." });
-    response.headers.set("allow", "GET, POST");
-    return response;
-  } catch (error) {
-    if (error instanceof OAuthError) return oauthErrorPage(error);
-    return unexpectedErrorPage(ctx, "login", error);
-  }
-};
+export const handleLogin: Endpoint = formPage({
+  where: "login",
+  show: showLogin,
+  submit: submitLogin,
+  useInstead: "Use the login form.",
+});
 
 /** Attempts allowed per username in any window (slows guessing one account's password). */
 export const LOGIN_ATTEMPTS_PER_USER = 10;

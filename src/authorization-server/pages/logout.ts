@@ -1,11 +1,11 @@
-import { OAuthError } from "../../shared/errors.js";
 import type { ConsentRecord } from "../../storage/contract.js";
 import type { Endpoint, ServerContext } from "../context.js";
 import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
 import { ENDPOINT_PATHS } from "../paths.js";
 import { csrfFailurePage } from "./bound-interaction.js";
-import { errorPage, oauthErrorPage, unexpectedErrorPage } from "./error-page.js";
+import { errorPage } from "./error-page.js";
 import { readPageForm } from "./form.js";
+import { formPage } from "./form-page.js";
 import { html, page } from "./html.js";
 import { htmlResponse, seeOther } from "./security-headers.js";
 import { type CurrentSession, currentSession, endSession } from "./session.js";
@@ -18,22 +18,12 @@ import { type CurrentSession, currentSession, endSession } from "./session.js";
  * Withdrawing an authorization deletes the consent for that client and redirect URI and revokes
  * the user's grants for the client (their refresh and access tokens), so it takes effect at once.
  */
-export const handleLogout: Endpoint = async (request, ctx) => {
-  try {
-    if (request.method === "GET") return await showAccount(request, ctx);
-    if (request.method === "POST") return await submitAccount(request, ctx);
-    const response = errorPage({
-      status: 405,
-      title: "Method not allowed",
-      message: "Use the buttons on this page.",
-    });
-    response.headers.set("allow", "GET, POST");
-    return response;
-  } catch (error) {
-    if (error instanceof OAuthError) return oauthErrorPage(error);
-    return unexpectedErrorPage(ctx, "logout", error);
-  }
-};
+export const handleLogout: Endpoint = formPage({
+  where: "logout",
+  show: showAccount,
+  submit: submitAccount,
+  useInstead: "Use the buttons on this page.",
+});
 
 function accountCsrf(session: CurrentSession): string {
   return csrfToken(session.cookieValue, "account");
