@@ -1,6 +1,7 @@
 /**
  * What the `login`, `fetch`, `logout` and `status` commands share: the config directory, the
- * encrypted store, the browser user agent, and error text that names the failing step.
+ * encrypted store, the browser user agent, error text that names the failing step, and the usage
+ * error / `--help` handling of their arguments.
  */
 import { homedir } from "node:os";
 import { join } from "node:path";
@@ -92,4 +93,28 @@ export function describeError(error: unknown, options: { url?: string | URL } = 
     return `${network.hint}${code}`;
   }
   return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * Parses a command's arguments with `parse` (a `node:util` `parseArgs` call): when it throws, the
+ * message and `help` go to stderr and the result is exit status 2; with `--help`, `help` goes to
+ * stdout and the result is 0. Otherwise the parsed arguments are returned.
+ */
+export function parseCommandLine<T extends { values: { help?: boolean | undefined } }>(
+  command: string,
+  help: string,
+  parse: () => T,
+): T | number {
+  let parsed: T;
+  try {
+    parsed = parse();
+  } catch (error) {
+    process.stderr.write(`gatehouse ${command}: ${describeError(error)}\n\n${help}`);
+    return 2;
+  }
+  if (parsed.values.help) {
+    process.stdout.write(help);
+    return 0;
+  }
+  return parsed;
 }

@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { cliAuthClient, describeError } from "../../client/cli-support.js";
+import { cliAuthClient, describeError, parseCommandLine } from "../../client/cli-support.js";
 
 const HELP = `Usage: gatehouse fetch <url> [options]
 
@@ -14,18 +14,9 @@ Options (curl-like):
 `;
 
 export async function run(args: string[]): Promise<number> {
-  let values: ReturnType<typeof parse>["values"];
-  let positionals: string[];
-  try {
-    ({ values, positionals } = parse(args));
-  } catch (error) {
-    process.stderr.write(`gatehouse fetch: ${describeError(error)}\n\n${HELP}`);
-    return 2;
-  }
-  if (values.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
+  const parsed = parseCommandLine("fetch", HELP, () => parse(args));
+  if (typeof parsed === "number") return parsed;
+  const { values, positionals } = parsed;
   const [url] = positionals;
   if (!url || positionals.length > 1) {
     process.stderr.write(HELP);

@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { cliAuthClient, describeError } from "../../client/cli-support.js";
+import { cliAuthClient, describeError, parseCommandLine } from "../../client/cli-support.js";
 
 const HELP = `Usage: gatehouse login <resource-url> [options]
 
@@ -16,18 +16,9 @@ Options:
 `;
 
 export async function run(args: string[]): Promise<number> {
-  let parsed: ReturnType<typeof parse>;
-  try {
-    parsed = parse(args);
-  } catch (error) {
-    process.stderr.write(`gatehouse login: ${describeError(error)}\n\n${HELP}`);
-    return 2;
-  }
+  const parsed = parseCommandLine("login", HELP, () => parse(args));
+  if (typeof parsed === "number") return parsed;
   const { values, positionals } = parsed;
-  if (values.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
   const [resource] = positionals;
   if (!resource || positionals.length > 1) {
     process.stderr.write(HELP);

@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import type { LogoutOutcome } from "../../client/auth-fetch.js";
-import { cliAuthClient, describeError } from "../../client/cli-support.js";
+import { cliAuthClient, describeError, parseCommandLine } from "../../client/cli-support.js";
 
 const HELP = `Usage: gatehouse logout [resource] [--all] [--local]
 
@@ -45,10 +45,8 @@ function report(outcome: LogoutOutcome): void {
 }
 
 export async function run(args: string[]): Promise<number> {
-  let values: { help?: boolean; all?: boolean; local?: boolean };
-  let positionals: string[];
-  try {
-    ({ values, positionals } = parseArgs({
+  const parsed = parseCommandLine("logout", HELP, () =>
+    parseArgs({
       args,
       allowPositionals: true,
       options: {
@@ -56,15 +54,10 @@ export async function run(args: string[]): Promise<number> {
         all: { type: "boolean" },
         local: { type: "boolean" },
       },
-    }));
-  } catch (error) {
-    process.stderr.write(`gatehouse logout: ${describeError(error)}\n\n${HELP}`);
-    return 2;
-  }
-  if (values.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
+    }),
+  );
+  if (typeof parsed === "number") return parsed;
+  const { values, positionals } = parsed;
   if (positionals.length > 1 || (values.all && positionals.length)) {
     process.stderr.write(HELP);
     return 2;

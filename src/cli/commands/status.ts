@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { cliAuthClient, configDirectory, describeError } from "../../client/cli-support.js";
+import { cliAuthClient, configDirectory, describeError, parseCommandLine } from "../../client/cli-support.js";
 
 const HELP = `Usage: gatehouse status [--json]
 
@@ -8,20 +8,11 @@ Never prints a token or a secret.
 `;
 
 export async function run(args: string[]): Promise<number> {
-  let values: { help?: boolean; json?: boolean };
-  try {
-    ({ values } = parseArgs({
-      args,
-      options: { help: { type: "boolean", short: "h" }, json: { type: "boolean" } },
-    }));
-  } catch (error) {
-    process.stderr.write(`gatehouse status: ${describeError(error)}\n\n${HELP}`);
-    return 2;
-  }
-  if (values.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
+  const parsed = parseCommandLine("status", HELP, () =>
+    parseArgs({ args, options: { help: { type: "boolean", short: "h" }, json: { type: "boolean" } } }),
+  );
+  if (typeof parsed === "number") return parsed;
+  const { values } = parsed;
   const store = cliAuthClient({}).store;
   try {
     const now = Date.now();
