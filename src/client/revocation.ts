@@ -6,10 +6,10 @@
 import * as oauth from "oauth4webapi";
 import type { AuthorizationServerMetadata } from "../shared/metadata.js";
 import { AuthorizationFlowError } from "./errors.js";
-import { assertSecureUrl, type FetchLike, wireOptions } from "./http.js";
+import { type FetchLike, wireOptions } from "./http.js";
 import { explainNetworkError } from "./network-errors.js";
 import type { StoredClient } from "./stores/types.js";
-import { type ClientKeyMaterial, clientAuthentication } from "./tokens.js";
+import { type ClientKeyMaterial, clientAuthentication, clientEndpoint } from "./tokens.js";
 
 export interface RevocationContext {
   metadata: AuthorizationServerMetadata;
@@ -37,26 +37,8 @@ export async function revokeToken(
   token: string,
   tokenTypeHint: "refresh_token" | "access_token",
 ): Promise<RevocationResult> {
-  const endpoint = ctx.metadata.revocation_endpoint;
-  const step = `token revocation, ${tokenTypeHint} (RFC 7009 §2.1, ${endpoint ?? ctx.metadata.issuer})`;
-  if (!endpoint) {
-    throw new AuthorizationFlowError(
-      "invalid_document",
-      "authorization server metadata has no revocation_endpoint",
-      {
-        kind: "nonconforming",
-        step,
-      },
-    );
-  }
-  assertSecureUrl(endpoint, step);
-  // Mix-up defence: credentials (and tokens) of one issuer never go to another issuer.
-  if (ctx.client.issuer !== ctx.metadata.issuer) {
-    throw new AuthorizationFlowError("issuer_mismatch", "client registration belongs to another issuer", {
-      kind: "refused",
-      step,
-    });
-  }
+  const step = `token revocation, ${tokenTypeHint} (RFC 7009 §2.1, ${ctx.metadata.revocation_endpoint ?? ctx.metadata.issuer})`;
+  const endpoint = clientEndpoint(ctx, "revocation_endpoint", step);
   const as = ctx.metadata as oauth.AuthorizationServer;
   const client: oauth.Client = { client_id: ctx.client.client_id };
   try {

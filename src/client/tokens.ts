@@ -114,20 +114,25 @@ function toAs(metadata: AuthorizationServerMetadata): oauth.AuthorizationServer 
   return metadata as oauth.AuthorizationServer;
 }
 
-function tokenEndpoint(ctx: TokenRequestContext, step: string): string {
-  const endpoint = ctx.metadata.token_endpoint;
+/**
+ * The `field` endpoint of the authorization server, for a request authenticated as `ctx.client`:
+ * present in the metadata (else `invalid_document`), https or loopback (`assertSecureUrl`), and the
+ * registration issued by this same issuer (else `issuer_mismatch`).
+ */
+export function clientEndpoint(
+  ctx: { metadata: AuthorizationServerMetadata; client: StoredClient },
+  field: "token_endpoint" | "revocation_endpoint",
+  step: string,
+): string {
+  const endpoint = ctx.metadata[field];
   if (!endpoint) {
-    throw new AuthorizationFlowError(
-      "invalid_document",
-      "authorization server metadata has no token_endpoint",
-      {
-        kind: "nonconforming",
-        step,
-      },
-    );
+    throw new AuthorizationFlowError("invalid_document", `authorization server metadata has no ${field}`, {
+      kind: "nonconforming",
+      step,
+    });
   }
   assertSecureUrl(endpoint, step);
-  // Mix-up defence: credentials of one issuer never go to another issuer's token endpoint.
+  // Mix-up defence: credentials (and tokens) of one issuer never go to another issuer's endpoints.
   if (ctx.client.issuer !== ctx.metadata.issuer) {
     throw new AuthorizationFlowError("issuer_mismatch", "client registration belongs to another issuer", {
       kind: "refused",
@@ -227,7 +232,7 @@ export async function exchangeAuthorizationCode(
   },
 ): Promise<oauth.TokenEndpointResponse> {
   const step = `token request, authorization_code (${ctx.metadata.token_endpoint ?? ctx.metadata.issuer})`;
-  const endpoint = tokenEndpoint(ctx, step);
+  const endpoint = clientEndpoint(ctx, "token_endpoint", step);
   const as = toAs(ctx.metadata);
   const client: oauth.Client = { client_id: ctx.client.client_id };
   try {
@@ -254,7 +259,7 @@ export async function refreshAccessToken(
   options: { refreshToken: string; resource: string },
 ): Promise<oauth.TokenEndpointResponse> {
   const step = `token request, refresh_token (${ctx.metadata.token_endpoint ?? ctx.metadata.issuer})`;
-  const endpoint = tokenEndpoint(ctx, step);
+  const endpoint = clientEndpoint(ctx, "token_endpoint", step);
   const as = toAs(ctx.metadata);
   const client: oauth.Client = { client_id: ctx.client.client_id };
   try {
@@ -280,7 +285,7 @@ export async function grantRequest(
   parameters: Record<string, string>,
 ): Promise<oauth.TokenEndpointResponse> {
   const step = `token request, ${grantType} (${ctx.metadata.token_endpoint ?? ctx.metadata.issuer})`;
-  const endpoint = tokenEndpoint(ctx, step);
+  const endpoint = clientEndpoint(ctx, "token_endpoint", step);
   const as = toAs(ctx.metadata);
   const client: oauth.Client = { client_id: ctx.client.client_id };
   try {
