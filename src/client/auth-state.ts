@@ -9,6 +9,7 @@ import type { CreateAuthFetchOptions } from "./auth-options.js";
 import { discoverAuthorizationServer, resourceMatchesServer } from "./discovery.js";
 import { createDPoPKey, DPoPSigner } from "./dpop.js";
 import type { FetchLike } from "./http.js";
+import { preregisteredClient } from "./registration.js";
 import type { ScopeStrategy } from "./step-up.js";
 import type { StoredClient, StoredResource, StoredTokens, TokenStore } from "./stores/types.js";
 import type { ClientKeyMaterial, SingleFlight } from "./tokens.js";
@@ -109,17 +110,7 @@ export async function clientFor(
   const cached = state.clients.get(issuer);
   if (cached?.client_id === clientId) return cached;
   const pre = state.options.preregisteredClients?.[issuer];
-  if (pre?.client_id === clientId) {
-    return {
-      issuer,
-      client_id: pre.client_id,
-      ...(pre.client_secret !== undefined && { client_secret: pre.client_secret }),
-      token_endpoint_auth_method:
-        pre.token_endpoint_auth_method ?? (pre.client_secret ? "client_secret_basic" : "none"),
-      source: "preregistered",
-      registered_at: 0,
-    };
-  }
+  if (pre?.client_id === clientId) return preregisteredClient(issuer, pre);
   const stored = await state.store.get("client", issuer);
   return stored?.client_id === clientId && stored.issuer === issuer ? stored : undefined;
 }

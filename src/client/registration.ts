@@ -21,6 +21,20 @@ export interface PreregisteredClient {
   token_endpoint_auth_method?: "client_secret_basic" | "client_secret_post" | "none";
 }
 
+/** The stored form of pre-registered credentials for `issuer` (spec "Pre-registration"). */
+export function preregisteredClient(issuer: string, pre: PreregisteredClient): StoredClient {
+  return {
+    issuer,
+    client_id: pre.client_id,
+    ...(pre.client_secret !== undefined && { client_secret: pre.client_secret }),
+    // RFC 7591 §2: client_secret_basic is the default method for a client with a secret.
+    token_endpoint_auth_method:
+      pre.token_endpoint_auth_method ?? (pre.client_secret ? "client_secret_basic" : "none"),
+    source: "preregistered",
+    registered_at: 0,
+  };
+}
+
 export interface ResolveClientOptions {
   issuer: string;
   metadata: AuthorizationServerMetadata;
@@ -161,17 +175,7 @@ export async function resolveClient(options: ResolveClientOptions): Promise<Stor
   const { issuer, metadata } = options;
   // 1. Pre-registered information for this server (exact issuer).
   const pre = options.preregistered?.[issuer];
-  if (pre) {
-    return {
-      issuer,
-      client_id: pre.client_id,
-      ...(pre.client_secret !== undefined && { client_secret: pre.client_secret }),
-      token_endpoint_auth_method:
-        pre.token_endpoint_auth_method ?? (pre.client_secret ? "client_secret_basic" : "none"),
-      source: "preregistered",
-      registered_at: 0,
-    };
-  }
+  if (pre) return preregisteredClient(issuer, pre);
   const cimdSupported = metadata.client_id_metadata_document_supported === true;
   const stored = await options.store.get("client", clientKey(issuer));
   if (stored && stored.issuer === issuer) {
