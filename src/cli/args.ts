@@ -51,6 +51,20 @@ export function parseCommandArgs(args: string[], specs: OptionSpecs): ParsedArgs
   }
 }
 
+/** Refuses positional arguments, for a command that takes options only. */
+export function noPositionals(parsed: ParsedArgs): void {
+  if (parsed.positionals.length)
+    throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[0])}`);
+}
+
+/** The single positional argument of a command; `what` names it in the error ("a username"). */
+export function onePositional(parsed: ParsedArgs, what: string): string {
+  const [value, extra] = parsed.positionals;
+  if (!value) throw new UsageError(`${what} is required`);
+  if (extra !== undefined) throw new UsageError(`unexpected argument ${JSON.stringify(extra)}`);
+  return value;
+}
+
 export function stringValue(parsed: ParsedArgs, name: string): string | undefined {
   const v = parsed.values[name];
   return typeof v === "string" ? v : undefined;

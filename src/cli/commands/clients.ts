@@ -10,7 +10,9 @@ import type { ClientRecord, TokenEndpointAuthMethod } from "../../storage/contra
 import {
   flag,
   formatUsage,
+  noPositionals,
   type OptionSpecs,
+  onePositional,
   parseCommandArgs,
   stringList,
   stringValue,
@@ -81,8 +83,7 @@ function authMethod(parsed: ReturnType<typeof parseCommandArgs>): TokenEndpointA
 async function add(args: string[]): Promise<number> {
   const parsed = parseCommandArgs(args, ADD_OPTIONS);
   if (flag(parsed, "help")) return printUsage(USAGE);
-  if (parsed.positionals.length)
-    throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[0])}`);
+  noPositionals(parsed);
   const name = stringValue(parsed, "name");
   if (!name || name.length > 200) throw new UsageError("--name is required (at most 200 characters)");
   const redirectUris = stringList(parsed, "redirect-uri");
@@ -154,8 +155,7 @@ async function add(args: string[]): Promise<number> {
 async function list(args: string[]): Promise<number> {
   const parsed = parseCommandArgs(args, LIST_OPTIONS);
   if (flag(parsed, "help")) return printUsage(USAGE);
-  if (parsed.positionals.length)
-    throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[0])}`);
+  noPositionals(parsed);
   const clients = await withStore(storeTargetFromArgs(parsed), (store) => store.listClients());
   clients.sort((a, b) => a.createdAt - b.createdAt);
   if (flag(parsed, "json")) {
@@ -194,9 +194,7 @@ async function list(args: string[]): Promise<number> {
 async function remove(args: string[]): Promise<number> {
   const parsed = parseCommandArgs(args, REMOVE_OPTIONS);
   if (flag(parsed, "help")) return printUsage(USAGE);
-  const [clientId, extra] = parsed.positionals;
-  if (!clientId) throw new UsageError("a client_id is required");
-  if (extra !== undefined) throw new UsageError(`unexpected argument ${JSON.stringify(extra)}`);
+  const clientId = onePositional(parsed, "a client_id");
   const removed = await withStore(storeTargetFromArgs(parsed), async (store) => {
     // End what the client holds before it disappears: its grants carry its tokens.
     for (const grant of await store.listGrants({ clientId }))

@@ -14,6 +14,7 @@ import {
   flag,
   formatUsage,
   integerValue,
+  noPositionals,
   type OptionSpecs,
   parseCommandArgs,
   stringValue,
@@ -114,8 +115,7 @@ export async function run(args: string[]): Promise<number> {
       out(USAGE);
       return 0;
     }
-    if (parsed.positionals.length)
-      throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[0])}`);
+    noPositionals(parsed);
     const asPort = integerValue(parsed, "port", 65535) ?? 4000;
     const resourcePort = integerValue(parsed, "resource-port", 65535) ?? 4001;
     const target = storeTarget({ data: stringValue(parsed, "data"), defaultData: ".gatehouse-demo" });

@@ -11,10 +11,10 @@ import {
   flag,
   formatUsage,
   integerValue,
+  noPositionals,
   type OptionSpecs,
   parseCommandArgs,
   stringValue,
-  UsageError,
 } from "../args.js";
 import { loadConfigFile, storeTargetFromArgs } from "../config.js";
 import { isoTime, out, outJson, printUsage, runSubcommand, table } from "../output.js";
@@ -54,8 +54,7 @@ function signerKid(keys: readonly SigningKeyRecord[]): string | undefined {
 async function rotate(args: string[]): Promise<number> {
   const parsed = parseCommandArgs(args, ROTATE_OPTIONS);
   if (flag(parsed, "help")) return printUsage(USAGE);
-  if (parsed.positionals.length)
-    throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[0])}`);
+  noPositionals(parsed);
   const configPath = stringValue(parsed, "config");
   const ttl =
     integerValue(parsed, "access-token-ttl") ??
@@ -80,8 +79,7 @@ async function rotate(args: string[]): Promise<number> {
 async function list(args: string[]): Promise<number> {
   const parsed = parseCommandArgs(args, LIST_OPTIONS);
   if (flag(parsed, "help")) return printUsage(USAGE);
-  if (parsed.positionals.length)
-    throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[0])}`);
+  noPositionals(parsed);
   const keys = await withStore(storeTargetFromArgs(parsed), (store) => store.listSigningKeys());
   keys.sort((a, b) => b.createdAt - a.createdAt);
   const signer = signerKid(keys);

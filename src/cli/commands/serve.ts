@@ -7,7 +7,7 @@
 import { createAuthorizationServer } from "../../authorization-server/index.js";
 import { jsonLogger } from "../../shared/log.js";
 import { withFaultInjection } from "../../testing/fault-injection.js";
-import { flag, formatUsage, type OptionSpecs, parseCommandArgs, UsageError } from "../args.js";
+import { flag, formatUsage, noPositionals, type OptionSpecs, parseCommandArgs } from "../args.js";
 import { buildServeConfig } from "../config.js";
 import { err, INSECURE_BANNER, out, outJson, runCommand } from "../output.js";
 import { describeStore, openCliStore, serveHttp, waitForShutdownSignal } from "../server-runtime.js";
@@ -121,8 +121,7 @@ export async function run(args: string[]): Promise<number> {
       out(USAGE);
       return 0;
     }
-    if (parsed.positionals.length)
-      throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[0])}`);
+    noPositionals(parsed);
     const config = buildServeConfig(parsed);
     const log = jsonLogger();
     const json = flag(parsed, "json");

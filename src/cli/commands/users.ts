@@ -6,7 +6,16 @@
 import { randomUUID } from "node:crypto";
 import { hashPassword } from "../../authorization-server/password.js";
 import type { UserRecord } from "../../storage/contract.js";
-import { flag, formatUsage, type OptionSpecs, parseCommandArgs, UsageError } from "../args.js";
+import {
+  flag,
+  formatUsage,
+  noPositionals,
+  type OptionSpecs,
+  onePositional,
+  type ParsedArgs,
+  parseCommandArgs,
+  UsageError,
+} from "../args.js";
 import { storeTargetFromArgs } from "../config.js";
 import {
   generatePassword,
@@ -47,10 +56,8 @@ const USERNAME = /^[A-Za-z0-9._@+-]{1,64}$/;
 /** Shortest password accepted from stdin (generated ones are 20 characters). */
 export const MIN_PASSWORD_LENGTH = 12;
 
-function usernameArg(positionals: string[]): string {
-  const [username, extra] = positionals;
-  if (!username) throw new UsageError("a username is required");
-  if (extra !== undefined) throw new UsageError(`unexpected argument ${JSON.stringify(extra)}`);
+function usernameArg(parsed: ParsedArgs): string {
+  const username = onePositional(parsed, "a username");
   if (!USERNAME.test(username)) {
     throw new UsageError("username must be 1-64 characters: letters, digits and . _ @ + -");
   }
@@ -69,7 +76,7 @@ async function choosePassword(fromStdin: boolean): Promise<{ password: string; g
 async function add(args: string[]): Promise<number> {
   const parsed = parseCommandArgs(args, ADD_OPTIONS);
   if (flag(parsed, "help")) return printUsage(USAGE);
-  const username = usernameArg(parsed.positionals);
+  const username = usernameArg(parsed);
   const target = storeTargetFromArgs(parsed);
   const { password, generated } = await choosePassword(flag(parsed, "password-stdin"));
   const user: UserRecord = {
@@ -96,7 +103,7 @@ async function add(args: string[]): Promise<number> {
 async function passwd(args: string[]): Promise<number> {
   const parsed = parseCommandArgs(args, PASSWD_OPTIONS);
   if (flag(parsed, "help")) return printUsage(USAGE);
-  const username = usernameArg(parsed.positionals);
+  const username = usernameArg(parsed);
   const target = storeTargetFromArgs(parsed);
   const { password, generated } = await choosePassword(flag(parsed, "password-stdin"));
   const hash = await hashPassword(password);
@@ -116,8 +123,7 @@ async function passwd(args: string[]): Promise<number> {
 async function list(args: string[]): Promise<number> {
   const parsed = parseCommandArgs(args, LIST_OPTIONS);
   if (flag(parsed, "help")) return printUsage(USAGE);
-  if (parsed.positionals.length)
-    throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[0])}`);
+  noPositionals(parsed);
   const users = await withStore(storeTargetFromArgs(parsed), (store) => store.listUsers());
   users.sort((a, b) => a.username.localeCompare(b.username));
   if (flag(parsed, "json")) {
