@@ -118,3 +118,16 @@ export function parseCommandLine<T extends { values: { help?: boolean | undefine
   }
   return parsed;
 }
+
+/**
+ * The one non-empty positional argument of a command that takes exactly one (a URL). Otherwise
+ * `help` goes to stderr and the result is undefined: the command exits with status 2.
+ */
+export function singleArgument(positionals: string[], help: string): string | undefined {
+  const [value] = positionals;
+  if (!value || positionals.length > 1) {
+    process.stderr.write(help);
+    return undefined;
+  }
+  return value;
+}

@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { cliAuthClient, describeError, parseCommandLine } from "../../client/cli-support.js";
+import { cliAuthClient, describeError, parseCommandLine, singleArgument } from "../../client/cli-support.js";
 
 const HELP = `Usage: gatehouse fetch <url> [options]
 
@@ -17,11 +17,8 @@ export async function run(args: string[]): Promise<number> {
   const parsed = parseCommandLine("fetch", HELP, () => parse(args));
   if (typeof parsed === "number") return parsed;
   const { values, positionals } = parsed;
-  const [url] = positionals;
-  if (!url || positionals.length > 1) {
-    process.stderr.write(HELP);
-    return 2;
-  }
+  const url = singleArgument(positionals, HELP);
+  if (url === undefined) return 2;
   const headers = new Headers();
   for (const line of values.header ?? []) {
     const colon = line.indexOf(":");

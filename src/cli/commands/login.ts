@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { cliAuthClient, describeError, parseCommandLine } from "../../client/cli-support.js";
+import { cliAuthClient, describeError, parseCommandLine, singleArgument } from "../../client/cli-support.js";
 
 const HELP = `Usage: gatehouse login <resource-url> [options]
 
@@ -19,11 +19,8 @@ export async function run(args: string[]): Promise<number> {
   const parsed = parseCommandLine("login", HELP, () => parse(args));
   if (typeof parsed === "number") return parsed;
   const { values, positionals } = parsed;
-  const [resource] = positionals;
-  if (!resource || positionals.length > 1) {
-    process.stderr.write(HELP);
-    return 2;
-  }
+  const resource = singleArgument(positionals, HELP);
+  if (resource === undefined) return 2;
   const client = cliAuthClient({
     ...(values["print-url"] && { printOnly: true }),
     ...(values["client-metadata-url"] && { clientMetadataUrl: values["client-metadata-url"] }),
