@@ -9,7 +9,12 @@ import { AuthorizationFlowError } from "./errors.js";
 import { type FetchLike, wireOptions } from "./http.js";
 import { explainNetworkError } from "./network-errors.js";
 import type { StoredClient } from "./stores/types.js";
-import { type ClientKeyMaterial, clientAuthentication, clientEndpoint } from "./tokens.js";
+import {
+  type ClientKeyMaterial,
+  clientAuthentication,
+  clientEndpoint,
+  endpointOAuthError,
+} from "./tokens.js";
 
 export interface RevocationContext {
   metadata: AuthorizationServerMetadata;
@@ -57,37 +62,12 @@ export async function revokeToken(
     return "revoked";
   } catch (error) {
     if (error instanceof AuthorizationFlowError) throw error;
-    if (error instanceof oauth.ResponseBodyError) {
-      // RFC 7009 §2.2.1: the server does not revoke this kind of token; nothing more to do.
-      if (error.error === "unsupported_token_type") return "unsupported_token_type";
-      throw new AuthorizationFlowError(
-        "revocation_failed",
-        `revocation endpoint answered ${error.error}${error.error_description ? `: ${error.error_description}` : ""}`,
-        {
-          kind: "oauth",
-          step,
-          status: error.status,
-          oauthError: {
-            error: error.error,
-            ...(error.error_description && { error_description: error.error_description }),
-          },
-          cause: error,
-        },
-      );
+    // RFC 7009 §2.2.1: the server does not revoke this kind of token; nothing more to do.
+    if (error instanceof oauth.ResponseBodyError && error.error === "unsupported_token_type") {
+      return "unsupported_token_type";
     }
-    if (error instanceof oauth.WWWAuthenticateChallengeError) {
-      throw new AuthorizationFlowError(
-        "revocation_failed",
-        `revocation endpoint rejected the client (HTTP ${error.status})`,
-        {
-          kind: "oauth",
-          step,
-          status: error.status,
-          oauthError: { error: error.cause[0]?.parameters.error ?? "invalid_client" },
-          cause: error,
-        },
-      );
-    }
+    const answered = endpointOAuthError(error, "revocation_failed", "revocation", step);
+    if (answered) throw answered;
     if (
       explainNetworkError(error) !== undefined ||
       (error instanceof TypeError && error.cause !== undefined)

@@ -142,18 +142,22 @@ export function clientEndpoint(
   return endpoint;
 }
 
-/** Maps what oauth4webapi throws to our error, without ever quoting a token. */
-export function mapTokenError(
+/**
+ * The error for an OAuth error response from the `endpoint` endpoint, as oauth4webapi reports it:
+ * an error body (RFC 6749 §5.2, RFC 7009 §2.2.1) or a challenge refusing the client's
+ * authentication (401 with `WWW-Authenticate`). Kind `oauth`, with the server's error code and
+ * description; undefined for any other failure.
+ */
+export function endpointOAuthError(
   error: unknown,
-  step: string,
   code: AuthorizationFlowErrorCode,
-  url?: string,
-): never {
-  if (error instanceof AuthorizationFlowError) throw error;
+  endpoint: "token" | "revocation",
+  step: string,
+): AuthorizationFlowError | undefined {
   if (error instanceof oauth.ResponseBodyError) {
-    throw new AuthorizationFlowError(
+    return new AuthorizationFlowError(
       code,
-      `token endpoint answered ${error.error}${error.error_description ? `: ${error.error_description}` : ""}`,
+      `${endpoint} endpoint answered ${error.error}${error.error_description ? `: ${error.error_description}` : ""}`,
       {
         kind: "oauth",
         step,
@@ -167,14 +171,31 @@ export function mapTokenError(
     );
   }
   if (error instanceof oauth.WWWAuthenticateChallengeError) {
-    throw new AuthorizationFlowError(code, `token endpoint rejected the client (HTTP ${error.status})`, {
-      kind: "oauth",
-      step,
-      status: error.status,
-      oauthError: { error: error.cause[0]?.parameters.error ?? "invalid_client" },
-      cause: error,
-    });
+    return new AuthorizationFlowError(
+      code,
+      `${endpoint} endpoint rejected the client (HTTP ${error.status})`,
+      {
+        kind: "oauth",
+        step,
+        status: error.status,
+        oauthError: { error: error.cause[0]?.parameters.error ?? "invalid_client" },
+        cause: error,
+      },
+    );
   }
+  return undefined;
+}
+
+/** Maps what oauth4webapi throws to our error, without ever quoting a token. */
+export function mapTokenError(
+  error: unknown,
+  step: string,
+  code: AuthorizationFlowErrorCode,
+  url?: string,
+): never {
+  if (error instanceof AuthorizationFlowError) throw error;
+  const answered = endpointOAuthError(error, code, "token", step);
+  if (answered) throw answered;
   const network = explainNetworkError(error) !== undefined;
   if (network || (error instanceof TypeError && !(error instanceof oauth.UnsupportedOperationError))) {
     const cause = (error as { cause?: unknown }).cause;
