@@ -118,22 +118,29 @@ export function openPool(options: PostgresStoreOptions): Db {
   // process; the next query gets a fresh connection or a StorageUnavailableError.
   pool.on("error", () => {});
 
-  const query: Query = async (text, params) => {
+  /**
+   * One statement outside a transaction. A pooled connection the server already closed fails at
+   * once; the statement then runs once more on a fresh connection. Every such statement is a
+   * read or fails closed when repeated (a second DELETE ... RETURNING finds nothing, a second
+   * revocation changes nothing), and a statement timeout is never repeated.
+   */
+  async function statement(text: string, params: unknown[] | undefined): Promise<pg.QueryResult> {
     try {
-      return (await pool.query(text, params)).rows as Row[];
+      return await pool.query(text, params);
     } catch (error) {
-      throw translate(error);
+      if (!isConnectionFailure(error) || sqlState(error) === "57014") throw translate(error);
+      try {
+        return await pool.query(text, params);
+      } catch (again) {
+        throw translate(again);
+      }
     }
-  };
-  const execute: Execute = async (text, params) => {
-    try {
-      return (await pool.query(text, params)).rowCount ?? 0;
-    } catch (error) {
-      throw translate(error);
-    }
-  };
+  }
+  const query: Query = async (text, params) => (await statement(text, params)).rows as Row[];
+  const execute: Execute = async (text, params) => (await statement(text, params)).rowCount ?? 0;
 
   async function transaction<T>(fn: (tx: { query: Query; execute: Execute }) => Promise<T>): Promise<T> {
+    let staleConnections = 0;
     for (let attempt = 1; ; attempt++) {
       let client: pg.PoolClient;
       try {
@@ -152,6 +159,19 @@ export function openPool(options: PostgresStoreOptions): Db {
       };
       try {
         await client.query("BEGIN");
+      } catch (error) {
+        // A pooled connection the server already closed (restart, pg_terminate_backend) fails at
+        // BEGIN before anything happened: drop it and start again on a fresh one.
+        const broken = isConnectionFailure(error);
+        client.release(broken ? (error as Error) : undefined);
+        // Bounded by the pool size: every idle connection may be a stale one.
+        if (broken && ++staleConnections <= (options.max ?? 10)) {
+          attempt--;
+          continue;
+        }
+        throw translate(error);
+      }
+      try {
         const result = await fn(tx);
         await client.query("COMMIT");
         client.release();
