@@ -18,6 +18,7 @@ import {
 } from "../../src/resource-server/index.js";
 import { parseWWWAuthenticate } from "../../src/shared/www-authenticate.js";
 import { startIssuer, type TestIssuer } from "../resource-server/fixtures.js";
+import { rawRequest } from "../support/raw-request.js";
 
 const RESOURCE = "https://mcp.example.com";
 const FORM = "application/x-www-form-urlencoded";
@@ -93,20 +94,6 @@ async function answerOf(res: Response) {
     retryAfter: pick("retry-after"),
     body: await res.text(),
   };
-}
-
-/** Sends raw bytes and resolves with the raw response text. */
-function rawRequest(url: string, text: string): Promise<string> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(port), hostname, () => socket.write(text));
-    let out = "";
-    socket.on("data", (d) => {
-      out += d.toString();
-    });
-    socket.on("end", () => resolve(out));
-    socket.on("error", reject);
-  });
 }
 
 describe("nodeRequireBearer fast path: same answers as the web-standard gate", () => {

@@ -1,26 +1,13 @@
 import { connect } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { clientAddress, type ListeningServer, listen } from "../../src/http/node.js";
+import { rawRequest } from "../support/raw-request.js";
 
 let running: ListeningServer | undefined;
 afterEach(async () => {
   await running?.close();
   running = undefined;
 });
-
-/** Sends raw bytes and resolves with the raw response text (for Host and disconnect tests). */
-function rawRequest(url: string, text: string): Promise<string> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(port), hostname, () => socket.write(text));
-    let out = "";
-    socket.on("data", (d) => {
-      out += d.toString();
-    });
-    socket.on("end", () => resolve(out));
-    socket.on("error", reject);
-  });
-}
 
 describe("toNodeListener", () => {
   it("builds an absolute URL from Host and exposes the client address without a header", async () => {
