@@ -8,7 +8,7 @@
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ListeningServer, listen } from "../../../src/http/node.js";
-import { launchChromium } from "../../support/browser.js";
+import { launchChromium, openFramingPage } from "../../support/browser.js";
 import { Browser as HttpBrowser } from "../../support/flow.js";
 import { type AdminServer, obtainGrant, startAdminServer, tryRefresh } from "./admin-server.js";
 
@@ -129,19 +129,8 @@ describe("the admin page in Chromium", () => {
     attackerPage = `<!doctype html><title>attacker</title>
 <iframe id="target" src="${t.url}/admin" width="900" height="600"></iframe>
 <iframe id="control" src="${attacker.url}/framable" width="200" height="200"></iframe>`;
-    const framing = await context.newPage();
-    await framing.goto(`${attacker.url}/`);
-    // Control: an ordinary page does render in the same kind of frame.
-    await expect
-      .poll(
-        async () =>
-          (await framing
-            .frame({ url: (u) => u.pathname === "/framable" })
-            ?.locator("#ok")
-            .count()) ?? 0,
-      )
-      .toBe(1);
-    const frame = framing.frames().find((f) => f !== framing.mainFrame() && !f.url().endsWith("/framable"));
+    // The control frame from the attacker origin renders, so only the framing rules stop this one.
+    const { target: frame } = await openFramingPage(context, `${attacker.url}/`);
     expect(frame).toBeDefined();
     await frame!.waitForLoadState().catch(() => {});
     expect(

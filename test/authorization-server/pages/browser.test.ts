@@ -6,7 +6,7 @@
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ListeningServer, listen } from "../../../src/http/node.js";
-import { launchChromium } from "../../support/browser.js";
+import { launchChromium, openFramingPage } from "../../support/browser.js";
 import { authorizeUrl, type Harness, startHarness, XSS_NAME } from "./harness.js";
 
 let h: Harness;
@@ -163,21 +163,9 @@ describe("the code flow in Chromium", () => {
     expect(new URL(page.url()).pathname).toBe("/consent");
     for (const target of [page.url(), loginUrl, `${h.url}/login`, `${h.url}/logout`]) {
       framedUrl = target;
-      const framing = await context.newPage();
-      await framing.goto(`${attacker.url}/`);
-      // Control: an ordinary page from another origin does render in the same kind of frame.
-      await expect
-        .poll(
-          async () =>
-            (await framing
-              .frame({ url: (u) => u.pathname === "/framable" })
-              ?.locator("#ok")
-              .count()) ?? 0,
-        )
-        .toBe(1);
-      const frame = framing
-        .frames()
-        .find((f) => f !== framing.mainFrame() && !f.url().endsWith("/framable"))!;
+      // The control frame from another origin renders, so only the framing rules stop this one.
+      const { page: framing, target: framed } = await openFramingPage(context, `${attacker.url}/`);
+      const frame = framed!;
       expect(frame).toBeDefined();
       await frame.waitForLoadState().catch(() => {});
       expect(
