@@ -33,8 +33,14 @@ const SELF = fileURLToPath(import.meta.url);
 const RESOURCE = "http://127.0.0.1:9001/mcp";
 const SCOPE = "notes:read offline_access";
 const CLIENT_ID = "bench-client";
-const REDIRECT_URI = "http://127.0.0.1:9002/callback";
+// An https redirect URI the pre-registered client registered: Gatehouse re-authorizes such a client
+// silently from a remembered consent (clients/policy.ts), which is the flow measured here. A public
+// loopback client sees the consent page every time (RFC 8252 §8.6). The bench never follows the
+// redirect; it reads the code from the Location header.
+const REDIRECT_URI = "https://bench.example/callback";
 const USERNAME = "bench";
+/** Most concurrent workers a run may use (each refresh worker signs in as its own user). */
+const MAX_WORKERS = 64;
 const PASSWORD = "correct horse battery staple";
 
 // ------------------------------------------------------------------ server children
@@ -48,7 +54,7 @@ async function serveGatehouse() {
   const store = createSqliteStore({ path: join(dir, "gatehouse.sqlite") });
   await store.migrate();
   let handler = async () => new Response("starting", { status: 503 });
-  const http = await listen((request) => handler(request), { port: 0, host: "127.0.0.1" });
+  const http = await listen((request, info) => handler(request, info), { port: 0, host: "127.0.0.1" });
   const server = await createAuthorizationServer({
     issuer: http.url,
     store,
@@ -56,15 +62,16 @@ async function serveGatehouse() {
     allowInsecureLoopback: true,
     logger: silentLogger,
     maintenanceIntervalMs: 0,
+    // Rate limits off, as on the peer: one client and one address send hundreds of requests a second.
+    tokenRateLimit: { perClientPerMinute: 0, perAddressPerMinute: 0 },
   });
   handler = server.fetch;
-  await store.createUser({
-    id: "bench-user",
-    username: USERNAME,
-    passwordHash: await hashPassword(PASSWORD),
-    isAdmin: false,
-    createdAt: Date.now(),
-  });
+  // One user per worker for the refresh phase (each signs in on its own; sign-ins are rate-limited
+  // per username), plus the one the flow phase shares.
+  const passwordHash = await hashPassword(PASSWORD);
+  for (const username of [USERNAME, ...Array.from({ length: MAX_WORKERS }, (_, i) => `${USERNAME}-${i}`)]) {
+    await store.createUser({ id: username, username, passwordHash, isAdmin: false, createdAt: Date.now() });
+  }
   await store.createClient({
     clientId: CLIENT_ID,
     source: "preregistered",
@@ -266,7 +273,7 @@ function authorizeUrl(base, challenge, state) {
 }
 
 /** Gatehouse: one real login and consent, so later /authorize calls are silent. Returns the cookie header. */
-async function gatehouseSession(base) {
+async function gatehouseSession(base, username = USERNAME) {
   const jar = new Jar();
   const { challenge } = pkce();
   let res = await jar.request(authorizeUrl(base, challenge, "s"));
@@ -274,7 +281,7 @@ async function gatehouseSession(base) {
   if (location.includes("/login")) {
     const page = await jar.request(new URL(location, base).href);
     res = await jar.request(`${base}/login`, {
-      ...form({ ...hiddenFields(await page.text()), username: USERNAME, password: PASSWORD }),
+      ...form({ ...hiddenFields(await page.text()), username, password: PASSWORD }),
     });
     location = res.headers.get("location") ?? "";
   }
@@ -425,10 +432,17 @@ async function benchServer(kind, options, log) {
       sampleWrites,
     });
     log(`${kind}: refresh grants for ${options.seconds} s ...`);
+    let worker = 0;
     const refreshes = await measure({
       seconds: options.seconds,
       concurrency: options.concurrency,
-      init: async () => (await codeFlow(url, cookie)).refresh_token,
+      // Each worker signs in on its own: grants of one sign-in supersede each other (a step-up
+      // retires the grant it covers), so workers sharing a session would revoke each other's chains.
+      init: async () => {
+        const session =
+          kind === "gatehouse" ? await gatehouseSession(url, `${USERNAME}-${worker++}`) : undefined;
+        return (await codeFlow(url, session)).refresh_token;
+      },
       op: (token) => refresh(url, token),
       sampleRss,
       sampleWrites,
@@ -449,7 +463,7 @@ function parseOptions(argv) {
     else if (name === "--concurrency") options.concurrency = value();
     else throw new Error(`unknown option ${name}`);
   }
-  if (!(options.seconds > 0) || !(options.concurrency >= 1))
+  if (!(options.seconds > 0) || !(options.concurrency >= 1) || options.concurrency > MAX_WORKERS)
     throw new Error("--seconds and --concurrency must be positive");
   return options;
 }

@@ -27,6 +27,8 @@
  * with autocannon, the loop does not, and every request also pays for node:http itself. The
  * "ceiling" line gives the best ratio a gate costing 0 µs could reach given the measured CPU cost
  * of the bare node:http route.
+ * The resource is a loopback URI, so every gate checks Host against its allow-list (DNS-rebinding
+ * defence); the in-process line gives the warm path with and without that check.
  * Server CPU time per request (process.cpuUsage of the server child, all its threads) is reported
  * beside req/s: on a loaded machine it is the steadier figure. With --json the last line of stdout
  * is one JSON object.
@@ -52,10 +54,14 @@ async function child() {
   const { createResourceServer, cachedVerifier, jwtVerifier } = await import(
     "../dist/resource-server/index.js"
   );
-  const newGate = () =>
+  // RESOURCE is a loopback URI, so the gate checks Host (DNS-rebinding defence); the server's real
+  // port is only known once it listens, hence the explicit list (the same check as the default).
+  const newGate = (host) =>
     createResourceServer({
       resource: RESOURCE,
       authorizationServers: [ISSUER],
+      // `false`: the Host/Origin check off, for the in-process comparison only.
+      allowedHosts: host === false ? false : [host],
       verifier: cachedVerifier(
         jwtVerifier({ issuer: ISSUER, audience: RESOURCE, jwks: { keys: [jwk] }, algorithms: ["ES256"] }),
         { maxEntries: 10_000 },
@@ -68,7 +74,7 @@ async function child() {
     process.on("message", async (m) => {
       if (m === "stop") process.exit(0);
       if (m.inProcess) {
-        process.send(await inProcessCosts(jose, key, tokens, newGate));
+        process.send(await inProcessCosts(jose, key, tokens, newGate("127.0.0.1:8080"), newGate(false)));
         return;
       }
       // {loop: seconds}: ten concurrent verification chains (like ten connections), each token once
@@ -99,15 +105,22 @@ async function child() {
     res.writeHead(200, BODY_HEADERS);
     res.end(BODY);
   };
+  // Listening first: the gate's Host allow-list needs the port. No request arrives before the
+  // parent hears the port, by then the case's listener is in place.
+  const server = createServer();
+  server.keepAliveTimeout = 60_000;
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = server.address().port;
+  const host = `127.0.0.1:${port}`;
   let listener;
   if (caseName === "raw") {
     listener = route;
   } else if (caseName === "node-warm" || caseName === "node-distinct") {
-    listener = nodeRequireBearer(newGate(), { scopes: ["notes:read"] }, route);
+    listener = nodeRequireBearer(newGate(host), { scopes: ["notes:read"] }, route);
   } else if (caseName === "web-unprotected") {
     listener = toNodeListener(async () => new Response(BODY, { headers: BODY_HEADERS }));
   } else if (caseName === "web-warm") {
-    const protectedRoute = newGate().requireBearer({ scopes: ["notes:read"] });
+    const protectedRoute = newGate(host).requireBearer({ scopes: ["notes:read"] });
     const handler = async () => new Response(BODY, { headers: BODY_HEADERS });
     listener = toNodeListener((request) => protectedRoute(request, handler));
   } else if (caseName === "peer") {
@@ -135,9 +148,8 @@ async function child() {
   } else {
     throw new Error(`unknown case ${caseName}`);
   }
-  const server = createServer(listener);
-  server.keepAliveTimeout = 60_000;
-  server.listen(0, "127.0.0.1", () => process.send({ port: server.address().port }));
+  server.on("request", listener);
+  process.send({ port });
   process.on("message", (m) => {
     if (m === "cpu") {
       const { user, system } = process.cpuUsage();
@@ -151,16 +163,18 @@ async function child() {
 }
 
 /**
- * CPU cost per call without HTTP: the gate (requireBearerHead, as nodeRequireBearer calls it) on a
+ * CPU cost per call without HTTP: the gate (judge, as nodeRequireBearer calls it) on a
  * warm cache and on distinct tokens (cache misses: full verification through Gatehouse), against
  * bare jose.jwtVerify on the same kind of tokens, in alternating chunks.
  */
-async function inProcessCosts(jose, key, tokens, newGate) {
-  const check = newGate().requireBearerHead({ scopes: ["notes:read"] });
+async function inProcessCosts(jose, key, tokens, gate, gateWithoutHostCheck) {
+  const check = gate.judge({ scopes: ["notes:read"] });
+  const checkWithoutHost = gateWithoutHostCheck.judge({ scopes: ["notes:read"] });
   const headFor = (token) => {
     const authorization = `Bearer ${token}`;
     return {
       url: PATH,
+      host: "127.0.0.1:8080",
       header: (name) => (name === "authorization" ? authorization : null),
       hasBody: false,
       bodyText: async () => "",
@@ -174,7 +188,17 @@ async function inProcessCosts(jose, key, tokens, newGate) {
   };
   const warmHead = headFor(tokens[0]);
   await cpuPer(20_000, () => check(warmHead));
-  const gateWarm = await cpuPer(100_000, () => check(warmHead));
+  await cpuPer(20_000, () => checkWithoutHost(warmHead));
+  // The Host/Origin check's share of the warm path: the same head through both gates, alternating.
+  const withHost = [];
+  const withoutHost = [];
+  for (let i = 0; i < 5; i++) {
+    withHost.push(await cpuPer(40_000, () => check(warmHead)));
+    withoutHost.push(await cpuPer(40_000, () => checkWithoutHost(warmHead)));
+  }
+  const middle = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+  const gateWarm = middle(withHost);
+  const gateWarmWithoutHostCheck = middle(withoutHost);
   const chunk = 250;
   let offset = 1;
   let gateSum = 0;
@@ -193,7 +217,12 @@ async function inProcessCosts(jose, key, tokens, newGate) {
     joseSum += joseCost;
     measured++;
   }
-  return { gateWarm, gateDistinct: gateSum / measured, joseVerify: joseSum / measured };
+  return {
+    gateWarm,
+    gateWarmWithoutHostCheck,
+    gateDistinct: gateSum / measured,
+    joseVerify: joseSum / measured,
+  };
 }
 
 // ---------------------------------------------------------------- parent: orchestration
@@ -447,7 +476,7 @@ async function parent() {
     `ceiling for a 0 µs gate on node:http (by CPU): vs peer ${ceilings.warmVsPeer}×; distinct vs jose loop ${ceilings.distinctVsJoseLoop}`,
   );
   log(
-    `in-process CPU (no HTTP): gate warm ${inProcess.gateWarm.toFixed(2)} µs; gate distinct ${inProcess.gateDistinct.toFixed(1)} µs; bare jose.jwtVerify ${inProcess.joseVerify.toFixed(1)} µs; jose / gate distinct = ${inProcessRatios.gateDistinctVsJoseVerify}`,
+    `in-process CPU (no HTTP): gate warm ${inProcess.gateWarm.toFixed(2)} µs (${inProcess.gateWarmWithoutHostCheck.toFixed(2)} µs without the Host check); gate distinct ${inProcess.gateDistinct.toFixed(1)} µs; bare jose.jwtVerify ${inProcess.joseVerify.toFixed(1)} µs; jose / gate distinct = ${inProcessRatios.gateDistinctVsJoseVerify}`,
   );
   if (distinctWrapped)
     log("note: the distinct-token list wrapped during the run; some requests were cache hits");

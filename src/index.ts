@@ -1,5 +1,6 @@
 /**
- * `gatehouse`: the shared primitives every role uses — `OAuthError` and `GatehouseTypeError`,
+ * `gatehouse`: the shared primitives every role uses — the errors (`OAuthError`, `GatehouseError`,
+ * `GatehouseTypeError` and the closed set of codes), the spec revisions,
  * scopes and `ScopeHierarchy`, the canonical resource URI (RFC 8707 §2), `WWW-Authenticate`
  * parsing and building (RFC 9110 §11.6.1, RFC 6750 §3), constant-time comparison and loggers.
  *

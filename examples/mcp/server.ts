@@ -14,14 +14,18 @@
  * "Insufficient scope"), which an MCP client can act on by stepping up. The tool handlers check the
  * same table again, as a second line of defence.
  *
- * Run it (Node 22.6 or newer strips the types; `npm run build` first so `gatehouse/*` resolves):
+ * The MCP side is the official SDK v2 (`@modelcontextprotocol/server`): `createMcpHandler` serves
+ * both protocol eras (2026-07-28's per-request envelopes, and a stateless `initialize` for
+ * 2025-era clients), so it answers a 2026-07-28 client that the v1 SDK refused.
+ *
+ * Run it (any Node 20.11+; `npm run build` first so `gatehouse/*` resolves; `REVISION` is optional):
  *
  *   ISSUER=http://localhost:9000 RESOURCE=http://127.0.0.1:3000/mcp \
- *     node --experimental-strip-types examples/mcp/server.ts
+ *     node --import ./scripts/typescript.mjs examples/mcp/server.ts
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import { pathToFileURL } from "node:url";
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import { createMcpHandler, McpServer } from "@modelcontextprotocol/server";
 import { ScopeHierarchy } from "gatehouse";
 import { listen } from "gatehouse/node";
 import {
@@ -29,6 +33,7 @@ import {
   cachedVerifier,
   createResourceServer,
   jwtVerifier,
+  REVISIONS,
   type Revision,
 } from "gatehouse/resource-server";
 import * as z from "zod";
@@ -63,6 +68,8 @@ export interface NotesMcpServer {
   fetch(request: Request): Promise<Response>;
   /** The metadata URL that challenges point to. */
   resourceMetadataUrl: string;
+  /** Ends the MCP handler's open streams. */
+  close(): Promise<void>;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -120,22 +127,21 @@ export function createNotesMcpServer(options: NotesMcpServerOptions): NotesMcpSe
     if (missing.size > 0) throw new Error(`${tool} needs the scope ${[...missing].join(" ")}`);
   };
 
-  /** Stateless: one MCP server per request, knowing who is calling. */
+  /** One MCP server per request (the SDK's handler asks), knowing who is calling. */
   const mcpServerFor = (auth: AuthInfo): McpServer => {
     const owner = auth.subject ?? `client:${auth.clientId ?? "unknown"}`;
     const server = new McpServer({ name: "gatehouse-notes-example", version: "1.0.0" });
-    server.registerTool(
-      "notes.list",
-      { description: "List your notes (needs notes:read)", inputSchema: {} },
-      async () => {
-        assertToolScopes(auth, "notes.list");
-        const notes = notesBySubject.get(owner) ?? [];
-        return { content: [{ type: "text", text: JSON.stringify(notes) }] };
-      },
-    );
+    server.registerTool("notes.list", { description: "List your notes (needs notes:read)" }, async () => {
+      assertToolScopes(auth, "notes.list");
+      const notes = notesBySubject.get(owner) ?? [];
+      return { content: [{ type: "text", text: JSON.stringify(notes) }] };
+    });
     server.registerTool(
       "notes.add",
-      { description: "Add a note (needs notes:write)", inputSchema: { text: z.string().min(1).max(2000) } },
+      {
+        description: "Add a note (needs notes:write)",
+        inputSchema: z.object({ text: z.string().min(1).max(2000) }),
+      },
       async ({ text }) => {
         assertToolScopes(auth, "notes.add");
         const notes = notesBySubject.get(owner) ?? [];
@@ -147,23 +153,15 @@ export function createNotesMcpServer(options: NotesMcpServerOptions): NotesMcpSe
     return server;
   };
 
-  const handleMcp = async (request: Request, auth: AuthInfo): Promise<Response> => {
-    // Stateless server: no server-initiated stream and no session to delete.
-    if (request.method !== "POST") {
-      return new Response(null, { status: 405, headers: { allow: "POST" } });
-    }
-    const server = mcpServerFor(auth);
-    const transport = new WebStandardStreamableHTTPServerTransport({
-      sessionIdGenerator: undefined,
-      enableJsonResponse: true,
-    });
-    await server.connect(transport);
-    try {
-      return await transport.handleRequest(request);
-    } finally {
-      await server.close();
-    }
-  };
+  // The gate's verdict for the request being served. (Not the SDK's `authInfo`: that carries the
+  // raw token, which Gatehouse's AuthInfo deliberately keeps out of handlers.)
+  const currentAuth = new AsyncLocalStorage<AuthInfo>();
+  const mcp = createMcpHandler(() => {
+    const auth = currentAuth.getStore();
+    // Only the gate calls the handler, so every request has a verified token.
+    if (!auth) throw new Error("MCP request without a verified token");
+    return mcpServerFor(auth);
+  });
 
   return {
     resourceMetadataUrl: gate.resourceMetadataUrl,
@@ -171,8 +169,9 @@ export function createNotesMcpServer(options: NotesMcpServerOptions): NotesMcpSe
       // RFC 9728 §3: the metadata document is public.
       if (gate.handles(request)) return gate.metadataResponse(request);
       if (new URL(request.url).pathname !== endpointPath) return new Response("not found", { status: 404 });
-      return protect(request, handleMcp);
+      return protect(request, (verified, auth) => currentAuth.run(auth, () => mcp.fetch(verified)));
     },
+    close: () => mcp.close(),
   };
 }
 
@@ -191,13 +190,24 @@ export async function discoverJwksUri(issuer: string): Promise<string> {
   return metadata.jwks_uri;
 }
 
+/** `REVISION` (default 2026-07-28): the spec revision whose resource-server rules apply. */
+function revisionFromEnvironment(): Revision {
+  const value = process.env.REVISION ?? "2026-07-28";
+  const revision = REVISIONS.find((known) => known === value);
+  if (!revision) throw new Error(`REVISION must be one of ${REVISIONS.join(", ")}, not ${value}`);
+  return revision;
+}
+
 async function main(): Promise<void> {
   const issuer = process.env.ISSUER ?? "http://localhost:9000";
   const resource = process.env.RESOURCE ?? "http://127.0.0.1:3000/mcp";
+  const revision = revisionFromEnvironment();
   const url = new URL(resource);
-  const server = createNotesMcpServer({ resource, issuer, jwksUri: await discoverJwksUri(issuer) });
+  const server = createNotesMcpServer({ resource, issuer, revision, jwksUri: await discoverJwksUri(issuer) });
   const running = await listen(server.fetch, { host: url.hostname, port: Number(url.port || 80) });
-  process.stdout.write(`MCP server on ${running.url}${url.pathname}, protected by ${issuer}\n`);
+  process.stdout.write(
+    `MCP server on ${running.url}${url.pathname}, protected by ${issuer} (revision ${revision})\n`,
+  );
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -5,21 +5,33 @@
  * (RFC 8414 / OpenID Connect Discovery). Mount it with `toNodeListener`/`listen` from
  * `gatehouse/node`, or any framework adapter.
  */
-import type { ServerContext } from "./context.js";
-import { createHandler } from "./handler.js";
+import type { FetchInfo, ServerContext } from "./config/context.js";
+import type { AuthorizationServerOptions } from "./config/options.js";
+import { createServerContext } from "./config/server-context.js";
+import { createHandler } from "./endpoints/handler.js";
+import { buildMetadata } from "./endpoints/metadata.js";
 import { DEFAULT_MAINTENANCE_INTERVAL_MS, startMaintenance } from "./maintenance.js";
-import { buildMetadata } from "./metadata.js";
-import type { AuthorizationServerOptions } from "./options.js";
-import { createServerContext } from "./resolve-options.js";
 
 export interface AuthorizationServer {
-  /** Handles one request (any path; unknown paths get 404). */
-  fetch(request: Request): Promise<Response>;
+  /**
+   * Handles one request (any path; unknown paths get 404). `info.clientAddress` is the client's
+   * address as the host knows it, the key of the registration and login rate limits: the node
+   * adapter passes it; other hosts pass it themselves (without it, callers share one bucket).
+   */
+  fetch(request: Request, info?: FetchInfo): Promise<Response>;
   context: ServerContext;
   /** The RFC 8414 metadata document served at the well-known paths. */
   metadata: Record<string, unknown>;
   /** Creates a new signing key, retiring the current one (still published until its tokens expire). */
   rotateKeys(): Promise<string>;
+  /**
+   * For a resource server that shares this server's store: call it from the gate's
+   * `onInsufficientScope` with the refused token's id (`auth.tokenId`, the JWT `jti`). The next
+   * refresh of that token's grant, within a minute, answers `invalid_grant`, which sends a client
+   * that tries to step up by refreshing into a fresh authorization (docs/authorization-server.md
+   * "Refresh policy"). Resolves false when the token is unknown or its grant is revoked.
+   */
+  requestStepUp(tokenId: string | undefined): Promise<boolean>;
   /** Stops background work. The store belongs to the caller and is not closed. */
   close(): Promise<void>;
 }
@@ -33,6 +45,8 @@ export async function createAuthorizationServer(
   options: AuthorizationServerOptions,
 ): Promise<AuthorizationServer> {
   const context = await createServerContext(options);
+  const pendingStepUps = new Set<Promise<unknown>>();
+  context.pendingStepUps = pendingStepUps;
   const metadata = buildMetadata(context);
   const handler = createHandler(context, metadata);
   const maintenance = startMaintenance(
@@ -44,23 +58,30 @@ export async function createAuthorizationServer(
     context,
     metadata,
     rotateKeys: () => context.keys.rotate(),
+    requestStepUp(tokenId) {
+      if (typeof tokenId !== "string" || tokenId === "") return Promise.resolve(false);
+      // Registered synchronously: the gate does not await its hook, and the client's refresh may
+      // arrive before the write commits (refresh-token.ts waits for these).
+      const pending = context.store.requestStepUp(tokenId, context.now());
+      const settled = pending.catch(() => false);
+      pendingStepUps.add(settled);
+      void settled.finally(() => pendingStepUps.delete(settled));
+      return pending;
+    },
     async close() {
       maintenance.stop();
     },
   };
 }
 
-export type {
-  AccessTokenClaims,
-  ClientResolver,
-  Endpoint,
-  KeyManager,
-  ResolvedOptions,
-  ServerContext,
-} from "./context.js";
-export { errorToResponse, issuerPath, metadataPaths } from "./handler.js";
-export { type Maintenance, startMaintenance } from "./maintenance.js";
-export { buildMetadata } from "./metadata.js";
+// The public surface. The composition root (createServerContext), the option resolver
+// (resolveOptions, ResolvedOptions), the router and its error mapping, the metadata builder and
+// the context's parts (ClientResolver, KeyManager, Endpoint) are internals: tests import them by
+// path. ServerContext stays, as the type of `AuthorizationServer.context` and of startMaintenance's
+// argument.
+export type { AuditEvent, AuditEventType, RateLimitKeyKind, RateLimitName } from "./audit.js";
+export { isLocalhostOnly, matchRedirectUri, redirectUriProblem } from "./clients/redirect-uri.js";
+export type { FetchInfo, ServerContext } from "./config/context.js";
 export type {
   AuthorizationServerOptions,
   ClientDocumentTrustPolicy,
@@ -68,8 +89,12 @@ export type {
   DynamicRegistrationOptions,
   ResourceOptions,
   Revision,
-} from "./options.js";
+} from "./config/options.js";
+export { OFFLINE_ACCESS } from "./config/resolve-options.js";
+export { ENDPOINT_PATHS, type EndpointName, endpointUrl } from "./endpoints/paths.js";
+export {
+  SigningKeyDecryptionError,
+  type SigningKeyDecryptionErrorCode,
+} from "./keys/signing-key-envelope.js";
+export { type Maintenance, startMaintenance } from "./maintenance.js";
 export { hashPassword, verifyPassword } from "./password.js";
-export { ENDPOINT_PATHS, type EndpointName, endpointUrl } from "./paths.js";
-export { isLocalhostOnly, matchRedirectUri, redirectUriProblem } from "./redirect-uri.js";
-export { createServerContext, OFFLINE_ACCESS, resolveOptions } from "./resolve-options.js";

@@ -1,14 +1,15 @@
-import { createHmac } from "node:crypto";
-import { randomToken, sha256Base64url, timingSafeEqualString } from "../shared/crypto.js";
-import type { OAuthErrorCode } from "../shared/errors.js";
-import type { ClientRecord, InteractionRecord } from "../storage/contract.js";
-import type { ServerContext } from "./context.js";
-import { seeOther } from "./pages/security-headers.js";
-
 /**
  * What `/authorize` hands to the login and consent pages, and the final step back to the client:
  * the authorization response (OAuth 2.1 §4.1.2, RFC 9207).
  */
+
+import { createHmac } from "node:crypto";
+import { randomToken, sha256Base64url, timingSafeEqualString } from "../shared/crypto.js";
+import type { OAuthErrorCode } from "../shared/errors.js";
+import type { ClientRecord, InteractionRecord } from "../storage/contract.js";
+import type { ServerContext } from "./config/context.js";
+import { refreshAllowed } from "./grants/refresh-policy.js";
+import { seeOther } from "./pages/security-headers.js";
 
 /** How long a user has to log in and decide (the interaction record's lifetime). */
 export const INTERACTION_TTL_MS = 10 * 60 * 1000;
@@ -72,31 +73,30 @@ export function authorizationResponseUrl(
 /** The pending request a code is issued for (an interaction, or a validated silent request). */
 export type ApprovedRequest = Pick<
   InteractionRecord,
-  "clientId" | "redirectUri" | "scopes" | "resource" | "state" | "codeChallenge" | "codeChallengeMethod"
+  | "clientId"
+  | "redirectUri"
+  | "redirectUriSent"
+  | "scopes"
+  | "resource"
+  | "state"
+  | "codeChallenge"
+  | "codeChallengeMethod"
 >;
-
-/** Whether redemption of this code may issue a refresh token. */
-export function refreshAllowed(ctx: ServerContext, client: ClientRecord, scopes: readonly string[]): boolean {
-  return (
-    ctx.options.refresh.enabled &&
-    scopes.includes("offline_access") &&
-    // A client that declares its grant types must have declared refresh_token (RFC 7591 §2).
-    (client.grantTypes.length === 0 || client.grantTypes.includes("refresh_token"))
-  );
-}
 
 /**
  * Issues an authorization code (OAuth 2.1 §4.1.2): 256 random bits, stored only as its SHA-256,
  * short-lived, bound to client, redirect URI, PKCE challenge and resource. Returns the 303 to the
- * client's redirect URI with `code`, `state` and `iss`.
+ * client's redirect URI with `code`, `state` and `iss`. `session` is the sign-in that approved it:
+ * the grant remembers it, so a step-up approved in the same sign-in supersedes it.
  */
 export async function issueCodeAndRedirect(
   ctx: ServerContext,
   request: ApprovedRequest,
   client: ClientRecord,
-  userId: string,
+  session: { userId: string; idHash: string },
   cookies: readonly string[] = [],
 ): Promise<Response> {
+  const userId = session.userId;
   const code = randomToken(32);
   const now = ctx.now();
   await ctx.store.insertAuthorizationCode({
@@ -105,11 +105,13 @@ export async function issueCodeAndRedirect(
     clientId: request.clientId,
     userId,
     redirectUri: request.redirectUri,
+    redirectUriSent: request.redirectUriSent,
     scopes: [...request.scopes],
     resource: request.resource,
     codeChallenge: request.codeChallenge,
     codeChallengeMethod: request.codeChallengeMethod,
     refreshAllowed: refreshAllowed(ctx, client, request.scopes),
+    sessionHash: session.idHash,
     createdAt: now,
     expiresAt: now + ctx.options.codeTtlSeconds * 1000,
   });

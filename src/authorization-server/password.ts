@@ -1,3 +1,6 @@
+/**
+ * Password hashing with scrypt (memory-hard), in a self-describing string.
+ */
 import { randomBytes, scrypt, timingSafeEqual } from "node:crypto";
 
 /**

@@ -14,7 +14,11 @@
  * attempt hits both keys: the previous key's count is then its own hits plus this window's, and the
  * current key's count is this window's, so their difference is the previous window's count.
  */
+import { OAuthError } from "../shared/errors.js";
 import type { AuthorizationStore } from "../storage/contract.js";
+import type { RateLimitKeyKind, RateLimitName } from "./audit.js";
+import { isUrlClientId } from "./clients/metadata-document.js";
+import type { FetchInfo, ServerContext } from "./config/context.js";
 
 /** What one attempt found: the counts, the estimate, and how long until an attempt would pass. */
 export interface SlidingWindowResult {
@@ -94,4 +98,70 @@ export async function hitSlidingWindow(
     limited,
     retryAfterSeconds: limited ? Math.max(1, Math.ceil(retryMs / 1000)) : Math.ceil(retryMs / 1000),
   };
+}
+
+/**
+ * The rate-limit key of a request's client: the address its host passed to `fetch`, never a
+ * header the client wrote; one shared bucket ("unknown") when the host passed none.
+ */
+export function clientRateLimitKey(info: FetchInfo): string {
+  return info.clientAddress ?? "unknown";
+}
+
+/**
+ * The token endpoint's per-client key: the client id, or for a URL client id (a Client ID Metadata
+ * Document) its host, so that minting new document URLs on one host does not buy a new budget.
+ */
+export function tokenClientRateLimitKey(clientId: string): string {
+  if (isUrlClientId(clientId)) {
+    try {
+      return `host:${new URL(clientId).hostname}`;
+    } catch {
+      // A malformed URL id never gets this far (the resolver refuses it); count it as itself.
+    }
+  }
+  return `client:${clientId}`;
+}
+
+/** 429 `temporarily_unavailable` with `Retry-After` (RFC 6585 §4). */
+export class RateLimitedError extends OAuthError {
+  readonly retryAfterSeconds: number;
+  constructor(retryAfterSeconds: number, description = "too many registrations; retry later") {
+    super("temporarily_unavailable", {
+      description,
+      status: 429,
+      headers: { "retry-after": String(retryAfterSeconds) },
+    });
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}
+
+const MINUTE_MS = 60_000;
+
+/**
+ * Counts one token endpoint request against `key` (sliding minute, `perMinute` requests; 0 = off)
+ * and throws {@link RateLimitedError} with a `rate_limited` audit event when it is over.
+ */
+export async function enforceTokenRateLimit(
+  ctx: ServerContext,
+  limit: { kind: Extract<RateLimitKeyKind, "address" | "client" | "host">; key: string; perMinute: number },
+  about: { clientId?: string; address: string },
+): Promise<void> {
+  if (limit.perMinute === 0) return;
+  const result = await hitSlidingWindow(ctx.store, `token:${limit.key}`, {
+    now: ctx.now(),
+    windowMs: MINUTE_MS,
+    limit: limit.perMinute,
+  });
+  if (!result.limited) return;
+  const name: RateLimitName = "token";
+  ctx.audit?.({
+    type: "rate_limited",
+    limit: name,
+    key_kind: limit.kind,
+    retry_after_seconds: result.retryAfterSeconds,
+    address: about.address,
+    ...(about.clientId === undefined ? {} : { client_id: about.clientId }),
+  });
+  throw new RateLimitedError(result.retryAfterSeconds, "too many token requests; retry later");
 }

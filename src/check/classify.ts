@@ -1,7 +1,7 @@
 /**
  * Small pure helpers the rules share: the transport classifier and the PRM `resource` comparison.
  */
-import { resourceMatchesServer } from "../client/discovery.js";
+import { resourceMatchesServer } from "../client/protocol/discovery.js";
 import { canonicalResourceUri, isLoopbackHost } from "../shared/resource-uri.js";
 
 /**

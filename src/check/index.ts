@@ -5,12 +5,14 @@
  * success, and reports rule by rule what holds.
  *
  * What it sends: metadata requests without credentials; two deliberately bogus tokens (one in the
- * Authorization header, one in the query string) to the resource URL only. Nothing goes to the
- * authorization server but metadata requests, unless `login` is given: then this package's client
- * runs the flow and sends what a client sends (login.ts). Redirects are never followed.
+ * Authorization header, one in the query string) to the resource URL only. The authorization server
+ * gets metadata requests and one (at most two) anonymous authorization requests for an unknown
+ * client (resource-parameter.ts), unless `login` is given: then this package's client runs the flow
+ * and sends what a client sends (login.ts). Redirects are never followed.
  */
-import type { FetchLike } from "../client/http.js";
+import type { FetchLike } from "../client/protocol/http.js";
 import { GatehouseTypeError } from "../shared/errors.js";
+import { DEFAULT_REVISION } from "../shared/revision.js";
 import { findChallenge } from "../shared/www-authenticate.js";
 import { type LoginOptions, probeLogin } from "./login.js";
 import {
@@ -24,6 +26,7 @@ import {
   type RequestForm,
   usable,
 } from "./probes.js";
+import { probeResourceParameter } from "./resource-parameter.js";
 import { evaluateRules, RULES } from "./rules.js";
 import type { CheckReport, Observations, Outcome, ResponseProbe, Revision } from "./types.js";
 
@@ -79,7 +82,7 @@ export function parseResourceUrl(value: string): URL {
  */
 export async function runCheck(resourceUrl: string, options: CheckOptions = {}): Promise<CheckReport> {
   parseResourceUrl(resourceUrl);
-  const revision = options.revision ?? "2026-07-28";
+  const revision = options.revision ?? DEFAULT_REVISION;
   const startedAt = new Date().toISOString();
   const prober = new Prober(options.fetch ?? globalThis.fetch, options.timeoutMs ?? 10_000);
 
@@ -114,6 +117,16 @@ export async function runCheck(resourceUrl: string, options: CheckOptions = {}):
   const issuers = selectedPrm ? (selectedPrm.json!.authorization_servers as string[]) : [];
   for (const issuer of issuers.slice(0, MAX_AUTHORIZATION_SERVERS)) {
     observations.authorizationServers.push(await probeAuthorizationServer(prober, issuer));
+  }
+
+  // Does the authorization server refuse `resource`? One anonymous request for an unknown client
+  // (no credential, no side effect: see resource-parameter.ts), with the value a client would send.
+  const prmResource = selectedPrm?.json?.resource;
+  const resourceValue = typeof prmResource === "string" ? prmResource : resourceUrl;
+  for (const server of observations.authorizationServers) {
+    const endpoint = server.forms.find((f) => usable(f))?.json?.authorization_endpoint;
+    if (typeof endpoint !== "string" || !/^https?:\/\//i.test(endpoint)) continue;
+    server.resourceParameter = await probeResourceParameter(prober, endpoint, resourceValue);
   }
 
   // Bogus tokens: to the resource URL only.

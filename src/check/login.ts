@@ -5,9 +5,10 @@
  * to the resource, the code, verifier and refresh token to the authorization server's token
  * endpoint. The report records that they were sent, never their values.
  */
-import { AuthClient } from "../client/auth-fetch.js";
+
 import { isAuthorizationFlowError } from "../client/errors.js";
-import type { FetchLike } from "../client/http.js";
+import { AuthClient } from "../client/flow/auth-client.js";
+import type { FetchLike } from "../client/protocol/http.js";
 import { MemoryTokenStore } from "../client/stores/memory.js";
 import type { AuthorizationSessionFactory } from "../client/user-agent/session.js";
 import { type RequestForm, requestInit } from "./probes.js";
@@ -112,12 +113,16 @@ export async function probeLogin(options: {
   }
 
   if (first.refresh_token) {
-    // A second client on the same store that considers every token stale refreshes at once; it
-    // must never open the browser again, so its user agent refuses.
+    // A second client on the same store refreshes once the stored token set is marked expired (the
+    // auditor's own in-memory copy; a refresh lead alone cannot force it, the client caps the lead
+    // at a third of the lifetime). It must never open the browser again, so its user agent refuses.
+    for (const [key, tokens] of await store.list("tokens")) {
+      if (tokens.issuer === first.issuer)
+        await store.set("tokens", key, { ...tokens, expires_at: Date.now() - 1 });
+    }
     let refreshed = false;
     const refresher = new AuthClient({
       ...common,
-      refreshSkewSeconds: 1e9,
       authorizationSession: async () => {
         throw new Error("the refresh did not yield a token");
       },

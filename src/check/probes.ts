@@ -1,5 +1,5 @@
 /**
- * The auditor's HTTP probes. Unlike the client's discovery (src/client/discovery.ts), which stops at
+ * The auditor's HTTP probes. Unlike the client's discovery (src/client/protocol/discovery.ts), which stops at
  * the first document that works, every probe here records what each discovery form returned, so the
  * report can say which forms are served and which are not.
  *
@@ -9,8 +9,11 @@
  * - redirects are never followed, so no request is silently re-sent somewhere else.
  */
 import { randomBytes } from "node:crypto";
-import { authorizationServerMetadataUrls, protectedResourceMetadataUrls } from "../client/discovery.js";
-import type { FetchLike } from "../client/http.js";
+import {
+  authorizationServerMetadataUrls,
+  protectedResourceMetadataUrls,
+} from "../client/protocol/discovery.js";
+import type { FetchLike } from "../client/protocol/http.js";
 import { AuthorizationServerMetadataSchema, ProtectedResourceMetadataSchema } from "../shared/metadata.js";
 import { parseWWWAuthenticate } from "../shared/www-authenticate.js";
 import type {
@@ -87,7 +90,7 @@ function describeTransportError(cause: unknown): string {
 }
 
 /** Reads at most `limit` bytes of a body; `undefined` when it is larger. */
-async function readCapped(response: Response, limit: number): Promise<string | undefined> {
+export async function readCapped(response: Response, limit: number): Promise<string | undefined> {
   if (!response.body) return "";
   const reader = response.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -105,7 +108,7 @@ async function readCapped(response: Response, limit: number): Promise<string | u
   return Buffer.concat(chunks).toString("utf8");
 }
 
-async function discard(response: Response): Promise<void> {
+export async function discard(response: Response): Promise<void> {
   await response.body?.cancel().catch(() => undefined);
 }
 

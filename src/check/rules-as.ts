@@ -4,6 +4,7 @@
  */
 import { classifyTransport } from "./classify.js";
 import { usable } from "./probes.js";
+import { resourceRefusalIn } from "./resource-parameter.js";
 import {
   contentTypeVerdict,
   describeResponse,
@@ -15,8 +16,10 @@ import {
   type Rule,
   skip,
   stringArray,
+  type Verdict,
   warn,
 } from "./rule-helpers.js";
+import type { ResourceParameterProbe } from "./types.js";
 
 export const AUTHORIZATION_SERVER_RULES: readonly Rule[] = [
   // ── Authorization server metadata ──────────────────────────────────────────────────────────
@@ -104,9 +107,7 @@ export const AUTHORIZATION_SERVER_RULES: readonly Rule[] = [
       return perAsDocument(o, "the issuer", (json, server) =>
         json.issuer === server.issuer
           ? pass(`"${server.issuer}"`)
-          : fail(
-              `issuer "${String(json.issuer)}" differs from "${server.issuer}": clients MUST refuse this document`,
-            ),
+          : fail(issuerMismatch(json.issuer, server.issuer)),
       );
     },
   },
@@ -120,10 +121,38 @@ export const AUTHORIZATION_SERVER_RULES: readonly Rule[] = [
       return perAsDocument(o, "PKCE support", (json) => {
         const methods = stringArray(json.code_challenge_methods_supported);
         if (!methods)
-          return fail("code_challenge_methods_supported is missing: clients MUST refuse to proceed");
-        if (!methods.includes("S256")) return fail(`S256 is not offered (${methods.join(", ") || "empty"})`);
+          return fail(
+            'code_challenge_methods_supported is missing: clients MUST refuse to proceed. Add "code_challenge_methods_supported": ["S256"] to the authorization server\'s metadata (servers that do PKCE often just do not announce it); a hosted server whose metadata you cannot change needs one you control in authorization_servers of the protected resource metadata',
+          );
+        if (!methods.includes("S256"))
+          return fail(
+            `S256 is not offered (${methods.join(", ") || "empty"}): enable the S256 PKCE method on the authorization server and list it in code_challenge_methods_supported`,
+          );
         return pass(methods.join(", "));
       });
+    },
+  },
+  {
+    id: "as.resource-parameter",
+    group: "as",
+    level: "MUST",
+    spec: 'Spec "Resource parameter" (clients MUST send resource whether or not the server supports it); RFC 8707 §2; RFC 6749 §3.1 (unrecognized parameters MUST be ignored)',
+    title: "The authorization server does not refuse the resource parameter",
+    check(o) {
+      const verdicts: Verdict[] = o.authorizationServers.flatMap((server) =>
+        server.resourceParameter
+          ? [{ ...resourceParameterVerdict(server.resourceParameter), subject: server.issuer }]
+          : [],
+      );
+      const login = o.login;
+      if (login?.tokenObtained) {
+        verdicts.push(pass("the --login flow sent resource and obtained a token", "--login"));
+      } else if (login?.error && resourceRefusalIn(login.error)) {
+        verdicts.push(
+          fail(`the --login flow stopped on resource: ${login.error}. ${RESOURCE_FIX}`, "--login"),
+        );
+      }
+      return verdicts.length > 0 ? verdicts : skip("no authorization endpoint to send a request to");
     },
   },
   {
@@ -246,3 +275,42 @@ export const AUTHORIZATION_SERVER_RULES: readonly Rule[] = [
     },
   },
 ];
+
+/**
+ * RFC 8414 §3.3 mismatch, with what to change for the two cases users meet most: a multi-tenant
+ * template issuer (Entra ID's /common and /organizations metadata name `{tenantid}`) and a trailing
+ * slash on one side only.
+ */
+function issuerMismatch(declared: unknown, listed: string): string {
+  const base = `issuer "${String(declared)}" differs from "${listed}": clients MUST refuse this document`;
+  if (typeof declared !== "string") return `${base}. The server's metadata must say "issuer": "${listed}"`;
+  if (/\{[^}]*\}/.test(declared)) {
+    const tenant = declared.replace(/\{[^}]*\}/g, "<tenant-id>");
+    return `${base}. It is a template (multi-tenant metadata, as Microsoft Entra ID serves under /common and /organizations): list the tenant's own issuer (${tenant}) in authorization_servers of the protected resource metadata`;
+  }
+  if (declared.replace(/\/+$/, "") === listed.replace(/\/+$/, "")) {
+    return `${base}, only by a trailing slash. Write the authorization_servers entry in the protected resource metadata exactly as "${declared}" (or set the server's issuer to "${listed}")`;
+  }
+  return `${base}. Set the authorization_servers entry in the protected resource metadata to the issuer the server declares, or the server's issuer to "${listed}"`;
+}
+
+const RESOURCE_FIX =
+  "Clients following the spec MUST send resource (RFC 8707) and cannot log in: make the authorization server accept this resource (register it there) or ignore the parameter, or list in authorization_servers of the protected resource metadata one that does (Microsoft Entra ID's v2.0 endpoints refuse the parameter, AADSTS901002)";
+
+function resourceParameterVerdict(probe: ResourceParameterProbe): Verdict {
+  const first = probe.withResource;
+  if (first.transportError) return info(`authorization request failed: ${first.transportError}; not judged`);
+  if (first.resourceRefusal && probe.withoutResource && !probe.withoutResource.resourceRefusal) {
+    return fail(
+      `an authorization request with resource=${probe.resource} is refused ("${first.resourceRefusal}", ${describeResponse(first)}); without resource it is not. ${RESOURCE_FIX}`,
+    );
+  }
+  if (first.resourceRefusal) {
+    return info(
+      `the answer names "${first.resourceRefusal}" with and without resource, so it is not about the parameter; --login confirms`,
+    );
+  }
+  return info(
+    `an anonymous authorization request with resource is not refused for it (${describeResponse(first)}); a server that judges the client first is only judged by --login`,
+  );
+}

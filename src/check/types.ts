@@ -4,9 +4,11 @@
  * functions of those observations. So a rule can be tested with a hand-built observation, and the
  * report can list exactly which requests were made and with what credential.
  */
+
+import type { Revision } from "../shared/revision.js";
 import type { Challenge } from "../shared/www-authenticate.js";
 
-export type Revision = "2025-11-25" | "2026-07-28";
+export type { Revision };
 
 /** RFC 2119 strength of the requirement a rule checks. */
 export type Level = "MUST" | "SHOULD" | "MAY";
@@ -98,6 +100,28 @@ export interface AuthorizationServerProbe {
   /** Set when the entry is not a URL the auditor can build discovery URLs from. */
   invalid?: string;
   forms: AsMetadataProbe[];
+  /** The anonymous authorization requests of resource-parameter.ts (when an endpoint was found). */
+  resourceParameter?: ResourceParameterProbe;
+}
+
+/** One anonymous authorization request (unknown client, no credential) and what it answered. */
+export interface AuthorizationRequestProbe {
+  url: string;
+  withResource: boolean;
+  status?: number;
+  transportError?: string;
+  location?: string;
+  /** What in the answer (redirect error or page) names `resource` as refused, quoted and bounded. */
+  resourceRefusal?: string;
+}
+
+export interface ResourceParameterProbe {
+  authorizationEndpoint: string;
+  /** The `resource` value sent (the PRM's `resource`, as a client sends it). */
+  resource: string;
+  withResource: AuthorizationRequestProbe;
+  /** The control request without `resource`, sent only when the first answer named a refusal. */
+  withoutResource?: AuthorizationRequestProbe;
 }
 
 export interface ResponseProbe {

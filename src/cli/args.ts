@@ -4,6 +4,8 @@
  * exits with status 2.
  */
 import { parseArgs } from "node:util";
+import { GatehouseError } from "../shared/errors.js";
+import { explainParseArgsError } from "./command-line-text.js";
 
 export type OptionSpec =
   | { type: "boolean"; short?: string; description: string }
@@ -12,9 +14,9 @@ export type OptionSpec =
 export type OptionSpecs = Record<string, OptionSpec>;
 
 /** Wrong usage of a command (unknown flag, missing value, bad number). Exit status 2. */
-export class UsageError extends Error {
+export class UsageError extends GatehouseError<"ERR_USAGE"> {
   constructor(message: string) {
-    super(message);
+    super("ERR_USAGE", message);
     this.name = "UsageError";
   }
 }
@@ -46,8 +48,8 @@ export function parseCommandArgs(args: string[], specs: OptionSpecs): ParsedArgs
       ordered,
     };
   } catch (error) {
-    // parseArgs' messages name the flag; they never contain a value we were given.
-    throw new UsageError(error instanceof Error ? error.message : String(error));
+    // Node's own text has unbalanced quotes and talks about positionals: say it plainly.
+    throw new UsageError(explainParseArgsError(error, Object.keys(specs)));
   }
 }
 

@@ -6,13 +6,24 @@
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import type { AuthorizationServerOptions, ResourceOptions } from "../authorization-server/options.js";
+import type { AuthorizationServerOptions, ResourceOptions } from "../authorization-server/config/options.js";
+import {
+  type LimitedOption,
+  OPTION_LIMITS,
+  resolveOptions,
+} from "../authorization-server/config/resolve-options.js";
+import { GatehouseTypeError } from "../shared/errors.js";
 import { canonicalResourceUri, isLoopbackHost } from "../shared/resource-uri.js";
 import { isScopeToken } from "../shared/scopes.js";
 import { integerValue, type ParsedArgs, stringList, stringValue, UsageError } from "./args.js";
+import type { KeyEncryptionSettings } from "./key-encryption.js";
 
 const scopeToken = z.string().refine(isScopeToken, "not a valid scope token (RFC 6749 §3.3)");
-const seconds = z.number().int().positive();
+/** An integer field with the authorization server's own limits (one place decides them). */
+function limitedInteger(name: LimitedOption) {
+  const { min, max } = OPTION_LIMITS[name];
+  return z.number().int().min(min).max(max);
+}
 
 const resourceSchema = z.strictObject({
   uri: z.string().min(1),
@@ -29,25 +40,30 @@ export const configFileSchema = z.strictObject({
   data: z.string().min(1).optional(),
   /** `postgres://` URL; selects PostgreSQL instead of SQLite. Prefer GATEHOUSE_DATABASE_URL. */
   databaseUrl: z.string().min(1).optional(),
+  /**
+   * File holding the key-encryption key(s), mode 0600 (src/cli/key-encryption.ts). The key itself
+   * never goes in this file: config files get copied and committed.
+   */
+  keyEncryptionKeyFile: z.string().min(1).optional(),
   resources: z.array(resourceSchema).optional(),
   scopeDescriptions: z.record(scopeToken, z.string().max(500)).optional(),
   scopeHierarchy: z.record(scopeToken, z.array(scopeToken)).optional(),
   revision: z.enum(["2025-11-25", "2026-07-28"]).optional(),
-  accessTokenTtlSeconds: seconds.optional(),
-  codeTtlSeconds: seconds.max(60).optional(),
+  accessTokenTtlSeconds: limitedInteger("accessTokenTtlSeconds").optional(),
+  codeTtlSeconds: limitedInteger("codeTtlSeconds").optional(),
   refreshTokens: z
     .strictObject({
       enabled: z.boolean().optional(),
-      idleTtlSeconds: seconds.optional(),
-      absoluteTtlSeconds: seconds.optional(),
-      reuseGraceSeconds: z.number().int().min(0).optional(),
+      idleTtlSeconds: limitedInteger("refreshTokens.idleTtlSeconds").optional(),
+      absoluteTtlSeconds: limitedInteger("refreshTokens.absoluteTtlSeconds").optional(),
+      reuseGraceSeconds: limitedInteger("refreshTokens.reuseGraceSeconds").optional(),
     })
     .optional(),
   dynamicRegistration: z
     .strictObject({
       enabled: z.boolean().optional(),
-      ratePerHour: z.number().int().positive().optional(),
-      unusedTtlSeconds: seconds.optional(),
+      ratePerHour: limitedInteger("dynamicRegistration.ratePerHour").optional(),
+      unusedTtlSeconds: limitedInteger("dynamicRegistration.unusedTtlSeconds").optional(),
     })
     .optional(),
   clientMetadataDocuments: z
@@ -59,15 +75,16 @@ export const configFileSchema = z.strictObject({
           z.strictObject({ kind: z.literal("allow-list"), hosts: z.array(z.string().min(1)).min(1) }),
         ])
         .optional(),
-      maxBytes: z.number().int().positive().optional(),
-      timeoutMs: z.number().int().positive().optional(),
-      minCacheSeconds: z.number().int().min(0).optional(),
-      maxCacheSeconds: z.number().int().min(0).optional(),
+      maxBytes: limitedInteger("clientMetadataDocuments.maxBytes").optional(),
+      timeoutMs: limitedInteger("clientMetadataDocuments.timeoutMs").optional(),
+      minCacheSeconds: limitedInteger("clientMetadataDocuments.minCacheSeconds").optional(),
+      maxCacheSeconds: limitedInteger("clientMetadataDocuments.maxCacheSeconds").optional(),
     })
     .optional(),
   tls: z.strictObject({ cert: z.string().min(1), key: z.string().min(1) }).optional(),
   insecureLoopback: z.boolean().optional(),
-  trustProxy: z.boolean().optional(),
+  /** true = one trusted proxy hop; a number = that many (X-Forwarded-For is read from the right). */
+  trustProxy: z.union([z.boolean(), z.number().int().min(0).max(16)]).optional(),
   /** One log line per request (method, path without query, status, duration). Default true. */
   requestLog: z.boolean().optional(),
 });
@@ -84,9 +101,12 @@ export interface ServeConfig {
   port: number;
   host: string;
   store: StoreTarget;
+  /** Where the key-encryption keys come from (resolved at start: it may generate one). */
+  keyEncryption: KeyEncryptionSettings;
   tls?: { cert: string; key: string };
   insecureLoopback: boolean;
-  trustProxy: boolean;
+  /** Trusted proxy hops in front of this server (0 = none): see docs/deployment.md "Behind a proxy". */
+  trustProxy: number;
   requestLog: boolean;
   /** Options for `createAuthorizationServer`, minus issuer, store and logger (added at start). */
   server: Omit<AuthorizationServerOptions, "issuer" | "store" | "logger">;
@@ -137,6 +157,11 @@ export function storeTarget(options: {
   return { kind: "sqlite", path: join(resolve(options.data ?? options.defaultData), SQLITE_FILE) };
 }
 
+/** The data directory: `--data`, else the config file's `data`, else `defaultData` (absolute). */
+export function dataDirFromArgs(parsed: ParsedArgs, file: ConfigFile, defaultData = ".gatehouse"): string {
+  return resolve(stringValue(parsed, "data") ?? file.data ?? defaultData);
+}
+
 /** Store location for the admin commands (`users`, `clients`, `keys`): --config, --data, --database-url. */
 export function storeTargetFromArgs(parsed: ParsedArgs, defaultData = ".gatehouse"): StoreTarget {
   const configPath = stringValue(parsed, "config");
@@ -179,6 +204,21 @@ function isLoopbackBindHost(host: string): boolean {
   return isLoopbackHost(host);
 }
 
+/**
+ * Asks the authorization server's own resolver (the one place that decides every limit and rule
+ * across fields) about the options, so what it would refuse at start-up is a usage error now,
+ * before anything listens. Without an issuer yet (insecure loopback: the port decides it), a
+ * loopback stand-in is judged.
+ */
+function checkServerOptions(server: ServeConfig["server"], issuer: string | undefined): void {
+  try {
+    resolveOptions({ ...server, issuer: issuer ?? "http://localhost" });
+  } catch (error) {
+    if (error instanceof GatehouseTypeError) throw new UsageError(error.message);
+    throw error;
+  }
+}
+
 /** Merges the config file and the flags of `gatehouse serve`, then checks the combination. */
 export function buildServeConfig(parsed: ParsedArgs): ServeConfig {
   const configPath = stringValue(parsed, "config");
@@ -204,7 +244,9 @@ export function buildServeConfig(parsed: ParsedArgs): ServeConfig {
   const tls = tlsCert && tlsKey ? { cert: tlsCert, key: tlsKey } : undefined;
 
   const insecureLoopback = parsed.values["insecure-loopback"] === true || file.insecureLoopback === true;
-  const trustProxy = parsed.values["trust-proxy"] === true || file.trustProxy === true;
+  const hops = integerValue(parsed, "trust-proxy-hops", 16);
+  const fileHops = file.trustProxy === true ? 1 : file.trustProxy === false ? 0 : (file.trustProxy ?? 0);
+  const trustProxy = hops ?? (parsed.values["trust-proxy"] === true ? Math.max(1, fileHops) : fileHops);
   const host = stringValue(parsed, "host") ?? file.host ?? (insecureLoopback ? "127.0.0.1" : "0.0.0.0");
   const port = integerValue(parsed, "port", 65535) ?? file.port ?? (tls ? 8443 : 8080);
   const issuer = stringValue(parsed, "issuer") ?? file.issuer;
@@ -236,7 +278,7 @@ export function buildServeConfig(parsed: ParsedArgs): ServeConfig {
         );
       }
     } else if (url.protocol === "https:") {
-      if (!tls && !trustProxy) {
+      if (!tls && trustProxy === 0) {
         throw new UsageError(
           "the issuer is https but this server would speak plain http: give --tls-cert and --tls-key, or --trust-proxy when a TLS-terminating proxy forwards to it",
         );
@@ -260,6 +302,11 @@ export function buildServeConfig(parsed: ParsedArgs): ServeConfig {
     databaseUrl,
     defaultData: ".gatehouse",
   });
+  const keyFile = stringValue(parsed, "key-encryption-key-file") ?? file.keyEncryptionKeyFile;
+  const keyEncryption: KeyEncryptionSettings = {
+    ...(keyFile === undefined ? {} : { file: keyFile }),
+    dataDir: dataDirFromArgs(parsed, file),
+  };
 
   const accessTtl = integerValue(parsed, "access-token-ttl") ?? file.accessTokenTtlSeconds;
   const codeTtl = integerValue(parsed, "code-ttl", 60) ?? file.codeTtlSeconds;
@@ -288,12 +335,14 @@ export function buildServeConfig(parsed: ParsedArgs): ServeConfig {
   if (file.revision) server.revision = file.revision;
   if (accessTtl !== undefined) server.accessTokenTtlSeconds = accessTtl;
   if (codeTtl !== undefined) server.codeTtlSeconds = codeTtl;
+  checkServerOptions(server, issuer);
 
   return {
     issuer,
     port,
     host,
     store,
+    keyEncryption,
     ...(tls ? { tls } : {}),
     insecureLoopback,
     trustProxy,

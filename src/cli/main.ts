@@ -9,7 +9,7 @@ const COMMANDS: Record<string, { summary: string }> = {
   demo: { summary: "run the authorization server with the demo notes resource (SQLite)" },
   users: { summary: "manage local user accounts (users add|list|passwd)" },
   clients: { summary: "manage pre-registered clients (clients add|list|remove)" },
-  keys: { summary: "manage signing keys (keys rotate|list)" },
+  keys: { summary: "manage signing keys and their encryption (keys rotate|list|rewrap|generate-kek)" },
   login: { summary: "log in to a protected resource from the command line" },
   fetch: { summary: "call a protected resource with stored credentials (curl-like)" },
   logout: { summary: "forget stored credentials" },
@@ -23,7 +23,14 @@ function usage(): string {
 }
 
 async function main(argv: string[]): Promise<number> {
-  const [name, ...rest] = argv;
+  const [first, ...afterFirst] = argv;
+  // `gatehouse help login` is `gatehouse login --help`.
+  const helpFor = first === "help" && afterFirst.length === 1 ? afterFirst[0] : undefined;
+  const [name, ...rest] = helpFor && Object.hasOwn(COMMANDS, helpFor) ? [helpFor, "--help"] : argv;
+  if (name === "help" && rest.length) {
+    process.stderr.write(`gatehouse: no command named '${rest.join(" ")}'\n\n${usage()}`);
+    return 2;
+  }
   if (!name || name === "--help" || name === "-h" || name === "help") {
     process.stdout.write(usage());
     return name ? 0 : 2;
@@ -41,6 +48,20 @@ async function main(argv: string[]): Promise<number> {
   const module = (await import(`./commands/${name}.js`)) as { run(args: string[]): Promise<number> };
   return module.run(rest);
 }
+
+/**
+ * A reader that goes away early (`gatehouse status | head -3`) is not an error: stop writing and
+ * exit quietly with the status so far, as `head`'s other writers do. Any other write failure is.
+ */
+function endQuietlyOnClosedPipe(stream: NodeJS.WriteStream): void {
+  stream.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
+    if (stream !== process.stderr) process.stderr.write(`gatehouse: cannot write output: ${error.message}\n`);
+    process.exit(1);
+  });
+}
+endQuietlyOnClosedPipe(process.stdout);
+endQuietlyOnClosedPipe(process.stderr);
 
 main(process.argv.slice(2)).then(
   (code) => {

@@ -40,7 +40,8 @@ export interface HttpServeOptions {
   /** Extra hosts bound on the same port, best effort (e.g. `::1` next to `127.0.0.1` for `localhost`). */
   alsoHosts?: string[];
   tls?: { cert: string; key: string };
-  trustProxy?: boolean;
+  /** Trusted proxy hops (true = 1); see `toNodeListener`'s `trustProxy`. */
+  trustProxy?: boolean | number;
   log: Logger;
   requestLog?: boolean;
   /** Name in log lines (`authorization-server`, `notes-resource`). */
@@ -72,9 +73,9 @@ function notReady(): Promise<Response> {
 
 /** Adds one structured log line per request: method, path (never the query: it carries codes), status, time. */
 function withRequestLog(handler: FetchHandler, log: Logger, name: string): FetchHandler {
-  return async (request) => {
+  return async (request, info) => {
     const started = performance.now();
-    const response = await handler(request);
+    const response = await handler(request, info);
     log.info("request", {
       server: name,
       method: request.method,
@@ -143,7 +144,8 @@ export async function serveHttp(options: HttpServeOptions): Promise<RunningHttp>
       );
     }
   }
-  const dispatch: FetchHandler = (request) => current(request);
+  // The adapter's second argument (the client address) goes through to the handler.
+  const dispatch: FetchHandler = (request, info) => current(request, info);
   const handler = options.requestLog ? withRequestLog(dispatch, options.log, options.name) : dispatch;
   const listener = toNodeListener(handler, {
     trustProxy: options.trustProxy ?? false,
@@ -215,12 +217,6 @@ export function waitForShutdownSignal(log: Logger): Promise<NodeJS.Signals> {
     process.on("SIGTERM", onSignal);
     process.on("SIGINT", onSignal);
   });
-}
-
-/** `http://localhost:<port>` style URL for a host and port (brackets around IPv6 literals). */
-export function originFor(scheme: "http" | "https", host: string, port: number): string {
-  const h = host.includes(":") ? `[${host}]` : host;
-  return `${scheme}://${h}:${port}`;
 }
 
 /** Options every admin command (`users`, `clients`, `keys`) takes to find the store. */

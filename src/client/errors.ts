@@ -7,34 +7,12 @@
  * Messages name the step and the document or rule; they never contain a token, code, secret or
  * verifier.
  */
+import { type AuthorizationFlowErrorCode, GatehouseError } from "../shared/errors.js";
 
 export type AuthorizationFlowErrorKind = "transport" | "oauth" | "nonconforming" | "refused" | "action";
 
-/** Stable codes; callers branch on these, never on the message. */
-export type AuthorizationFlowErrorCode =
-  | "transport_failed"
-  | "oauth_error"
-  | "invalid_document"
-  | "prm_not_found"
-  | "prm_resource_mismatch"
-  | "as_metadata_not_found"
-  | "issuer_mismatch"
-  | "pkce_not_supported"
-  | "insecure_url"
-  | "client_information_required"
-  | "registration_failed"
-  | "state_mismatch"
-  | "iss_missing"
-  | "iss_mismatch"
-  | "authorization_denied"
-  | "token_request_failed"
-  | "refresh_failed"
-  | "revocation_failed"
-  | "step_up_limit"
-  | "user_agent_failed"
-  | "authorization_timed_out"
-  | "reauthorization_loop"
-  | "no_interactive_authorization";
+/** Stable codes; callers branch on these, never on the message (the closed set: shared/errors.ts). */
+export type { AuthorizationFlowErrorCode };
 
 export interface AuthorizationFlowErrorOptions {
   kind: AuthorizationFlowErrorKind;
@@ -49,8 +27,7 @@ export interface AuthorizationFlowErrorOptions {
   url?: string;
 }
 
-export class AuthorizationFlowError extends Error {
-  readonly code: AuthorizationFlowErrorCode;
+export class AuthorizationFlowError extends GatehouseError<AuthorizationFlowErrorCode> {
   readonly kind: AuthorizationFlowErrorKind;
   readonly step: string;
   readonly oauthError: AuthorizationFlowErrorOptions["oauthError"];
@@ -58,9 +35,8 @@ export class AuthorizationFlowError extends Error {
   readonly url: string | undefined;
 
   constructor(code: AuthorizationFlowErrorCode, message: string, options: AuthorizationFlowErrorOptions) {
-    super(`${options.step}: ${message}`, { cause: options.cause });
+    super(code, `${options.step}: ${message}`, { cause: options.cause });
     this.name = "AuthorizationFlowError";
-    this.code = code;
     this.kind = options.kind;
     this.step = options.step;
     this.oauthError = options.oauthError;

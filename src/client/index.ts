@@ -1,55 +1,73 @@
 /**
- * The client role: `createAuthFetch` and the pieces it is made of.
+ * `gatehouse/client`. Exported: `createAuthFetch` / `AuthClient` and every type their options,
+ * events and results name; the non-interactive grants (and `DPoPSigner`, the type a grant receives
+ * as `dpop`); the token stores; the user agents; `AuthorizationFlowError` and
+ * `explainNetworkError`; the stdio credential helpers (spec "Applicability" 3); and the protocol
+ * steps for a flow run by hand (discovery, registration, scope selection, the authorization
+ * request and response, the token requests, revocation). Not exported: how those steps check
+ * and sign (DPoP keys and proofs, PKCE support, well-known URL lists, client authentication, the
+ * generic grant request), which `flow/` and `protocol/` apply and tests import by path.
  */
-export {
-  AuthClient,
-  type AuthEvent,
-  type CreateAuthFetchOptions,
-  createAuthFetch,
-  type GrantProvider,
-  type LogoutOutcome,
-  type LogoutResult,
-} from "./auth-fetch.js";
-export {
-  type AuthorizationRequest,
-  assertOpenableAuthorizationUrl,
-  createAuthorizationRequest,
-  type PendingAuthorization,
-  validateAuthorizationResponse,
-} from "./authorization.js";
-export { type ClientCredentialsOptions, clientCredentialsGrant } from "./client-credentials.js";
-export {
-  assertPkceSupported,
-  authorizationServerMetadataUrls,
-  type DiscoveredResource,
-  discoverAuthorizationServer,
-  discoverProtectedResource,
-  legacyAuthorizationServer,
-  protectedResourceMetadataUrls,
-  resourceMatchesServer,
-} from "./discovery.js";
-export { createDPoPKey, DPOP_ALGORITHM, DPoPSigner, htuOf, wantsDPoP } from "./dpop.js";
+
 export {
   AuthorizationFlowError,
   type AuthorizationFlowErrorCode,
   type AuthorizationFlowErrorKind,
   isAuthorizationFlowError,
 } from "./errors.js";
-export type { FetchLike } from "./http.js";
-export { type EnterpriseManagedOptions, enterpriseManagedGrant, jwtBearerGrant } from "./jwt-bearer.js";
-export { explainNetworkError, type NetworkFailure, type NetworkFailureKind } from "./network-errors.js";
-export { type PreregisteredClient, registerDynamically, resolveClient } from "./registration.js";
-export { type RevocationContext, type RevocationResult, revokeToken } from "./revocation.js";
-export { credentialsFromEnvironment, type StdioCredentials, stdioServerEnvironment } from "./stdio-env.js";
+export {
+  AuthClient,
+  type AuthEvent,
+  type CreateAuthFetchOptions,
+  createAuthFetch,
+  type LogoutOutcome,
+  type LogoutResult,
+} from "./flow/auth-client.js";
+export { type ClientCredentialsOptions, clientCredentialsGrant } from "./grants/client-credentials.js";
+export {
+  type EnterpriseManagedOptions,
+  enterpriseManagedGrant,
+  jwtBearerGrant,
+} from "./grants/jwt-bearer.js";
+export type { GrantProvider } from "./grants/types.js";
+export {
+  type AuthorizationRequest,
+  assertOpenableAuthorizationUrl,
+  createAuthorizationRequest,
+  type PendingAuthorization,
+  validateAuthorizationResponse,
+} from "./protocol/authorization.js";
+export {
+  type DiscoveredAuthorizationServer,
+  type DiscoveredResource,
+  discoverAuthorizationServer,
+  discoverAuthorizationServerVia,
+  discoverProtectedResource,
+  legacyAuthorizationServer,
+  legacyAuthorizationServerVia,
+  type MetadataDiscovery,
+} from "./protocol/discovery.js";
+export type { DPoPSigner } from "./protocol/dpop.js";
+export type { FetchLike } from "./protocol/http.js";
+export {
+  explainNetworkError,
+  type NetworkFailure,
+  type NetworkFailureKind,
+} from "./protocol/network-errors.js";
+export type { PreregisteredClient } from "./protocol/registration.js";
+export { registerDynamically, resolveClient } from "./protocol/registration.js";
+export { type RevocationContext, type RevocationResult, revokeToken } from "./protocol/revocation.js";
+export type { Revision, ScopeStrategy } from "./protocol/step-up.js";
 export {
   type BearerChallenge,
-  type Revision,
   readChallenge,
-  type ScopeStrategy,
   selectInitialScope,
   selectStepUpScope,
-  withOfflineAccess,
-} from "./step-up.js";
+} from "./protocol/step-up.js";
+export type { ClientKeyMaterial } from "./protocol/tokens.js";
+export { exchangeAuthorizationCode, refreshAccessToken } from "./protocol/tokens.js";
+
+export { credentialsFromEnvironment, type StdioCredentials, stdioServerEnvironment } from "./stdio-env.js";
 export { EncryptedFileTokenStore } from "./stores/encrypted-file.js";
 export { MemoryTokenStore } from "./stores/memory.js";
 export type {
@@ -62,14 +80,6 @@ export type {
   StoreRecords,
   TokenStore,
 } from "./stores/types.js";
-export {
-  type ClientKeyMaterial,
-  clientAuthentication,
-  exchangeAuthorizationCode,
-  grantRequest,
-  refreshAccessToken,
-  SingleFlight,
-} from "./tokens.js";
 export { browserSession, openBrowser } from "./user-agent/browser.js";
 export { type LoopbackListener, startLoopbackListener } from "./user-agent/loopback-listener.js";
 export {

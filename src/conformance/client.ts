@@ -8,10 +8,11 @@
  * (`MCP_CONFORMANCE_CONTEXT`) supplies pre-registered or self-acting client credentials; which
  * mechanism is used follows from what the context contains, as it would for a configured client.
  */
-import { type CreateAuthFetchOptions, createAuthFetch } from "../client/auth-fetch.js";
-import { clientCredentialsGrant } from "../client/client-credentials.js";
+
 import { isAuthorizationFlowError } from "../client/errors.js";
-import { enterpriseManagedGrant, jwtBearerGrant } from "../client/jwt-bearer.js";
+import { type CreateAuthFetchOptions, createAuthFetch } from "../client/flow/auth-client.js";
+import { clientCredentialsGrant } from "../client/grants/client-credentials.js";
+import { enterpriseManagedGrant, jwtBearerGrant } from "../client/grants/jwt-bearer.js";
 
 const CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json";
 const REDIRECT_URI = "http://127.0.0.1:33418/callback";

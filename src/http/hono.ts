@@ -1,26 +1,26 @@
 /**
- * Hono adapter: `c.get("auth")` set from the resource-server gate. Translation only.
+ * Hono adapter: the resource server's judgement (`ResourceServer.judge`) on Hono's web `Request`,
+ * `c.get("auth")` set on success. Translation only.
  */
 import type { MiddlewareHandler } from "hono";
+import { headOfRequest } from "../resource-server/bearer-token.js";
+import { challengePartsResponse } from "../resource-server/challenge.js";
 import type { AuthInfo, RequiredScopes, ResourceServer } from "../resource-server/index.js";
 
 /** Context variables the middleware sets. */
 export type BearerAuthVariables = { auth: AuthInfo };
 
-const PASSED = new Response(null, { status: 299 });
-
 /** Hono middleware: answers the RFC 6750 challenge itself, or sets `auth` and continues. */
 export function bearerAuth(
-  gate: ResourceServer,
+  gate: Pick<ResourceServer, "judge">,
   options: { scopes?: RequiredScopes } = {},
 ): MiddlewareHandler<{ Variables: BearerAuthVariables }> {
-  const middleware = gate.requireBearer(options);
+  const judge = gate.judge(options);
   return async (c, next) => {
-    const response = await middleware(c.req.raw, async (_request, auth) => {
-      c.set("auth", auth);
-      await next();
-      return PASSED;
-    });
-    if (response !== PASSED) return response;
+    const request = c.req.raw;
+    const verdict = await judge(headOfRequest(request), () => request);
+    if (!verdict.ok) return challengePartsResponse(verdict.challenge);
+    c.set("auth", verdict.auth);
+    await next();
   };
 }

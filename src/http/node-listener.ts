@@ -2,14 +2,19 @@
  * node:http adapter, listener half: translates `IncomingMessage` → web `Request` and web
  * `Response` → `ServerResponse`, and starts servers. No protocol logic lives here (DESIGN.md
  * principle 1). Public through `node.ts` (the `gatehouse/node` entry point); the helpers marked
- * "shared with node-require-bearer.ts" are internal.
+ * "shared with ..." are internal to the adapters.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, isIP, isIPv4, isIPv6 } from "node:net";
 import type { TLSSocket } from "node:tls";
+import { GatehouseError, GatehouseTypeError } from "../shared/errors.js";
 
-/** A web-standard request handler. */
-export type FetchHandler = (request: Request) => Promise<Response>;
+/**
+ * A web-standard request handler. The second argument carries what only the host knows: the
+ * client's address (the socket, or `X-Forwarded-For` with `trustProxy`), for handlers that rate-limit
+ * per client, such as the authorization server's `fetch`.
+ */
+export type FetchHandler = (request: Request, info?: { clientAddress?: string }) => Promise<Response>;
 
 export interface NodeListenerOptions {
   /**
@@ -19,11 +24,14 @@ export interface NodeListenerOptions {
    */
   maxBodyBytes?: number;
   /**
-   * Trust `X-Forwarded-Proto`, `X-Forwarded-Host` and `X-Forwarded-For` (only behind a proxy you
-   * control that overwrites them). Default false: the URL comes from the socket's TLS state and the
-   * `Host` header, the client address from the socket.
+   * Requests come through proxies you control: the number of them (trusted hops), `true` for one,
+   * `false` or 0 for none (the default). With one or more, the URL comes from `X-Forwarded-Proto`
+   * and `X-Forwarded-Host`, and the client address is the entry of `X-Forwarded-For` the outermost
+   * trusted proxy appended: the Nth from the right, N = the hop count (the socket address when the
+   * header has fewer entries or that entry is not an IP address). Without, the URL comes from the
+   * socket's TLS state and `Host`, the client address from the socket.
    */
-  trustProxy?: boolean;
+  trustProxy?: boolean | number;
   /** Called with any error the handler throws (the client then gets a bare 500). Never given secrets. */
   onError?: (error: unknown) => void;
 }
@@ -85,9 +93,9 @@ Object.defineProperty(NodeRequest.prototype, "signal", {
   },
 });
 
-class BodyTooLargeError extends Error {
+class BodyTooLargeError extends GatehouseError<"ERR_BODY_TOO_LARGE"> {
   constructor() {
-    super("request body exceeds the configured limit");
+    super("ERR_BODY_TOO_LARGE", "request body exceeds the configured limit");
     this.name = "BodyTooLargeError";
   }
 }
@@ -103,47 +111,91 @@ function firstHeaderValue(value: string | string[] | undefined): string | undefi
 }
 
 /**
- * The request's origin, or undefined for a missing or malformed `Host` (shared with
- * node-require-bearer.ts).
+ * The request's scheme: the socket's TLS state, or with `trustProxy` the first
+ * `X-Forwarded-Proto` (shared with node-require-bearer.ts).
  */
-export function requestOrigin(req: IncomingMessage, trustProxy: boolean): string | undefined {
-  let proto = (req.socket as TLSSocket).encrypted ? "https" : "http";
-  let host = req.headers.host;
+export function requestScheme(req: IncomingMessage, trustProxy: boolean): "http" | "https" {
   if (trustProxy) {
     const fp = firstHeaderValue(req.headers["x-forwarded-proto"])?.toLowerCase();
-    if (fp === "http" || fp === "https") proto = fp;
-    const fh = firstHeaderValue(req.headers["x-forwarded-host"]);
-    if (fh) host = fh;
+    if (fp === "http" || fp === "https") return fp;
   }
-  if (!host || !HOST_HEADER.test(host)) return undefined;
-  return `${proto}://${host}`;
+  return (req.socket as TLSSocket).encrypted ? "https" : "http";
 }
 
 /**
- * {@link requestOrigin} without `trustProxy`, reading `Host` from `rawHeaders` (the first field,
- * as `req.headers.host` would) so that `req.headers` is not built for a protected route (shared
- * with node-require-bearer.ts).
+ * The request's authority (`host[:port]`): `Host`, or with `trustProxy` the first
+ * `X-Forwarded-Host` when there is one; undefined when missing or malformed (shared with
+ * node-require-bearer.ts). Without `trustProxy`, `Host` is read from `rawHeaders` (the first field,
+ * as `req.headers.host` would), so `req.headers` is not built for a protected route.
  */
-export function directOrigin(req: IncomingMessage): string | undefined {
-  const raw = req.rawHeaders;
+export function requestHost(req: IncomingMessage, trustProxy: boolean): string | undefined {
   let host: string | undefined;
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const field = raw[i]!;
-    if (field === "Host" || (field.length === 4 && field.toLowerCase() === "host")) {
-      host = raw[i + 1]!;
-      break;
+  if (trustProxy) host = firstHeaderValue(req.headers["x-forwarded-host"]) ?? req.headers.host;
+  else {
+    const raw = req.rawHeaders;
+    for (let i = 0; i + 1 < raw.length; i += 2) {
+      const field = raw[i]!;
+      if (field === "Host" || (field.length === 4 && field.toLowerCase() === "host")) {
+        host = raw[i + 1]!;
+        break;
+      }
     }
   }
   if (!host || !HOST_HEADER.test(host)) return undefined;
-  return `${(req.socket as TLSSocket).encrypted ? "https" : "http"}://${host}`;
+  return host;
 }
 
-function requestClientAddress(req: IncomingMessage, trustProxy: boolean): string | undefined {
-  if (trustProxy) {
-    const forwarded = firstHeaderValue(req.headers["x-forwarded-for"]);
-    if (forwarded) return forwarded;
+/** The request's origin, or undefined for a missing or malformed `Host` (shared with node-require-bearer.ts). */
+export function requestOrigin(req: IncomingMessage, trustProxy: boolean): string | undefined {
+  const host = requestHost(req, trustProxy);
+  return host === undefined ? undefined : `${requestScheme(req, trustProxy)}://${host}`;
+}
+
+/**
+ * The number of trusted proxy hops `trustProxy` means (`true` = 1, `false` = 0); a misconfiguration
+ * throws at set-up (shared with node-require-bearer.ts).
+ */
+export function proxyHops(trustProxy: boolean | number | undefined, where: string): number {
+  if (trustProxy === undefined || trustProxy === false) return 0;
+  if (trustProxy === true) return 1;
+  if (typeof trustProxy !== "number" || !Number.isInteger(trustProxy) || trustProxy < 0) {
+    throw new GatehouseTypeError(
+      "ERR_INVALID_OPTION",
+      `${where}: trustProxy must be a boolean or the number of trusted proxy hops (an integer >= 0)`,
+    );
   }
-  return req.socket.remoteAddress;
+  return trustProxy;
+}
+
+const IPV4_WITH_PORT = /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/;
+const BRACKETED_IPV6 = /^\[([0-9A-Fa-f:.]+)\](?::\d{1,5})?$/;
+
+/** One `X-Forwarded-For` entry as an IP address: bare, `a.b.c.d:port` or `[v6]:port`; else undefined. */
+function forwardedAddress(entry: string): string | undefined {
+  const value = entry.trim();
+  if (isIP(value) !== 0) return value;
+  const v4 = IPV4_WITH_PORT.exec(value)?.[1];
+  if (v4 !== undefined) return isIPv4(v4) ? v4 : undefined;
+  const v6 = BRACKETED_IPV6.exec(value)?.[1];
+  return v6 !== undefined && isIPv6(v6) ? v6 : undefined;
+}
+
+/**
+ * The client address. Behind `hops` trusted proxies that append to `X-Forwarded-For` (the common
+ * default), only the entries they wrote can be believed, the rightmost `hops`; everything left of
+ * them is whatever the client sent. So the address is the `hops`-th entry from the right (RFC 7239
+ * §5.2 reads the same list right to left), and the socket address when there is no such entry or it
+ * is not an IP address.
+ */
+function requestClientAddress(req: IncomingMessage, hops: number): string | undefined {
+  const socketAddress = req.socket.remoteAddress;
+  if (hops === 0) return socketAddress;
+  // Several X-Forwarded-For fields arrive joined with ", " in order (RFC 9110 §5.3).
+  const forwarded = req.headers["x-forwarded-for"];
+  if (forwarded === undefined) return socketAddress;
+  const entries = (Array.isArray(forwarded) ? forwarded.join(",") : forwarded).split(",");
+  if (entries.length < hops) return socketAddress;
+  return forwardedAddress(entries[entries.length - hops]!) ?? socketAddress;
 }
 
 /**
@@ -227,11 +279,7 @@ const NOT_YET: Promise<typeof NOT_YET_VALUE> = Promise.resolve(NOT_YET_VALUE);
  * Writes a web `Response` to a node `ServerResponse`: status, every header (each `Set-Cookie`
  * separately), and the body streamed with backpressure; a client disconnect cancels the body.
  */
-export async function sendWebResponse(
-  res: ServerResponse,
-  response: Response,
-  isHead = false,
-): Promise<void> {
+async function sendWebResponse(res: ServerResponse, response: Response, isHead = false): Promise<void> {
   res.statusCode = response.status;
   if (response.statusText) res.statusMessage = response.statusText;
   const headers = response.headers;
@@ -315,7 +363,8 @@ export function toNodeListener(
   options: NodeListenerOptions = {},
 ): (req: IncomingMessage, res: ServerResponse) => void {
   const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY;
-  const trustProxy = options.trustProxy ?? false;
+  const hops = proxyHops(options.trustProxy, "toNodeListener");
+  const trustProxy = hops > 0;
   const onError = options.onError;
   return (req, res) => {
     const origin = requestOrigin(req, trustProxy);
@@ -351,11 +400,11 @@ export function toNodeListener(
       plainResponse(res, 400, "Bad Request\n");
       return;
     }
-    const address = requestClientAddress(req, trustProxy);
+    const address = requestClientAddress(req, hops);
     if (address !== undefined) CLIENT_ADDRESSES.set(request, address);
 
     const isHead = method === "HEAD";
-    handler(request)
+    handler(request, { clientAddress: address })
       .then(
         (response) => {
           if (state.tooLarge && !res.headersSent) {
@@ -420,28 +469,26 @@ export function listen(
 }
 
 /**
- * A body-less web `Request` carrying the URL, method and headers of `req`, for gates that only
- * look at headers (the node body stream stays untouched for the application). `url` overrides the
- * request target (Express's `originalUrl`). Returns `undefined` when `Host` is missing or invalid.
+ * A web `Request` carrying the URL, method and headers of `req` (and `body`, a form the caller
+ * already read), for a scopes function judging a request that the adapters otherwise never turn
+ * into a web `Request` (shared with node-require-bearer.ts and express.ts). `url` overrides the
+ * request target (Express's `originalUrl`). Throws when `Host` is missing or invalid or the request
+ * cannot be a web `Request` (the adapters check the head before).
  */
 export function webRequestHead(
   req: IncomingMessage,
-  options: { trustProxy?: boolean; url?: string; body?: string } = {},
-): Request | undefined {
-  const origin = requestOrigin(req, options.trustProxy ?? false);
-  if (!origin) return undefined;
+  options: { trustProxy?: boolean | number; url?: string; body?: string } = {},
+): Request {
+  const hops = proxyHops(options.trustProxy, "webRequestHead");
+  const origin = requestOrigin(req, hops > 0);
+  if (!origin) throw new Error("request without a valid Host cannot be a web Request");
   const method = req.method ?? "GET";
-  let request: Request;
-  try {
-    request = new Request(origin + (options.url ?? req.url ?? "/"), {
-      method,
-      headers: buildHeaders(req),
-      body: options.body !== undefined && method !== "GET" && method !== "HEAD" ? options.body : undefined,
-    });
-  } catch {
-    return undefined;
-  }
-  const address = requestClientAddress(req, options.trustProxy ?? false);
+  const request = new Request(origin + (options.url ?? req.url ?? "/"), {
+    method,
+    headers: buildHeaders(req),
+    body: options.body !== undefined && method !== "GET" && method !== "HEAD" ? options.body : undefined,
+  });
+  const address = requestClientAddress(req, hops);
   if (address !== undefined) CLIENT_ADDRESSES.set(request, address);
   return request;
 }

@@ -1,45 +1,32 @@
 /**
  * node:http adapter, bearer gate half: {@link nodeRequireBearer} protects a node-style handler
- * by reading the request head (and, for a urlencoded form, the body) straight from
- * `IncomingMessage`, without building a web `Request`/`Response` (RFC 6750 §2). Public through
- * `node.ts` (the `gatehouse/node` entry point).
+ * with the resource server's judgement (`ResourceServer.judge`) on a request head read straight
+ * from `IncomingMessage` (and, for a urlencoded form, its body), without building a web
+ * `Request`/`Response` (RFC 6750 §2). Public through `node.ts` (the `gatehouse/node` entry point).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { type BearerRequestHead, isFormType } from "../resource-server/bearer-token.js";
+import type { BearerRequestHead } from "../resource-server/bearer-token.js";
 import type { ChallengeParts } from "../resource-server/challenge.js";
 import { invalidRequest } from "../resource-server/errors.js";
+import type { BearerVerdict, RequiredScopes, ResourceServer } from "../resource-server/resource-server.js";
+import type { AuthInfo } from "../resource-server/types.js";
+import { GatehouseError } from "../shared/errors.js";
 import {
   DEFAULT_MAX_BODY,
-  directOrigin,
   plainResponse,
-  requestOrigin,
-  sendWebResponse,
+  proxyHops,
+  requestHost,
+  requestScheme,
   webRequestHead,
 } from "./node-listener.js";
 
-/** The gate's verdict as data (`ResourceServer.requireBearerHead`). */
-export type NodeBearerVerdict<Auth> = { ok: true; auth: Auth } | { ok: false; challenge: ChallengeParts };
-
-/** What {@link nodeRequireBearer} needs from a resource server (see `createResourceServer`). */
-export interface BearerGate<Auth> {
-  requireBearer(options?: {
-    scopes?: readonly string[] | ((request: Request) => readonly string[] | Promise<readonly string[]>);
-  }): (request: Request, next: (request: Request, auth: Auth) => Promise<Response>) => Promise<Response>;
-  /**
-   * The same gate on a request head, answering with data instead of a `Response`. When present
-   * (a `ResourceServer` has it) the node adapter uses it and builds no web `Request`/`Response`.
-   */
-  requireBearerHead?(options?: {
-    scopes?: readonly string[] | ((request: Request) => readonly string[] | Promise<readonly string[]>);
-  }): (
-    head: BearerRequestHead,
-    request?: () => Request,
-  ) => NodeBearerVerdict<Auth> | Promise<NodeBearerVerdict<Auth>>;
-}
-
 export interface NodeRequireBearerOptions {
-  scopes?: readonly string[] | ((request: Request) => readonly string[] | Promise<readonly string[]>);
-  trustProxy?: boolean;
+  scopes?: RequiredScopes;
+  /**
+   * Trusted proxy hops in front of this server, as for `toNodeListener` (`true` = 1): the host the
+   * gate checks and the request URL then come from `X-Forwarded-Host`/`-Proto`.
+   */
+  trustProxy?: boolean | number;
   /**
    * Largest urlencoded form body read to look for a token in it, in bytes (default 1 MiB); a
    * larger one is answered 413 before `handler` runs. Other bodies are never read by the gate.
@@ -47,7 +34,6 @@ export interface NodeRequireBearerOptions {
   maxBodyBytes?: number;
 }
 
-const PASSED = new Response(null, { status: 299 });
 const GET_OR_HEAD = new Set(["GET", "HEAD"]);
 
 /**
@@ -55,7 +41,7 @@ const GET_OR_HEAD = new Set(["GET", "HEAD"]);
  * several fields joined with ", " as `Headers.get` does (so two `Authorization` fields stay
  * detectable as malformed, which `req.headers` would hide by keeping the first).
  */
-function rawHeader(req: IncomingMessage, name: string): string | null {
+export function rawHeader(req: IncomingMessage, name: string): string | null {
   const raw = req.rawHeaders;
   let value: string | null = null;
   for (let i = 0; i + 1 < raw.length; i += 2) {
@@ -73,9 +59,10 @@ function nodeHasContent(req: IncomingMessage): boolean {
   return rawHeader(req, "transfer-encoding") !== null;
 }
 
-class BodyReadError extends Error {
+class BodyReadError extends GatehouseError<"ERR_BODY_TOO_LARGE" | "ERR_BODY_ABORTED"> {
   constructor(readonly reason: "too-large" | "aborted") {
     super(
+      reason === "too-large" ? "ERR_BODY_TOO_LARGE" : "ERR_BODY_ABORTED",
       reason === "too-large" ? "request body exceeds the configured limit" : "client aborted the request",
     );
     this.name = "BodyReadError";
@@ -134,6 +121,7 @@ class NodeRequestHead implements BearerRequestHead {
   constructor(
     private readonly req: IncomingMessage,
     readonly url: string,
+    readonly host: string | undefined,
     private readonly maxBodyBytes: number,
   ) {}
   header(name: string): string | null {
@@ -155,8 +143,8 @@ class NodeRequestHead implements BearerRequestHead {
   }
 }
 
-/** Writes a challenge from the gate with `writeHead`/`end` (no web `Response`). */
-function writeChallenge(res: ServerResponse, challenge: ChallengeParts, isHead: boolean): void {
+/** Writes a challenge from the gate with `writeHead`/`end` (no web `Response`; shared with express.ts). */
+export function writeChallenge(res: ServerResponse, challenge: ChallengeParts, isHead: boolean): void {
   const headers = challenge.headers;
   headers["content-length"] = String(challenge.body === null ? 0 : Buffer.byteLength(challenge.body));
   res.writeHead(challenge.status, headers);
@@ -182,22 +170,21 @@ function targetParses(origin: string, target: string): boolean {
  * verified auth, otherwise the challenge (401/403/400, built by the resource server's one
  * challenge module) is written with `writeHead`/`end` and `handler` never runs.
  *
- * With a `ResourceServer` no web `Request` or `Response` is built: the gate reads the method, the
- * request target and headers straight from `IncomingMessage` (only a scopes function gets a web
- * `Request`). A request with content whose `Content-Type` is `application/x-www-form-urlencoded`
+ * No web `Request` or `Response` is built: the gate reads the method, the request target and
+ * headers straight from `IncomingMessage` (only a scopes function gets a web `Request`). A request with content whose `Content-Type` is `application/x-www-form-urlencoded`
  * (not GET/HEAD) has its body read (up to `maxBodyBytes`, else 413) and refused with 400
  * `invalid_request` when it has an `access_token` parameter (RFC 6750 §2.2, never validated); the
  * bytes are put back into `req`, so `handler` reads the body in full. Other bodies are not touched.
  */
-export function nodeRequireBearer<Auth>(
-  gate: BearerGate<Auth>,
+export function nodeRequireBearer(
+  gate: Pick<ResourceServer, "judge">,
   options: NodeRequireBearerOptions,
-  handler: (req: IncomingMessage, res: ServerResponse, auth: Auth) => void | Promise<void>,
+  handler: (req: IncomingMessage, res: ServerResponse, auth: AuthInfo) => void | Promise<void>,
 ): (req: IncomingMessage, res: ServerResponse) => void {
-  const trustProxy = options.trustProxy ?? false;
+  const hops = proxyHops(options.trustProxy, "nodeRequireBearer");
+  const trustProxy = hops > 0;
   const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY;
-  const check = gate.requireBearerHead?.({ scopes: options.scopes });
-  if (check === undefined) return webGateListener(gate, options, limit, handler);
+  const judge = gate.judge({ scopes: options.scopes });
   const fail = (res: ServerResponse, head: NodeRequestHead) => {
     if (head.failure?.reason === "aborted") {
       if (!res.destroyed) res.destroy();
@@ -210,28 +197,24 @@ export function nodeRequireBearer<Auth>(
     req: IncomingMessage,
     res: ServerResponse,
     head: NodeRequestHead,
-    verdict: NodeBearerVerdict<Auth>,
+    verdict: BearerVerdict,
   ): void | Promise<void> => {
     if (head.failure) return fail(res, head);
     if (verdict.ok) return handler(req, res, verdict.auth);
     writeChallenge(res, verdict.challenge, req.method === "HEAD");
   };
   return (req, res) => {
-    const origin = trustProxy ? requestOrigin(req, true) : directOrigin(req);
+    const host = requestHost(req, trustProxy);
     const target = req.url ?? "/";
-    if (!origin || !targetParses(origin, target)) {
+    if (host === undefined || !targetParses(`${requestScheme(req, trustProxy)}://${host}`, target)) {
       plainResponse(res, 400, "Bad Request: missing or invalid Host header\n");
       return;
     }
-    const head = new NodeRequestHead(req, target, limit);
-    const toRequest = () => {
-      const request = webRequestHead(req, { trustProxy });
-      if (!request) throw new Error("request head cannot be a web Request");
-      return request;
-    };
+    const head = new NodeRequestHead(req, target, host, limit);
+    const toRequest = () => webRequestHead(req, { trustProxy: hops });
     let done: void | Promise<void>;
     try {
-      const verdict = check(head, toRequest);
+      const verdict = judge(head, toRequest);
       if (verdict instanceof Promise) {
         verdict.then((v) => decided(req, res, head, v)).then(undefined, () => fail(res, head));
         return;
@@ -244,46 +227,5 @@ export function nodeRequireBearer<Auth>(
       return;
     }
     if (done instanceof Promise) done.then(undefined, () => fail(res, head));
-  };
-}
-
-/** {@link nodeRequireBearer} for a gate without `requireBearerHead`: through a body-less web Request. */
-function webGateListener<Auth>(
-  gate: BearerGate<Auth>,
-  options: NodeRequireBearerOptions,
-  limit: number,
-  handler: (req: IncomingMessage, res: ServerResponse, auth: Auth) => void | Promise<void>,
-): (req: IncomingMessage, res: ServerResponse) => void {
-  const middleware = gate.requireBearer({ scopes: options.scopes });
-  const run = (req: IncomingMessage, res: ServerResponse, body: string | undefined) => {
-    const request = webRequestHead(req, { trustProxy: options.trustProxy, body });
-    if (!request) {
-      plainResponse(res, 400, "Bad Request: missing or invalid Host header\n");
-      return;
-    }
-    middleware(request, async (_request, auth) => {
-      await handler(req, res, auth);
-      return PASSED;
-    })
-      .then(
-        (response) =>
-          response === PASSED ? undefined : sendWebResponse(res, response, req.method === "HEAD"),
-        () => plainResponse(res, 500, "Internal Server Error\n"),
-      )
-      .catch(() => {
-        if (!res.destroyed) res.destroy();
-      });
-  };
-  return (req, res) => {
-    const head = new NodeRequestHead(req, req.url ?? "/", limit);
-    if (!(head.hasBody && isFormType(head.header("content-type")))) return run(req, res, undefined);
-    // The form body goes to the gate as text (so it can refuse a token there); `req` keeps it.
-    head.bodyText().then(
-      (body) => run(req, res, body),
-      () => {
-        if (head.failure?.reason === "too-large") plainResponse(res, 413, "Payload Too Large\n");
-        else if (!res.destroyed) res.destroy();
-      },
-    );
   };
 }

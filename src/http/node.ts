@@ -10,14 +10,7 @@ export {
   type ListeningServer,
   listen,
   type NodeListenerOptions,
-  sendWebResponse,
   setClientAddress,
   toNodeListener,
-  webRequestHead,
 } from "./node-listener.js";
-export {
-  type BearerGate,
-  type NodeBearerVerdict,
-  type NodeRequireBearerOptions,
-  nodeRequireBearer,
-} from "./node-require-bearer.js";
+export { type NodeRequireBearerOptions, nodeRequireBearer } from "./node-require-bearer.js";

@@ -6,6 +6,8 @@
  * gate a head read straight from `IncomingMessage`, so a protected route does not pay for building
  * a web `Request`.
  */
+
+import { mediaType } from "../shared/media-type.js";
 import { invalidRequest } from "./errors.js";
 
 // RFC 6750 §2.1: b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
@@ -26,6 +28,12 @@ export interface BearerRequestHead {
   /** The absolute URL or the origin-form request target (`/path?query`); only the query is read. */
   readonly url: string;
   /**
+   * The request's authority (`host[:port]`) as the adapter resolved it: the `Host` header, or the
+   * forwarded host when it trusts a proxy. When absent, the `Host` header is used. Read only when
+   * the resource checks hosts (DNS-rebinding defence, host-guard.ts).
+   */
+  readonly host?: string;
+  /**
    * A header field value by lowercase name, `null` when absent. Several fields of one name are
    * joined with ", " (as `Headers.get` does), so two `Authorization` fields are malformed.
    */
@@ -33,16 +41,21 @@ export interface BearerRequestHead {
   /** True when the request carries content (a body, possibly empty once read). */
   readonly hasBody: boolean;
   /**
-   * The body as text. Called only for a form body (see {@link mayCarryFormTokenHead}); it must
-   * leave the body readable in full for the application.
+   * The body as text. Called only for a urlencoded body (the one place a token could hide); it
+   * must leave the body readable in full for the application.
    */
   bodyText(): Promise<string>;
 }
 
 /** A web `Request` seen as a {@link BearerRequestHead} (its body is read through a clone). */
 export function headOfRequest(request: Request): BearerRequestHead {
+  const url = request.url;
   return {
-    url: request.url,
+    url,
+    // The URL's authority, which the adapter built from Host (or a trusted X-Forwarded-Host).
+    get host() {
+      return authorityOf(url);
+    },
     header: (name) => request.headers.get(name),
     hasBody: request.body !== null,
     // A clone tees the body, so the handler still reads it in full.
@@ -50,38 +63,41 @@ export function headOfRequest(request: Request): BearerRequestHead {
   };
 }
 
+/** `host[:port]` of an absolute URL as WHATWG serialises it (`scheme://authority/path`). */
+function authorityOf(url: string): string | undefined {
+  const start = url.indexOf("//");
+  if (start < 0) return undefined;
+  const end = url.indexOf("/", start + 2);
+  return url.slice(start + 2, end < 0 ? undefined : end);
+}
+
 /**
- * The bearer token in the `Authorization` header, `undefined` when the request carries no
- * credentials or credentials of another scheme (RFC 6750 §3.1: no error code then).
+ * The bearer token of a request (RFC 6750 §2), `undefined` when it carries no credentials or
+ * credentials of another scheme (RFC 6750 §3.1: no error code then).
  *
- * Throws `invalid_request` (400) for a malformed header, and for a token in the query string or
- * a form body: the spec forbids the query (MUST NOT) and Gatehouse supports the header method only
- * (`bearer_methods_supported: ["header"]`); such a token is never validated.
+ * Throws `invalid_request` (400) for a malformed `Authorization` header, and for a token in the
+ * query string or a form body: the spec forbids the query (MUST NOT) and Gatehouse supports the
+ * header method only (`bearer_methods_supported: ["header"]`); such a token is never validated.
+ *
+ * Synchronous unless a urlencoded body has to be read (then a promise, which rejects instead of
+ * throwing), so a request without a form body is judged without waiting.
  */
-export async function extractBearerToken(request: Request): Promise<string | undefined> {
-  return extractBearerTokenFromHead(headOfRequest(request));
-}
-
-/** {@link extractBearerToken} on a {@link BearerRequestHead}. */
-export async function extractBearerTokenFromHead(head: BearerRequestHead): Promise<string | undefined> {
-  const token = bearerTokenFromHead(head);
-  if (mayCarryFormTokenHead(head) && formHasToken(await head.bodyText())) {
+export function extractBearerToken(
+  head: BearerRequestHead,
+): string | undefined | Promise<string | undefined> {
+  const token = headerBearerToken(head);
+  if (!mayCarryFormToken(head)) return token;
+  return head.bodyText().then((body) => {
     // RFC 6750 §2.2 method, not offered by this resource: refused, never validated.
-    throw invalidRequest("Access tokens are not accepted in the request body", "token in form body");
-  }
-  return token;
+    if (formHasToken(body)) {
+      throw invalidRequest("Access tokens are not accepted in the request body", "token in form body");
+    }
+    return token;
+  });
 }
 
-/**
- * The synchronous part of {@link extractBearerToken}: the query-string refusal and the
- * `Authorization` header, without looking at a body.
- */
-export function bearerTokenFromHeader(request: Request): string | undefined {
-  return bearerTokenFromHead(headOfRequest(request));
-}
-
-/** {@link bearerTokenFromHeader} on a {@link BearerRequestHead}. */
-export function bearerTokenFromHead(head: BearerRequestHead): string | undefined {
+/** The query-string refusal and the `Authorization` header: the rules that need no body. */
+function headerBearerToken(head: BearerRequestHead): string | undefined {
   // Spec, Access token usage: a token MUST NOT be in the query string (RFC 6750 §2.3 refused).
   if (queryMayHaveToken(head.url) && new URL(head.url, TARGET_BASE).searchParams.has("access_token")) {
     throw invalidRequest("Access tokens are not accepted in the query string", "token in query");
@@ -129,25 +145,13 @@ function isB64Token(value: string): boolean {
   return true;
 }
 
-/** True when the request has a form-encoded body, which must be checked for `access_token`. */
-export function mayCarryFormToken(request: Request): boolean {
-  return request.body !== null && isFormType(request.headers.get("content-type"));
-}
-
-/** {@link mayCarryFormToken} on a {@link BearerRequestHead}. */
-export function mayCarryFormTokenHead(head: BearerRequestHead): boolean {
-  return head.hasBody && isFormType(head.header("content-type"));
-}
-
-/** True for an `application/x-www-form-urlencoded` media type, parameters ignored (RFC 9110 §8.3.1). */
-export function isFormType(type: string | null | undefined): boolean {
-  if (type === null || type === undefined) return false;
-  const semi = type.indexOf(";");
-  return (semi < 0 ? type : type.slice(0, semi)).trim().toLowerCase() === FORM;
+/** True when the request has a urlencoded body, which must be checked for `access_token`. */
+function mayCarryFormToken(head: BearerRequestHead): boolean {
+  return head.hasBody && mediaType(head.header("content-type")) === FORM;
 }
 
 /** True when a urlencoded form body has an `access_token` parameter (RFC 6750 §2.2). */
-export function formHasToken(body: string): boolean {
+function formHasToken(body: string): boolean {
   // No substring shortcut: the name may be percent-encoded in the body.
   return new URLSearchParams(body).has("access_token");
 }

@@ -4,6 +4,7 @@
  */
 import * as nodeCrypto from "node:crypto";
 import { GatehouseTypeError } from "../shared/errors.js";
+import { SingleFlight } from "../shared/single-flight.js";
 import type { AccessTokenVerifier, AuthInfo } from "./types.js";
 
 export interface CachedVerifierOptions {
@@ -73,7 +74,7 @@ export function cachedVerifier(
   }
   const now = options.now ?? Date.now;
   const entries = new Map<string, Entry>();
-  const inflight = new Map<string, Promise<AuthInfo>>();
+  const inflight = new SingleFlight<AuthInfo>();
   // The key stored or refreshed last is already at the end of the insertion order: a run of
   // requests with one token skips the delete/set.
   let newest: string | undefined;
@@ -126,17 +127,7 @@ export function cachedVerifier(
       const key = tokenKey(token);
       const known = lookup(key);
       if (known !== undefined) return Promise.resolve(known);
-      let pending = inflight.get(key);
-      if (pending === undefined) {
-        const started = verifyAndStore(key, token);
-        pending = started;
-        inflight.set(key, started);
-        const done = () => {
-          if (inflight.get(key) === started) inflight.delete(key);
-        };
-        started.then(done, done);
-      }
-      return pending;
+      return inflight.run(key, () => verifyAndStore(key, token));
     },
   };
 }

@@ -7,7 +7,7 @@ import { NO_STORE } from "../shared/http.js";
 import type { Logger } from "../shared/log.js";
 import { formatScope, type ScopeHierarchy } from "../shared/scopes.js";
 import { buildChallenge } from "../shared/www-authenticate.js";
-import { InsufficientScopeError, MissingTokenError } from "./errors.js";
+import { HostNotAllowedError, InsufficientScopeError, MissingTokenError } from "./errors.js";
 import type { Revision } from "./types.js";
 
 export interface ChallengeContext {
@@ -73,6 +73,11 @@ function challengeHeaders(challenge: string, context: ChallengeContext): Record<
   };
 }
 
+const HOST_NOT_ALLOWED_BODY = {
+  error: "forbidden",
+  error_description: "This request's Host or Origin is not accepted by this resource",
+};
+
 function json(body: object, headers: Record<string, string>, status: number): ChallengeParts {
   headers["content-type"] = "application/json";
   return { status, headers, body: JSON.stringify(body) };
@@ -88,6 +93,7 @@ function json(body: object, headers: Record<string, string>, status: number): Ch
  * | `invalid_token` | 401 | `error="invalid_token"`, resource_metadata, scope |
  * | `invalid_request` | 400 | `error="invalid_request"`, resource_metadata |
  * | {@link InsufficientScopeError} | 403 | `error="insufficient_scope"`, scope (all needed), resource_metadata |
+ * | {@link HostNotAllowedError} | 403 | none: a generic `forbidden` body, nothing about the resource |
  * | `temporarily_unavailable` | 503 | none (the token was not judged) |
  * | anything else | 500 | none; the error goes to the logger |
  */
@@ -123,6 +129,16 @@ export function challengeParts(
     const scope = defaultScope;
     const headers = challengeHeaders(buildChallenge("Bearer", { resource_metadata: rm, scope }), context);
     return { status: 401, headers, body: null };
+  }
+  if (error instanceof HostNotAllowedError) {
+    // DNS-rebinding defence: no challenge, no resource_metadata, nothing a rebinding page could use.
+    context.logger?.info("resource.host_not_allowed", {
+      header: error.header,
+      value: error.value === null ? null : error.value.slice(0, 200),
+    });
+    const headers: Record<string, string> = { ...NO_STORE };
+    if (context.cors !== false) headers["access-control-allow-origin"] = "*";
+    return json(HOST_NOT_ALLOWED_BODY, headers, 403);
   }
   if (error instanceof InsufficientScopeError) {
     const scope = challengeScopes(insufficientScopeChallengeScopes(error, context));

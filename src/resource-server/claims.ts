@@ -65,7 +65,8 @@ export function authInfoFromClaims(claims: Record<string, unknown>, checks: Clai
   }
   const sub = claims.sub;
   const clientId = claims.client_id;
-  return {
+  const jti = claims.jti;
+  const auth: AuthInfo = {
     subject: typeof sub === "string" ? sub : undefined,
     clientId: typeof clientId === "string" ? clientId : undefined,
     scopes: scopeList(claims),
@@ -74,4 +75,6 @@ export function authInfoFromClaims(claims: Record<string, unknown>, checks: Clai
     issuer: iss,
     claims,
   };
+  if (typeof jti === "string") auth.tokenId = jti;
+  return auth;
 }

@@ -2,20 +2,35 @@
  * The typed errors the gate throws. `challengeResponse` (challenge.ts) is the one place that turns
  * them into HTTP answers (RFC 6750 §3.1).
  */
-import { OAuthError, type OAuthErrorOptions } from "../shared/errors.js";
+import { GatehouseError, OAuthError, type OAuthErrorOptions } from "../shared/errors.js";
 
 /**
  * The request carries no bearer credentials at all (no `Authorization` header, or one with a
  * scheme other than Bearer). RFC 6750 §3.1: the answer is 401 and SHOULD NOT carry an error code,
  * so this is not an {@link OAuthError}.
  */
-export class MissingTokenError extends Error {
+export class MissingTokenError extends GatehouseError<"ERR_MISSING_TOKEN"> {
   /** The scopes the operation needs, for the challenge's `scope` parameter. */
   readonly requiredScopes: readonly string[];
   constructor(requiredScopes: readonly string[] = []) {
-    super("no bearer token in the request");
+    super("ERR_MISSING_TOKEN", "no bearer token in the request");
     this.name = "MissingTokenError";
     this.requiredScopes = requiredScopes;
+  }
+}
+
+/**
+ * The request's `Host`, or its `Origin`, is not on the resource's allow-list (DNS-rebinding defence,
+ * see host-guard.ts). Not an {@link OAuthError}: no token was looked at, and the answer (403) carries
+ * no challenge. `value` is what the request sent, for logs only (never put in a response).
+ */
+export class HostNotAllowedError extends GatehouseError<"ERR_HOST_NOT_ALLOWED"> {
+  constructor(
+    readonly header: "host" | "origin",
+    readonly value: string | null,
+  ) {
+    super("ERR_HOST_NOT_ALLOWED", `request ${header} is not allowed for this resource`);
+    this.name = "HostNotAllowedError";
   }
 }
 

@@ -2,7 +2,7 @@
  * The resource-server role: protected resource metadata (RFC 9728), bearer token gate
  * (RFC 6750 §2-3), token verifiers (RFC 9068 JWT, RFC 7662 introspection) and a verification cache.
  */
-export { type BearerRequestHead, extractBearerToken } from "./bearer-token.js";
+export type { BearerRequestHead } from "./bearer-token.js";
 export { type CachedVerifier, type CachedVerifierOptions, cachedVerifier } from "./cache.js";
 export {
   type ChallengeContext,
@@ -12,7 +12,8 @@ export {
   challengeResponse,
   insufficientScopeChallengeScopes,
 } from "./challenge.js";
-export { InsufficientScopeError, MissingTokenError } from "./errors.js";
+export { HostNotAllowedError, InsufficientScopeError, MissingTokenError } from "./errors.js";
+export type { HostGuardOptions } from "./host-guard.js";
 export { type IntrospectionVerifierOptions, introspectionVerifier } from "./introspection-verifier.js";
 export { DEFAULT_JWT_ALGORITHMS, type JwtVerifierOptions, jwtVerifier } from "./jwt-verifier.js";
 export {
@@ -24,7 +25,7 @@ export {
   protectedResourceMetadataUrl,
 } from "./metadata.js";
 export {
-  type BearerHeadCheck,
+  type BearerJudge,
   type BearerMiddleware,
   type BearerVerdict,
   createResourceServer,

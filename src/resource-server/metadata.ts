@@ -5,9 +5,10 @@
 import { GatehouseTypeError } from "../shared/errors.js";
 import { canonicalResourceUri, isLoopbackHost } from "../shared/resource-uri.js";
 import { isScopeToken } from "../shared/scopes.js";
+import { PROTECTED_RESOURCE_WELL_KNOWN } from "../shared/well-known.js";
 
 /** RFC 9728 §3: the well-known URI suffix. */
-export const PRM_WELL_KNOWN = "/.well-known/oauth-protected-resource";
+export const PRM_WELL_KNOWN = PROTECTED_RESOURCE_WELL_KNOWN;
 
 /** Optional RFC 9728 §2 fields Gatehouse lets you publish. */
 export interface ProtectedResourceMetadataOptions {

@@ -3,14 +3,9 @@
  */
 import { GatehouseTypeError } from "../shared/errors.js";
 import type { Logger } from "../shared/log.js";
+import { DEFAULT_REVISION } from "../shared/revision.js";
 import { isScopeToken, ScopeHierarchy } from "../shared/scopes.js";
-import {
-  type BearerRequestHead,
-  bearerTokenFromHead,
-  extractBearerTokenFromHead,
-  headOfRequest,
-  mayCarryFormTokenHead,
-} from "./bearer-token.js";
+import { type BearerRequestHead, extractBearerToken, headOfRequest } from "./bearer-token.js";
 import {
   type ChallengeContext,
   type ChallengeParts,
@@ -18,7 +13,13 @@ import {
   challengePartsResponse,
   challengeResponse,
 } from "./challenge.js";
-import { InsufficientScopeError, invalidToken, MissingTokenError } from "./errors.js";
+import {
+  type HostNotAllowedError,
+  InsufficientScopeError,
+  invalidToken,
+  MissingTokenError,
+} from "./errors.js";
+import { type HostGuardOptions, hostGuard } from "./host-guard.js";
 import {
   buildProtectedResourceMetadata,
   metadataDocumentResponse,
@@ -44,17 +45,17 @@ export type BearerMiddleware = (
 export type BearerVerdict = { ok: true; auth: AuthInfo } | { ok: false; challenge: ChallengeParts };
 
 /**
- * The gate on a {@link BearerRequestHead}, for adapters that write responses themselves. `request`
- * builds a web `Request`; it is called only when the required scopes are a function of the request.
- * The verdict is synchronous when nothing had to be awaited (fixed scopes and a verification the
+ * The gate's judgement of one request head ({@link ResourceServer.judge}). `request` builds a web
+ * `Request`; it is called only when the required scopes are a function of the request. The verdict
+ * is synchronous when nothing had to be awaited (fixed scopes, no form body, and a verification the
  * verifier already holds, see `AccessTokenVerifier.peek`), a promise otherwise.
  */
-export type BearerHeadCheck = (
+export type BearerJudge = (
   head: BearerRequestHead,
   request?: () => Request,
 ) => BearerVerdict | Promise<BearerVerdict>;
 
-export interface ResourceServerOptions extends ProtectedResourceMetadataOptions {
+export interface ResourceServerOptions extends ProtectedResourceMetadataOptions, HostGuardOptions {
   /** How access tokens are checked: {@link jwtVerifier}, {@link introspectionVerifier}, wrapped in {@link cachedVerifier}. */
   verifier: AccessTokenVerifier;
   /** Broader scopes imply narrower ones (2026-07-28: MUST be honoured when judging sufficiency). */
@@ -67,6 +68,15 @@ export interface ResourceServerOptions extends ProtectedResourceMetadataOptions 
   clockToleranceSeconds?: number;
   /** Receives private failure details (never tokens). */
   logger?: Logger;
+  /**
+   * Called whenever a verified token is refused for too few scopes (the gate's 403
+   * `insufficient_scope`; `authenticate` throwing {@link InsufficientScopeError}), with the token's
+   * facts (`tokenId` = its `jti`) and the scopes the operation needs. A co-hosted authorization
+   * server uses it to mark the grant (e.g. so its next refresh answers `invalid_grant`). Called
+   * synchronously before the answer is returned but never awaited: a returned promise runs on its
+   * own. A throw or rejection is caught and logged by error name only.
+   */
+  onInsufficientScope?: (auth: AuthInfo, requiredScopes: readonly string[]) => unknown;
 }
 
 export interface ResourceServer {
@@ -81,21 +91,27 @@ export interface ResourceServer {
   handles(request: Request): boolean;
   /** The metadata answer (GET/HEAD/OPTIONS with CORS; 405 otherwise; 404 for another path). */
   metadataResponse(request: Request): Response;
-  /** Extracts and verifies the token, without any scope check. Throws the typed errors. */
+  /**
+   * Extracts and verifies the token, without any scope check. Throws the typed errors, first
+   * {@link HostNotAllowedError} when the Host/Origin check refuses the request (no token work then).
+   */
   verifyAccessToken(request: Request): Promise<AuthInfo>;
   /** {@link verifyAccessToken} plus the scope check through the hierarchy. */
   authenticate(request: Request, requiredScopes?: RequiredScopes): Promise<AuthInfo>;
   /** The RFC 6750 §3.1 answer to an error from {@link authenticate}. */
   challengeResponse(error: unknown, requiredScopes?: readonly string[]): Response;
-  /** A middleware requiring a bearer token with `scopes`. */
-  requireBearer(options?: { scopes?: RequiredScopes }): BearerMiddleware;
   /**
-   * The same gate as {@link requireBearer} (same rules, same challenges) on a request head, with
-   * the challenge as {@link ChallengeParts} instead of a `Response`: the node:http adapter uses it
-   * so a protected route never builds web `Request`/`Response` objects.
+   * The gate: judges a request head (Host/Origin, token, verification, `scopes`) and answers with
+   * the verified token or the challenge as {@link ChallengeParts}. Every adapter is this judgement
+   * plus translation; `scopes` is checked now, so a bad list throws at start-up.
    */
-  requireBearerHead(options?: { scopes?: RequiredScopes }): BearerHeadCheck;
+  judge(options?: { scopes?: RequiredScopes }): BearerJudge;
+  /** {@link judge} as a web-standard middleware: answers the challenge itself, or calls `next`. */
+  requireBearer(options?: { scopes?: RequiredScopes }): BearerMiddleware;
 }
+
+/** No scopes required (a shared empty list, so the warm path allocates none). */
+const NO_SCOPES: readonly string[] = [];
 
 function invalidOption(message: string): GatehouseTypeError {
   return new GatehouseTypeError("ERR_INVALID_OPTION", message);
@@ -123,13 +139,17 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
   if (!verifier || typeof verifier.verify !== "function") {
     throw invalidOption("verifier with a verify(token) method is required");
   }
-  const revision = options.revision ?? "2026-07-28";
+  const revision = options.revision ?? DEFAULT_REVISION;
   if (!REVISIONS.includes(revision)) throw invalidOption(`revision must be one of ${REVISIONS.join(", ")}`);
   const hierarchy =
     options.scopeHierarchy instanceof ScopeHierarchy
       ? options.scopeHierarchy
       : new ScopeHierarchy(options.scopeHierarchy ?? {});
   const toleranceMs = (options.clockToleranceSeconds ?? 30) * 1000;
+  const onInsufficientScope = options.onInsufficientScope;
+  if (onInsufficientScope !== undefined && typeof onInsufficientScope !== "function") {
+    throw invalidOption("onInsufficientScope must be a function");
+  }
   const resource = metadata.resource;
   const resourceMetadataUrl = protectedResourceMetadataUrl(resource);
   const metadataPaths = protectedResourceMetadataPaths(resource);
@@ -143,102 +163,134 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     logger: options.logger,
   };
 
+  // DNS-rebinding defence (MCP transport spec, local servers): Host and Origin checked before any
+  // token work. `undefined` when nothing is checked, so the gate then pays nothing for it.
+  const guard = hostGuard(resource, options);
+
   const handles = (request: Request): boolean => {
     const url = request.url;
     if (!url.includes("/.well-known/")) return false;
     return metadataPaths.includes(new URL(url).pathname);
   };
 
-  // Spec, Token validation rules 2-3: whatever the verifier, the token MUST name this resource
-  // (exact string) and must not be expired; checked again here so a custom verifier cannot skip it.
-  const accept = (auth: AuthInfo): AuthInfo => {
-    if (!Array.isArray(auth.audience) || !auth.audience.includes(resource)) {
-      throw invalidToken("verifier accepted a token whose audience is not this resource");
-    }
-    if (!(auth.expiresAt * 1000 + toleranceMs > Date.now())) throw invalidToken("token expired");
-    return auth;
-  };
-
-  const verifyHead = async (head: BearerRequestHead, required: readonly string[] = []): Promise<AuthInfo> => {
-    // The body is only looked at when it is a form (RFC 6750 §2.2 method, refused here).
-    const token = mayCarryFormTokenHead(head)
-      ? await extractBearerTokenFromHead(head)
-      : bearerTokenFromHead(head);
-    if (token === undefined) throw new MissingTokenError(required);
-    return accept(await verifier.verify(token));
-  };
-
-  const verifyAccessToken = (request: Request, required: readonly string[] = []): Promise<AuthInfo> =>
-    verifyHead(headOfRequest(request), required);
-
   const resolveScopes = async (
     request: Request,
-    scopes: RequiredScopes | undefined,
-  ): Promise<readonly string[]> => {
-    if (scopes === undefined) return [];
-    if (typeof scopes !== "function") return scopes;
-    return checkScopeList(await scopes(request), "requiredScopes(request) result");
-  };
+    scopes: (request: Request) => readonly string[] | Promise<readonly string[]>,
+  ): Promise<readonly string[]> => checkScopeList(await scopes(request), "requiredScopes(request) result");
 
-  const checkScopes = (auth: AuthInfo, required: readonly string[]): void => {
-    if (required.length === 0) return;
-    // Fast path: every required scope granted directly (no hierarchy walk needed).
-    if (required.every((s) => auth.scopes.includes(s))) return;
-    // 2026-07-28 (Insufficient scope, rule 5): sufficiency MUST honour the scope hierarchy.
-    const missing = hierarchy.missing(auth.scopes, required);
-    if (missing.size > 0) throw new InsufficientScopeError(required, auth.scopes, [...missing]);
-  };
-
-  const authenticate = async (request: Request, scopes?: RequiredScopes): Promise<AuthInfo> => {
-    const required = await resolveScopes(request, scopes);
-    const auth = await verifyAccessToken(request, required);
-    checkScopes(auth, required);
-    return auth;
+  /** Runs the hook without letting it delay or change the answer; its errors are logged by name. */
+  const notifyInsufficientScope = (auth: AuthInfo, required: readonly string[]): void => {
+    // The message may carry anything the hook put in it (claims, even a token): log the name only.
+    const logFailure = (error: unknown) =>
+      options.logger?.warn("resource.on_insufficient_scope_failed", {
+        error: error instanceof Error ? error.name : typeof error,
+      });
+    try {
+      const pending = onInsufficientScope?.(auth, required);
+      if (pending != null) Promise.resolve(pending).then(undefined, logFailure);
+    } catch (error) {
+      logFailure(error);
+    }
   };
 
   const peek = verifier.peek?.bind(verifier);
 
-  /** The gate itself; `requireBearer` and `requireBearerHead` are this with two kinds of request. */
-  const bearerHeadCheck = (scopes: RequiredScopes | undefined, where: string): BearerHeadCheck => {
+  // The judgement, as named steps in the order the rules apply. Each step is synchronous and hands
+  // on to the next at once, or through a promise when it had to wait: a warm request (fixed scopes,
+  // no form body, a verification the verifier holds) is decided without a promise round-trip.
+
+  /**
+   * Step 1-2: the Host/Origin guard (before any token work), then the required scopes (a scopes
+   * function runs only for a request the guard let through). `judged.required` receives them for
+   * the challenge. Returns the verified token's facts or throws the typed error.
+   */
+  const judgeHead = (
+    head: BearerRequestHead,
+    scopes: RequiredScopes | undefined,
+    request: (() => Request) | undefined,
+    judged: { required: readonly string[] },
+  ): AuthInfo | Promise<AuthInfo> => {
+    // `request` is there whenever `scopes` is a function (`judge` and `authenticate` see to it).
+    guard?.(head);
+    if (typeof scopes !== "function") return judgeToken(head, scopes ?? NO_SCOPES);
+    return resolveScopes(request!(), scopes).then((required) => {
+      judged.required = required;
+      return judgeToken(head, required);
+    });
+  };
+
+  /** Step 3: the token, from the `Authorization` header only (bearer-token.ts). */
+  const judgeToken = (head: BearerRequestHead, required: readonly string[]): AuthInfo | Promise<AuthInfo> => {
+    const token = extractBearerToken(head);
+    if (token instanceof Promise) return token.then((read) => verifyToken(read, required));
+    return verifyToken(token, required);
+  };
+
+  /** Step 4: verification, answered at once when the verifier already holds it (`peek`). */
+  const verifyToken = (
+    token: string | undefined,
+    required: readonly string[],
+  ): AuthInfo | Promise<AuthInfo> => {
+    if (token === undefined) throw new MissingTokenError(required);
+    const known = peek?.(token);
+    if (known !== undefined) return admit(known, required);
+    return verifier.verify(token).then((auth) => admit(auth, required));
+  };
+
+  /**
+   * Step 5: whatever the verifier, the token MUST name this resource (exact string) and must not be
+   * expired (spec, Token validation rules 2-3; checked again so a custom verifier cannot skip it);
+   * then its scopes must cover `required`.
+   */
+  const admit = (auth: AuthInfo, required: readonly string[]): AuthInfo => {
+    if (!Array.isArray(auth.audience) || !auth.audience.includes(resource)) {
+      throw invalidToken("verifier accepted a token whose audience is not this resource");
+    }
+    if (!(auth.expiresAt * 1000 + toleranceMs > Date.now())) throw invalidToken("token expired");
+    // Fast path: every required scope granted directly (no hierarchy walk needed).
+    if (required.length === 0 || required.every((s) => auth.scopes.includes(s))) return auth;
+    // 2026-07-28 (Insufficient scope, rule 5): sufficiency MUST honour the scope hierarchy.
+    const missing = hierarchy.missing(auth.scopes, required);
+    if (missing.size === 0) return auth;
+    if (onInsufficientScope !== undefined) notifyInsufficientScope(auth, required);
+    throw new InsufficientScopeError(required, auth.scopes, [...missing]);
+  };
+
+  /** The verdict of {@link judgeHead}: the token's facts, or the challenge (challenge.ts) instead. */
+  const verdict = (
+    head: BearerRequestHead,
+    scopes: RequiredScopes | undefined,
+    request: (() => Request) | undefined,
+  ): BearerVerdict | Promise<BearerVerdict> => {
+    const judged = { required: typeof scopes === "function" ? NO_SCOPES : (scopes ?? NO_SCOPES) };
+    const refused = (error: unknown): BearerVerdict => ({
+      ok: false,
+      challenge: challengeParts(error, context, judged.required),
+    });
+    try {
+      const auth = judgeHead(head, scopes, request, judged);
+      if (auth instanceof Promise) return auth.then(passed, refused);
+      return { ok: true, auth };
+    } catch (error) {
+      return refused(error);
+    }
+  };
+
+  const judge = (judgeOptions: { scopes?: RequiredScopes } = {}, where = "judge scopes"): BearerJudge => {
+    const scopes = judgeOptions.scopes;
     if (scopes !== undefined && typeof scopes !== "function") checkScopeList(scopes, where);
-    const fixed = typeof scopes === "function" ? undefined : (scopes ?? []);
-    const slow = async (head: BearerRequestHead, request?: () => Request): Promise<BearerVerdict> => {
-      let required: readonly string[] = fixed ?? [];
-      try {
-        if (fixed === undefined) required = await resolveScopes(request!(), scopes);
-        const auth = await verifyHead(head, required);
-        checkScopes(auth, required);
-        return { ok: true, auth };
-      } catch (error) {
-        return { ok: false, challenge: challengeParts(error, context, required) };
-      }
-    };
+    if (typeof scopes !== "function") return (head) => verdict(head, scopes, undefined);
     return (head, request) => {
-      if (fixed === undefined) {
-        if (request === undefined) {
-          throw new GatehouseTypeError(
-            "ERR_INVALID_OPTION",
-            `${where}: scopes computed from the request need the request argument`,
-          );
-        }
-        return slow(head, request);
-      }
-      // Warm path, answered synchronously: fixed scopes, no form body to read, and a verification
-      // the verifier already holds. The same rules in the same order as `slow`.
-      if (peek === undefined || mayCarryFormTokenHead(head)) return slow(head, request);
-      try {
-        const token = bearerTokenFromHead(head);
-        if (token === undefined) throw new MissingTokenError(fixed);
-        const known = peek(token);
-        if (known === undefined) return slow(head, request);
-        const auth = accept(known);
-        checkScopes(auth, fixed);
-        return { ok: true, auth };
-      } catch (error) {
-        return { ok: false, challenge: challengeParts(error, context, fixed) };
-      }
+      // Misuse, not a request to answer: thrown to the caller, as at set-up.
+      if (request === undefined)
+        throw invalidOption(`${where}: scopes computed from the request need the request argument`);
+      return verdict(head, scopes, request);
     };
   };
+
+  /** The typed-error form of the judgement, for `authenticate` and `verifyAccessToken`. */
+  const authenticate = async (request: Request, scopes?: RequiredScopes): Promise<AuthInfo> =>
+    judgeHead(headOfRequest(request), scopes, () => request, { required: NO_SCOPES });
 
   return {
     resource,
@@ -250,18 +302,21 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
       if (!handles(request)) return new Response(null, { status: 404 });
       return metadataDocumentResponse(request, metadataBody);
     },
-    verifyAccessToken: (request) => verifyAccessToken(request),
+    verifyAccessToken: (request) => authenticate(request),
     authenticate,
     challengeResponse: (error, requiredScopes) => challengeResponse(error, context, requiredScopes),
+    judge,
     requireBearer(middlewareOptions = {}) {
-      const check = bearerHeadCheck(middlewareOptions.scopes, "requireBearer scopes");
+      const judgeRequest = judge(middlewareOptions, "requireBearer scopes");
       return async (request, next) => {
-        const verdict = await check(headOfRequest(request), () => request);
-        if (!verdict.ok) return challengePartsResponse(verdict.challenge);
-        return next(request, verdict.auth);
+        const answer = await judgeRequest(headOfRequest(request), () => request);
+        if (!answer.ok) return challengePartsResponse(answer.challenge);
+        return next(request, answer.auth);
       };
     },
-    requireBearerHead: (checkOptions = {}) =>
-      bearerHeadCheck(checkOptions.scopes, "requireBearerHead scopes"),
   };
+}
+
+function passed(auth: AuthInfo): BearerVerdict {
+  return { ok: true, auth };
 }

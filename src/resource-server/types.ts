@@ -3,10 +3,7 @@
  * verified.
  */
 
-/** Spec revisions whose resource-server behaviour differs (see `docs/resource-server.md`). */
-export type Revision = "2025-11-25" | "2026-07-28";
-
-export const REVISIONS: readonly Revision[] = ["2025-11-25", "2026-07-28"];
+export { REVISIONS, type Revision } from "../shared/revision.js";
 
 /**
  * What the resource server knows about a request once its access token has been verified.
@@ -29,6 +26,12 @@ export interface AuthInfo {
   expiresAt: number;
   /** `iss`, equal to one of the trusted issuers. */
   issuer: string | undefined;
+  /**
+   * The token's identifier, `jti` (RFC 9068 §2.2 / RFC 7519 §4.1.7; RFC 7662 §2.2 for
+   * introspection), when it has one as a string. Names the token without being it: safe to log and
+   * to hand to the authorization server (see `onInsufficientScope`).
+   */
+  tokenId?: string;
   /** Every claim of the token (JWT payload or introspection response), for application use. */
   claims?: Readonly<Record<string, unknown>>;
 }

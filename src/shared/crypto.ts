@@ -1,3 +1,6 @@
+/**
+ * Random tokens, SHA-256 hashes and constant-time comparison.
+ */
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 
 /** A random, URL-safe string with `bytes` bytes of entropy (default 32 = 256 bits). */

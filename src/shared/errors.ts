@@ -1,12 +1,15 @@
 /**
- * The two error families of Gatehouse (DESIGN.md principle 3).
+ * Every error Gatehouse raises, in two families (DESIGN.md principle 3), each with a code from a
+ * closed set declared in this file (callers branch on `code`, never on message text):
  *
  * - {@link OAuthError}: a protocol error with an RFC error code. `description` is public and goes on
- *   the wire; `detail` is private and only ever reaches logs.
- * - {@link GatehouseTypeError}: misuse of the API (bad options, wrong call order). Its `code` is
- *   stable so callers can branch on it.
+ *   the wire; `detail` is private and only ever reaches logs; `headers` are added to the HTTP answer
+ *   (`WWW-Authenticate` for client authentication, `Retry-After` for rate limits).
+ * - {@link GatehouseError}: everything else, with a {@link GatehouseErrorCode}: misuse of the API
+ *   ({@link GatehouseTypeError}, a `TypeError`), and failures the caller may handle (the client's
+ *   authorization flow, guarded fetches, storage, key decryption, the command line).
  *
- * Neither ever carries a token, code or secret in its text.
+ * None ever carries a token, code or secret in its text.
  */
 
 /** Error codes from RFC 6749 §4.1.2.1/§5.2, RFC 6750 §3.1, RFC 7591 §3.2.2, RFC 8707 §2, RFC 7009. */
@@ -55,6 +58,8 @@ export interface OAuthErrorOptions {
   detail?: string;
   /** Overrides the default status for the code. */
   status?: number;
+  /** Headers the HTTP answer carries (e.g. `WWW-Authenticate`, `Retry-After`). */
+  headers?: Readonly<Record<string, string>>;
   cause?: unknown;
 }
 
@@ -68,6 +73,7 @@ export class OAuthError extends Error {
   readonly status: number;
   readonly description: string | undefined;
   readonly detail: string | undefined;
+  readonly headers: Readonly<Record<string, string>> | undefined;
 
   constructor(code: OAuthErrorCode, options: OAuthErrorOptions = {}) {
     super(options.description ? `${code}: ${options.description}` : code, { cause: options.cause });
@@ -77,6 +83,7 @@ export class OAuthError extends Error {
     this.description =
       options.description === undefined ? undefined : sanitizeErrorDescription(options.description);
     this.detail = options.detail;
+    this.headers = options.headers;
   }
 
   /** The RFC 6749 §5.2 JSON body. `detail` is deliberately left out. */
@@ -87,7 +94,7 @@ export class OAuthError extends Error {
   }
 }
 
-/** Stable codes for API misuse. */
+/** Misuse of the API: bad options, wrong call order (a `TypeError`). */
 export type GatehouseTypeErrorCode =
   | "ERR_INVALID_RESOURCE_URI"
   | "ERR_INVALID_OPTION"
@@ -95,6 +102,96 @@ export type GatehouseTypeErrorCode =
   | "ERR_INVALID_SCOPE"
   | "ERR_INVALID_URL";
 
+/** The client's authorization flow (`AuthorizationFlowError` in `gatehouse/client`). */
+export type AuthorizationFlowErrorCode =
+  | "transport_failed"
+  | "oauth_error"
+  | "invalid_document"
+  | "response_too_large"
+  | "prm_not_found"
+  | "prm_resource_mismatch"
+  | "as_metadata_not_found"
+  | "issuer_mismatch"
+  | "pkce_not_supported"
+  | "insecure_url"
+  | "client_information_required"
+  | "registration_failed"
+  | "state_mismatch"
+  | "iss_missing"
+  | "iss_mismatch"
+  | "authorization_denied"
+  | "token_request_failed"
+  | "refresh_failed"
+  | "revocation_failed"
+  | "step_up_limit"
+  | "user_agent_failed"
+  | "authorization_timed_out"
+  | "reauthorization_loop"
+  | "no_interactive_authorization";
+
+/** A refused or failed guarded outbound fetch (`GuardedFetchError`, shared/guarded-fetch.ts). */
+export type GuardedFetchErrorCode =
+  | "bad_url"
+  | "blocked_address"
+  | "dns"
+  | "network"
+  | "tls"
+  | "timeout"
+  | "aborted"
+  | "redirect"
+  | "http_status"
+  | "content_type"
+  | "content_encoding"
+  | "too_large"
+  | "bad_body";
+
+/** An encrypted secret that cannot be opened (`SecretEnvelopeError`, shared/secret-envelope.ts). */
+export type SecretEnvelopeErrorCode =
+  /** Sealed under a KEK that is not in the keyring (a wrong or missing KEK). */
+  | "ERR_KEK_UNKNOWN"
+  /** The tag does not verify: ciphertext, nonce or AAD changed (tampering, or another record's envelope). */
+  | "ERR_ENVELOPE_AUTHENTICATION"
+  /** Not an envelope this version understands. */
+  | "ERR_ENVELOPE_MALFORMED";
+
+/** A stored signing key that cannot be used (`SigningKeyDecryptionError`). */
+export type SigningKeyDecryptionErrorCode =
+  | SecretEnvelopeErrorCode
+  /** The key is encrypted but no key-encryption key is configured at all. */
+  | "ERR_KEK_NOT_CONFIGURED"
+  /** The decrypted (or stored plaintext) private key is not the pair of the published public key. */
+  | "ERR_KEY_MISMATCH";
+
+/** The storage backend (`StorageUnavailableError`, `StorageConflictError`). */
+export type StorageErrorCode = "ERR_STORAGE_UNAVAILABLE" | "ERR_STORAGE_CONFLICT";
+
+/** The resource-server gate's signals that are not protocol errors (`MissingTokenError`, `HostNotAllowedError`). */
+export type GateErrorCode = "ERR_MISSING_TOKEN" | "ERR_HOST_NOT_ALLOWED";
+
+/** HTTP adapters reading a request body, and the command line. */
+export type AdapterErrorCode = "ERR_BODY_TOO_LARGE" | "ERR_BODY_ABORTED" | "ERR_USAGE";
+
+/** Every code a {@link GatehouseError} may carry: the closed set. */
+export type GatehouseErrorCode =
+  | GatehouseTypeErrorCode
+  | AuthorizationFlowErrorCode
+  | GuardedFetchErrorCode
+  | SigningKeyDecryptionErrorCode
+  | StorageErrorCode
+  | GateErrorCode
+  | AdapterErrorCode;
+
+/** The base of every error that is not an {@link OAuthError}: a stable `code` from the closed set. */
+export class GatehouseError<C extends GatehouseErrorCode = GatehouseErrorCode> extends Error {
+  readonly code: C;
+  constructor(code: C, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "GatehouseError";
+    this.code = code;
+  }
+}
+
+/** Misuse of the API. A `TypeError` (what JavaScript throws for misuse) with a stable code. */
 export class GatehouseTypeError extends TypeError {
   readonly code: GatehouseTypeErrorCode;
   constructor(code: GatehouseTypeErrorCode, message: string, options?: { cause?: unknown }) {
@@ -102,4 +199,11 @@ export class GatehouseTypeError extends TypeError {
     this.name = "GatehouseTypeError";
     this.code = code;
   }
+}
+
+/** True for any error Gatehouse raised: an {@link OAuthError}, a {@link GatehouseError} or a {@link GatehouseTypeError}. */
+export function isGatehouseError(value: unknown): value is OAuthError | GatehouseError | GatehouseTypeError {
+  return (
+    value instanceof OAuthError || value instanceof GatehouseError || value instanceof GatehouseTypeError
+  );
 }

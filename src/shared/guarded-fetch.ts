@@ -28,37 +28,25 @@ import https from "node:https";
 import type { Socket } from "node:net";
 import { isIP } from "node:net";
 import { rootCertificates } from "node:tls";
-import { GatehouseTypeError } from "./errors.js";
+import { GatehouseError, GatehouseTypeError, type GuardedFetchErrorCode } from "./errors.js";
 import { HostLimiter } from "./guarded-fetch-limiter.js";
 import { fetchUrlProblem, literalHostOf } from "./guarded-fetch-url.js";
 import { classDescription, isAllowedAddress } from "./ip-address.js";
+import { mediaType } from "./media-type.js";
+import { SingleFlight } from "./single-flight.js";
 
 export { fetchUrlProblem } from "./guarded-fetch-url.js";
-export { type AddressClass, classifyAddress, isAllowedAddress } from "./ip-address.js";
+export { classifyAddress, isAllowedAddress } from "./ip-address.js";
 
 // ---------------------------------------------------------------------------------------------
 // Errors
 // ---------------------------------------------------------------------------------------------
 
 /** Stable reasons a guarded fetch fails; callers branch on these, never on message text. */
-export type GuardedFetchErrorCode =
-  | "bad_url"
-  | "blocked_address"
-  | "dns"
-  | "network"
-  | "tls"
-  | "timeout"
-  | "aborted"
-  | "redirect"
-  | "http_status"
-  | "content_type"
-  | "content_encoding"
-  | "too_large"
-  | "bad_body";
+export type { GuardedFetchErrorCode };
 
 /** A refused or failed guarded fetch. Never carries the response body. */
-export class GuardedFetchError extends Error {
-  readonly code: GuardedFetchErrorCode;
+export class GuardedFetchError extends GatehouseError<GuardedFetchErrorCode> {
   /** HTTP status for `redirect` and `http_status`. */
   readonly status: number | undefined;
   constructor(
@@ -66,9 +54,8 @@ export class GuardedFetchError extends Error {
     message: string,
     options: { status?: number; cause?: unknown } = {},
   ) {
-    super(message, { cause: options.cause });
+    super(code, message, { cause: options.cause });
     this.name = "GuardedFetchError";
-    this.code = code;
     this.status = options.status;
   }
 }
@@ -187,11 +174,6 @@ export function guardSocket(socket: Socket, allowLoopback: boolean): void {
   else socket.once("connect", check);
 }
 
-/** Media type of a Content-Type value, lowercased, without parameters. */
-function mediaType(value: string | null | undefined): string {
-  return (value ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
-}
-
 /**
  * Creates a guarded fetch with its own per-host limits and in-flight table. Most code uses the
  * shared {@link guardedFetch}.
@@ -199,20 +181,16 @@ function mediaType(value: string | null | undefined): string {
 export function createGuardedFetch(config: GuardedFetchConfig = {}): GuardedFetch {
   const limiter = new HostLimiter(config.maxConcurrentPerHost ?? 4);
   const resolveHost = config.resolveHost ?? defaultResolver;
-  const inFlight = new Map<string, Promise<GuardedFetchResponse>>();
+  const inFlight = new SingleFlight<GuardedFetchResponse>();
 
   return (url, options) => {
     if (options.signal?.aborted) return Promise.reject(new GuardedFetchError("aborted", "fetch aborted"));
     const loopback = options.allowLoopback ? JSON.stringify(options.allowLoopback.ca ?? []) : "-";
     // Coalesce only identical requests: the same URL under different caps is another request.
     const key = JSON.stringify([url, options.maxBytes, options.timeoutMs, options.accept ?? "", loopback]);
-    let shared = inFlight.get(key);
-    if (!shared) {
-      shared = fetchOnce(url, options, limiter, resolveHost, config.uncheckedLookupForTesting).finally(() =>
-        inFlight.delete(key),
-      );
-      inFlight.set(key, shared);
-    }
+    const shared = inFlight.run(key, () =>
+      fetchOnce(url, options, limiter, resolveHost, config.uncheckedLookupForTesting),
+    );
     return withCallerSignal(shared, options.signal);
   };
 }

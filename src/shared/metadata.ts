@@ -43,16 +43,6 @@ export const AuthorizationServerMetadataSchema = z.looseObject({
 });
 export type AuthorizationServerMetadata = z.infer<typeof AuthorizationServerMetadataSchema>;
 
-/** RFC 6749 §5.1: a successful token response. `token_type` is compared case-insensitively. */
-export const TokenResponseSchema = z.looseObject({
-  access_token: z.string().min(1),
-  token_type: z.string().min(1),
-  expires_in: z.number().nonnegative().optional(),
-  refresh_token: z.string().min(1).optional(),
-  scope: z.string().optional(),
-});
-export type TokenResponse = z.infer<typeof TokenResponseSchema>;
-
 /** RFC 7591 §3.2.1: a client information response. */
 export const ClientRegistrationResponseSchema = z.looseObject({
   client_id: z.string().min(1),
@@ -62,12 +52,4 @@ export const ClientRegistrationResponseSchema = z.looseObject({
   token_endpoint_auth_method: z.string().optional(),
   redirect_uris: stringArray.optional(),
   grant_types: stringArray.optional(),
-});
-export type ClientRegistrationResponse = z.infer<typeof ClientRegistrationResponseSchema>;
-
-/** RFC 6749 §5.2: an error response body. */
-export const OAuthErrorResponseSchema = z.looseObject({
-  error: z.string().min(1),
-  error_description: z.string().optional(),
-  error_uri: z.string().optional(),
 });

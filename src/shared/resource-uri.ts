@@ -1,3 +1,6 @@
+/**
+ * The canonical resource URI (RFC 8707 §2, the spec's "Canonical server URI").
+ */
 import { GatehouseTypeError } from "./errors.js";
 
 /**

@@ -1,3 +1,6 @@
+/**
+ * Scope tokens (RFC 6749 §3.3) and the scope hierarchy (a broader scope implies narrower ones).
+ */
 import { GatehouseTypeError } from "./errors.js";
 
 /** RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ). */

@@ -1,3 +1,6 @@
+/**
+ * `WWW-Authenticate` parsing and building (RFC 9110 §11.6.1, RFC 6750 §3).
+ */
 import { GatehouseTypeError } from "./errors.js";
 
 /** One challenge of a `WWW-Authenticate` header (RFC 9110 §11.6.1). */

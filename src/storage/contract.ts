@@ -6,10 +6,11 @@
  * inside one transaction). Codes, tokens, secrets and session ids reach storage only as SHA-256
  * hashes (`*Hash` fields); nothing here ever sees a raw credential.
  *
- * Times are milliseconds since the epoch (`number`). Every backend passes `test/storage/contract.ts`.
+ * Times are milliseconds since the epoch (`number`). Every backend passes the contract suite in
+ * `src/storage/testing/` (published as `gatehouse/storage/testing`).
  */
 
-import type { OAuthError } from "../shared/errors.js";
+import { GatehouseError, type OAuthError } from "../shared/errors.js";
 
 export type ClientSource = "preregistered" | "dynamic" | "metadata-document";
 
@@ -71,6 +72,8 @@ export interface InteractionRecord {
   browserBindingHash: string;
   clientId: string;
   redirectUri: string;
+  /** Whether the authorization request carried `redirect_uri` (handed on to the code). */
+  redirectUriSent: boolean;
   scopes: string[];
   resource: string;
   state?: string;
@@ -100,12 +103,19 @@ export interface AuthorizationCodeRecord {
   clientId: string;
   userId: string;
   redirectUri: string;
+  /**
+   * Whether the authorization request carried `redirect_uri`: then the token request must repeat
+   * it (OAuth 2.1 §4.1.3, RFC 6749 §4.1.3 "required, if included in the authorization request").
+   */
+  redirectUriSent: boolean;
   scopes: string[];
   resource: string;
   codeChallenge: string;
   codeChallengeMethod: "S256";
   /** Whether redemption may issue a refresh token (offline_access / refresh_token grant type). */
   refreshAllowed: boolean;
+  /** Hash of the browser session that approved the request; copied to the grant (see GrantRecord). */
+  sessionHash?: string;
   createdAt: number;
   expiresAt: number;
   consumedAt?: number;
@@ -122,6 +132,16 @@ export interface GrantRecord {
   /** Absolute lifetime of the grant (refresh tokens cannot outlive it). */
   expiresAt: number;
   revokedAt?: number;
+  /**
+   * Hash of the browser session that approved the grant. A later grant of the same user, client
+   * and resource approved in the same session, covering these scopes, supersedes this one.
+   */
+  sessionHash?: string;
+  /**
+   * When a co-hosted resource server last refused one of this grant's access tokens for
+   * insufficient scope ({@link AuthorizationStore.requestStepUp}).
+   */
+  stepUpRequestedAt?: number;
 }
 
 export interface RefreshTokenRecord {
@@ -207,9 +227,9 @@ export interface PurgeResult {
  * Raised by a backend when the database cannot be reached or written (down, locked past the busy
  * timeout, read-only, disk full). Endpoints turn it into a 503 `temporarily_unavailable`.
  */
-export class StorageUnavailableError extends Error {
+export class StorageUnavailableError extends GatehouseError<"ERR_STORAGE_UNAVAILABLE"> {
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    super("ERR_STORAGE_UNAVAILABLE", message, options);
     this.name = "StorageUnavailableError";
   }
 }
@@ -218,11 +238,21 @@ export class StorageUnavailableError extends Error {
  * Raised when a create would overwrite an existing record (same client id, username, code hash,
  * session, interaction id or key id). `upsertClient` never raises it.
  */
-export class StorageConflictError extends Error {
+export class StorageConflictError extends GatehouseError<"ERR_STORAGE_CONFLICT"> {
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    super("ERR_STORAGE_CONFLICT", message, options);
     this.name = "StorageConflictError";
   }
+}
+
+/** What {@link AuthorizationStore.listGrants} may filter on. */
+export interface GrantFilter {
+  userId?: string;
+  clientId?: string;
+  resource?: string;
+  sessionHash?: string;
+  /** Only grants that are not revoked. */
+  active?: boolean;
 }
 
 export interface AuthorizationStore {
@@ -278,16 +308,28 @@ export interface AuthorizationStore {
     codeHash: string,
     now: number,
     check: (code: AuthorizationCodeRecord) => OAuthError | undefined,
-    tokens: IssuedTokens,
+    /** What to write; a function of the code when lifetimes depend on what was granted. */
+    tokens: IssuedTokens | ((code: AuthorizationCodeRecord) => IssuedTokens),
   ): Promise<RedeemCodeResult>;
 
   // Grants and tokens
   /** For client_credentials: a grant plus its access token, no code, no refresh token. */
   createGrantWithAccessToken(grant: GrantRecord, accessToken: IssuedTokens["accessToken"]): Promise<void>;
   getGrant(grantId: string): Promise<GrantRecord | undefined>;
-  listGrants(filter?: { userId?: string; clientId?: string }): Promise<GrantRecord[]>;
+  /**
+   * Grants matching every given field, oldest first. `active: true` leaves out revoked grants. The
+   * narrow form (user, client, resource, session, active) is what a code redemption asks for when it
+   * retires superseded grants, so it must not cost more than the handful of rows it returns.
+   */
+  listGrants(filter?: GrantFilter): Promise<GrantRecord[]>;
   /** Revokes the grant, its refresh tokens and its access tokens. */
   revokeGrant(grantId: string, now: number): Promise<boolean>;
+  /**
+   * Sets `stepUpRequestedAt = now` on the live (not revoked) grant of access token `jti`: a
+   * co-hosted resource server refused that token for insufficient scope. False when there is no
+   * such access token or its grant is revoked.
+   */
+  requestStepUp(jti: string, now: number): Promise<boolean>;
 
   /**
    * Atomic rotation: `check` (client binding, scope narrowing, resource) runs on the live token;
@@ -299,7 +341,10 @@ export interface AuthorizationStore {
     tokenHash: string,
     now: number,
     check: (token: RefreshTokenRecord, grant: GrantRecord) => { error?: OAuthError; scopes?: string[] },
-    tokens: Omit<IssuedTokens, "grantExpiresAt">,
+    /** What to write; a function of the live token and its grant when lifetimes depend on them. */
+    tokens:
+      | Omit<IssuedTokens, "grantExpiresAt">
+      | ((token: RefreshTokenRecord, grant: GrantRecord) => Omit<IssuedTokens, "grantExpiresAt">),
     graceMs?: number,
   ): Promise<RotateRefreshResult>;
   getRefreshToken(tokenHash: string): Promise<RefreshTokenRecord | undefined>;
@@ -313,6 +358,22 @@ export interface AuthorizationStore {
     key: SigningKeyRecord,
     retireOthersAt?: { retiredAt: number; expiresAt: number },
   ): Promise<void>;
+  /**
+   * Compare-and-swap of a key's private part (`gatehouse keys rewrap` re-encrypting it under a
+   * new key-encryption key): atomically replaces the private JWK of `kid` with `next` only if the
+   * stored one still equals `expected`, so a change made meanwhile by another process is never
+   * overwritten. Equal means the same JSON value: the stored JWK and `expected` serialise
+   * (`JSON.stringify`, which drops `undefined` members) to the same text once every object's
+   * members are put in one fixed order, at every depth (`canonicalJson` in ./rules.ts, the one
+   * place this is decided). Member order is not compared (PostgreSQL's `jsonb` does not keep it);
+   * names, array order and every value are. `kid`, `alg`, the public JWK and the dates never
+   * change. False when no key has this `kid` or the stored JWK differs.
+   */
+  replaceSigningKeyPrivateJwk(
+    kid: string,
+    expected: Record<string, unknown>,
+    next: Record<string, unknown>,
+  ): Promise<boolean>;
 
   // Rate limits (shared across instances)
   /** Adds one hit to `key` in the fixed window starting at `windowStart`; returns the new count. */

@@ -9,6 +9,8 @@ import type {
   AuthorizationStore,
   GrantRecord,
   IssuedTokens,
+  PurgeResult,
+  RedeemCodeResult,
   RefreshTokenRecord,
   RotateRefreshResult,
 } from "./contract.js";
@@ -35,8 +37,34 @@ export function mergeScopes(existing: readonly string[], added: readonly string[
   return [...new Set([...existing, ...added])];
 }
 
-/** The grant a code creates on redemption (its id was fixed when the code was issued). */
-export function grantFromCode(code: AuthorizationCodeRecord, now: number, expiresAt: number): GrantRecord {
+/**
+ * The tokens a redemption writes: `tokens` itself, or what it returns for the code when the
+ * lifetimes depend on what the code granted. Called once, after `check` passed.
+ */
+function tokensForCode(
+  tokens: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[3],
+  code: AuthorizationCodeRecord,
+): IssuedTokens {
+  return typeof tokens === "function" ? tokens(code) : tokens;
+}
+
+/**
+ * The tokens a rotation writes: `tokens` itself, or what it returns for the live token and its
+ * grant. Called once, after `check` passed.
+ */
+export function tokensForRefresh(
+  tokens: Parameters<AuthorizationStore["rotateRefreshToken"]>[3],
+  token: RefreshTokenRecord,
+  grant: GrantRecord,
+): Omit<IssuedTokens, "grantExpiresAt"> {
+  return typeof tokens === "function" ? tokens(token, grant) : tokens;
+}
+
+/**
+ * The grant a code creates on redemption (its id was fixed when the code was issued). It keeps the
+ * browser session that approved the code, which decides what a later grant supersedes.
+ */
+function grantFromCode(code: AuthorizationCodeRecord, now: number, expiresAt: number): GrantRecord {
   return withoutUndefined({
     grantId: code.grantId,
     clientId: code.clientId,
@@ -45,6 +73,7 @@ export function grantFromCode(code: AuthorizationCodeRecord, now: number, expire
     resource: code.resource,
     createdAt: now,
     expiresAt,
+    sessionHash: code.sessionHash,
   });
 }
 
@@ -99,6 +128,47 @@ export function issuedTokenRecords(
 }
 
 /**
+ * Where an authorization code stands at `now`: `consumed` (redeemed before, so presenting it again
+ * is a replay) is judged before `expired`; otherwise it is `live`, and may be redeemed.
+ */
+export function authorizationCodeState(
+  code: AuthorizationCodeRecord,
+  now: number,
+): "consumed" | "expired" | "live" {
+  if (code.consumedAt !== undefined) return "consumed";
+  return isExpired(code.expiresAt, now) ? "expired" : "live";
+}
+
+/**
+ * What a backend must do with an authorization code it found, decided here for all of them:
+ * - `replayed`: the code was redeemed before (OAuth 2.1 §4.1.3, RFC 6749 §4.1.2: a code is single
+ *   use, and a second use must revoke what the first issued). The caller revokes the grant of the
+ *   first redemption, `code.grantId`, with every token of it.
+ * - `expired`: past its lifetime; the caller changes nothing.
+ * - `refused`: `check` (client, redirect URI, PKCE, resource) returned an error; the caller marks
+ *   the code consumed all the same, so a wrong guess spends it.
+ * - `issue`: the caller marks the code consumed and writes `grant` and the `tokens` it was given.
+ * `check` and `tokens` run here, before the caller writes
+ * anything, so a throw from either leaves the code unused (the SQL backends roll back).
+ */
+export function judgeAuthorizationCode(
+  code: AuthorizationCodeRecord,
+  now: number,
+  check: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[2],
+  tokens: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[3],
+):
+  | Extract<RedeemCodeResult, { status: "replayed" | "expired" | "refused" }>
+  | { status: "issue"; grant: GrantRecord; tokens: IssuedTokens } {
+  const state = authorizationCodeState(code, now);
+  if (state === "consumed") return { status: "replayed" };
+  if (state === "expired") return { status: "expired" };
+  const error = check(code);
+  if (error) return { status: "refused", error };
+  const issued = tokensForCode(tokens, { ...code });
+  return { status: "issue", grant: grantFromCode(code, now, issued.grantExpiresAt), tokens: issued };
+}
+
+/**
  * What every backend decides about a refresh token and its grant, once both are found, in this
  * order: revoked, reused (RFC 9700 §4.14.2: a rotated token presented again means it leaked; the
  * caller must then revoke the whole grant), expired, refused by `check`; otherwise `ok` with the
@@ -121,12 +191,39 @@ export function judgeRefreshToken(
   return { status: "ok", scopes: verdict.scopes ?? token.scopes };
 }
 
+/** A {@link PurgeResult} with every count at zero, for a backend to fill in as it purges. */
+export function emptyPurgeResult(): PurgeResult {
+  return { codes: 0, refreshTokens: 0, accessTokens: 0, interactions: 0, sessions: 0, clients: 0, grants: 0 };
+}
+
 /** Drops properties whose value is `undefined` (shallow), so records compare equal across backends. */
 export function withoutUndefined<T>(value: T): T {
   if (value === null || typeof value !== "object" || Array.isArray(value)) return value;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) if (v !== undefined) out[k] = v;
   return out as T;
+}
+
+/**
+ * The JSON text of `value` with every object's members in one fixed order, at every depth (sorted
+ * by name in UTF-16 code-unit order; JavaScript itself puts integer-like names first, ascending):
+ * two values that differ only in member order get the same text. Members `JSON.stringify` drops
+ * (`undefined`, functions) are dropped here too.
+ */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_name, member: unknown) => {
+    if (member === null || typeof member !== "object" || Array.isArray(member)) return member;
+    const sorted = Object.entries(member).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return Object.fromEntries(sorted);
+  });
+}
+
+/**
+ * Whether a stored JSON value equals `expected`, as the compare-and-swap operations of the
+ * contract define it (`replaceSigningKeyPrivateJwk`): the same {@link canonicalJson} text.
+ */
+export function sameJsonValue(stored: unknown, expected: unknown): boolean {
+  return canonicalJson(stored) === canonicalJson(expected);
 }
 
 /** A comparator over a tuple of sort keys (numbers before strings never mix within one key). */

@@ -109,6 +109,8 @@ export async function issueCode(
     resource?: string;
     refreshAllowed?: boolean;
     userId?: string;
+    /** Whether the authorization request carried redirect_uri (default true). */
+    redirectUriSent?: boolean;
   } = {},
 ): Promise<{ code: string; verifier: string; grantId: string }> {
   const { verifier, challenge } = pkcePair();
@@ -121,6 +123,7 @@ export async function issueCode(
     clientId: overrides.clientId ?? PUBLIC_CLIENT,
     userId: overrides.userId ?? "user-1",
     redirectUri: overrides.redirectUri ?? REDIRECT,
+    redirectUriSent: overrides.redirectUriSent ?? true,
     scopes,
     resource: overrides.resource ?? RESOURCE,
     codeChallenge: challenge,

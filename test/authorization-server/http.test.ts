@@ -15,7 +15,7 @@ describe.each(REVISIONS)("over real HTTP on loopback (revision %s)", (revision) 
 
   beforeAll(async () => {
     let server: AuthorizationServer | undefined;
-    http = await listen((request) => server!.fetch(request), { port: 0, host: "127.0.0.1" });
+    http = await listen((request, info) => server!.fetch(request, info), { port: 0, host: "127.0.0.1" });
     server = await createAuthorizationServer({
       issuer: http.url,
       allowInsecureLoopback: true,
@@ -62,6 +62,7 @@ describe.each(REVISIONS)("over real HTTP on loopback (revision %s)", (revision) 
       clientId: client_id,
       userId: "alice",
       redirectUri: REDIRECT,
+      redirectUriSent: true,
       scopes: ["notes:read", "offline_access"],
       resource: RESOURCE,
       codeChallenge: challenge,

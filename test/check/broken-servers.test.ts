@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { type CheckReport, runCheck } from "../../src/check/index.js";
-import { type Fixture, type FixtureOptions, startFixture } from "./fixture.js";
+import { type Fixture, type FixtureOptions, page, startFixture } from "./fixture.js";
 
 const open: Fixture[] = [];
 afterEach(async () => {
@@ -57,8 +57,15 @@ describe("gatehouse check against a correct server", () => {
     for (const r of asRequests) {
       expect(r.authorization).toBeNull();
       expect(r.queryToken).toBe(false);
-      expect(new URL(r.url).pathname).toMatch(/\.well-known\//);
     }
+    // Besides metadata: one anonymous authorization request for an unknown, non-URL client (so a
+    // CIMD server fetches nothing), carrying the resource a client would send.
+    const authorize = asRequests.filter((r) => !new URL(r.url).pathname.includes("/.well-known/"));
+    expect(authorize.map((r) => [r.method, new URL(r.url).pathname])).toEqual([["GET", "/authorize"]]);
+    const params = new URL(authorize[0]!.url).searchParams;
+    expect(params.get("client_id")).toBe("gatehouse-check-probe");
+    expect(params.get("resource")).toBe(fixture.resourceUrl);
+    expect(params.get("code_challenge_method")).toBe("S256");
     const withCredential = fixture.requests.filter((r) => r.authorization !== null || r.queryToken);
     expect(withCredential).toHaveLength(2);
     for (const r of withCredential) {
@@ -124,6 +131,15 @@ describe("gatehouse check: one broken rule per server", () => {
     expect(failedMusts(report)).toEqual(["as.pkce"]);
   });
 
+  it("as.pkce: the message for a missing list names the field to add", async () => {
+    const { report } = await audit({
+      asMetadata: ({ code_challenge_methods_supported: _, ...doc }) => doc,
+    });
+    expect(report.findings.find((f) => f.rule === "as.pkce")?.message).toContain(
+      'Add "code_challenge_methods_supported": ["S256"]',
+    );
+  });
+
   it("as.pkce: judged per document when the forms serve different metadata", async () => {
     const { report } = await audit({
       asMetadata: ({ code_challenge_methods_supported: methods, ...doc }, { form }) =>
@@ -147,6 +163,12 @@ describe("gatehouse check: one broken rule per server", () => {
     const { report } = await audit({ asMetadata: (doc, { issuer }) => ({ ...doc, issuer: `${issuer}/` }) });
     expect(outcomes(report, "as.issuer")).toEqual(["fail"]);
     expect(failedMusts(report)).toEqual(["as.issuer"]);
+    // The message says what to change, and in which setting.
+    const message = report.findings.find((f) => f.rule === "as.issuer")?.message;
+    expect(message).toContain("only by a trailing slash");
+    expect(message).toContain(
+      `authorization_servers entry in the protected resource metadata exactly as "${report.observations.authorizationServers[0]!.issuer}/"`,
+    );
   });
 
   it("challenge.www-authenticate: a 401 without WWW-Authenticate fails", async () => {
@@ -296,6 +318,78 @@ describe("gatehouse check: one broken rule per server", () => {
     });
     expect(outcomes(report, "as.endpoints")).toEqual(["fail"]);
     expect(outcomes(report, "as.response-type-code")).toEqual(["fail"]);
+  });
+
+  it("as.issuer: multi-tenant metadata naming a {tenantid} issuer (Entra /common) fails with the fix", async () => {
+    const { report } = await audit({
+      issuerPath: "/common/v2.0",
+      asMetadata: (doc, { issuer }) => ({ ...doc, issuer: `${new URL(issuer).origin}/{tenantid}/v2.0` }),
+    });
+    expect(outcomes(report, "as.issuer")).toEqual(["fail"]);
+    expect(failedMusts(report)).toEqual(["as.issuer"]);
+    const message = report.findings.find((f) => f.rule === "as.issuer")?.message ?? "";
+    expect(message).toContain("template");
+    expect(message).toContain(
+      "/<tenant-id>/v2.0) in authorization_servers of the protected resource metadata",
+    );
+  });
+
+  it("as.issuer: any other difference names both settings", async () => {
+    const { report } = await audit({
+      asMetadata: (doc) => ({ ...doc, issuer: "https://other.example.test" }),
+    });
+    expect(outcomes(report, "as.issuer")).toEqual(["fail"]);
+    expect(report.findings.find((f) => f.rule === "as.issuer")?.message).toContain(
+      "Set the authorization_servers entry in the protected resource metadata",
+    );
+  });
+
+  it("as.resource-parameter: a correct server is not judged refusing (one request, info)", async () => {
+    const { fixture, report } = await audit();
+    expect(outcomes(report, "as.resource-parameter")).toEqual(["info"]);
+    expect(fixture.requests.filter((r) => r.url.includes("/authorize"))).toHaveLength(1);
+  });
+
+  it("as.resource-parameter: an Entra-like page refusing the 'resource' parameter fails", async () => {
+    const { fixture, report } = await audit({
+      authorize: (params) =>
+        params.has("resource")
+          ? page("<p>AADSTS901002: The &#39;resource&#39; request parameter is not supported.</p>", 400)
+          : page("<p>AADSTS700016: Application not found in the directory.</p>", 400),
+    });
+    expect(outcomes(report, "as.resource-parameter")).toEqual(["fail"]);
+    expect(failedMusts(report)).toEqual(["as.resource-parameter"]);
+    const message = report.findings.find((f) => f.rule === "as.resource-parameter")?.message ?? "";
+    expect(message).toContain("'resource' request parameter is not supported");
+    expect(message).toContain(`resource=${fixture.resourceUrl} is refused`);
+    expect(message).toContain("list in authorization_servers of the protected resource metadata");
+    // The control request went out without resource.
+    const sent = fixture.requests.filter((r) => r.url.includes("/authorize"));
+    expect(sent.map((r) => new URL(r.url).searchParams.has("resource"))).toEqual([true, false]);
+  });
+
+  it("as.resource-parameter: a redirect with error=invalid_target fails", async () => {
+    const { report } = await audit({
+      authorize: (params) => {
+        if (!params.has("resource")) return page("<h1>Unknown application</h1>", 400);
+        const back = new URL(params.get("redirect_uri")!);
+        back.searchParams.set("error", "invalid_target");
+        back.searchParams.set("state", params.get("state")!);
+        return new Response(null, { status: 302, headers: { location: back.href } });
+      },
+    });
+    expect(outcomes(report, "as.resource-parameter")).toEqual(["fail"]);
+    expect(report.findings.find((f) => f.rule === "as.resource-parameter")?.message).toContain(
+      '"invalid_target", 302 redirect',
+    );
+  });
+
+  it("as.resource-parameter: a page naming invalid_target whatever was sent does not fail", async () => {
+    const { report } = await audit({
+      authorize: () => page('<script>const codes = ["invalid_request", "invalid_target"]</script>', 400),
+    });
+    expect(outcomes(report, "as.resource-parameter")).toEqual(["info"]);
+    expect(report.ok).toBe(true);
   });
 
   it("as.issuer-identifier: an authorization_servers entry that is not a URL fails", async () => {

@@ -32,10 +32,12 @@ describe("gatehouse check --login (command)", () => {
     const exit = run([`${stack.resource}/notes`, "--login", "--print-url", "--json"]);
 
     // The user: waits for the printed URL, authorizes, and lets the browser follow the redirect.
+    let printedUrl = "";
     const user = (async () => {
       for (let i = 0; i < 200; i++) {
         const match = /https?:\/\/\S+\/authorize\?\S+/.exec(stderr);
         if (match) {
+          printedUrl = match[0];
           const callback = await scriptedUser(new URL(match[0]));
           const landed = await fetch(callback);
           return landed.status;
@@ -57,7 +59,12 @@ describe("gatehouse check --login (command)", () => {
     expect(outcome("login.flow")).toEqual(["pass"]);
     expect(outcome("login.token-accepted")).toEqual(["pass"]);
     expect(outcome("login.refresh-rotation")).toEqual(["pass"]);
-    // The URL went to stderr only; stdout is exactly the JSON object.
-    expect(stdout).not.toContain("/authorize?");
+    // The URL went to stderr only; stdout is exactly the JSON object. The only authorization
+    // requests it lists are the anonymous as.resource-parameter probes (unknown client).
+    expect(printedUrl).not.toBe("");
+    expect(stdout).not.toContain(printedUrl);
+    const listed = [...stdout.matchAll(/https?:\/\/[^"\s]+\/authorize\?[^"\s]+/g)].map((m) => new URL(m[0]));
+    expect(listed.length).toBeGreaterThan(0);
+    for (const url of listed) expect(url.searchParams.get("client_id")).toBe("gatehouse-check-probe");
   });
 });

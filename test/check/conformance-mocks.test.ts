@@ -13,7 +13,6 @@ import { afterAll, describe, expect, it } from "vitest";
 import type { CheckReport } from "../../src/check/index.js";
 
 const root = resolve(import.meta.dirname, "../..");
-const tool = join(root, "node_modules/@modelcontextprotocol/conformance/dist/index.js");
 const cli = join(root, "dist/cli/main.js");
 
 if (!existsSync(join(root, "dist/cli/commands/check.js"))) {
@@ -31,6 +30,11 @@ const node22 = execFileSync("bash", [join(root, "scripts/node22.sh")], {
   encoding: "utf8",
 }).trim();
 if (!node22 || !existsSync(node22)) throw new Error("scripts/node22.sh did not provide a Node 22 binary");
+// The tool is not a dependency (it needs Node 22): scripts/conformance-tool.sh installs it, pinned.
+const tool = execFileSync("bash", [join(root, "scripts/conformance-tool.sh")], {
+  cwd: root,
+  encoding: "utf8",
+}).trim();
 
 const work = mkdtempSync(join(tmpdir(), "gatehouse-check-conformance-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));

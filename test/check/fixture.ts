@@ -42,6 +42,11 @@ export interface FixtureOptions {
     doc: Record<string, unknown>,
     ctx: { issuer: string; form: "rfc8414" | "oidc-inserted" | "oidc-appended" },
   ) => Record<string, unknown>;
+  /**
+   * Answers GET on the authorization endpoint (default: a 400 page for the unknown client, as OAuth
+   * 2.1 §4.1.2.1 wants, whatever the other parameters).
+   */
+  authorize?: (params: URLSearchParams) => Response;
 }
 
 export interface Fixture {
@@ -54,6 +59,13 @@ export interface Fixture {
 
 function json(body: unknown, status = 200): Response {
   return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
+}
+
+export function page(body: string, status: number): Response {
+  return new Response(`<!doctype html><title>Sign in</title>${body}`, {
+    status,
+    headers: { "content-type": "text/html; charset=utf-8" },
+  });
 }
 
 export async function startFixture(options: FixtureOptions = {}): Promise<Fixture> {
@@ -115,6 +127,10 @@ export async function startFixture(options: FixtureOptions = {}): Promise<Fixtur
     const form = asPaths.get(pathname);
     if (request.method === "GET" && form) {
       return json(options.asMetadata ? options.asMetadata({ ...metadata }, { issuer, form }) : metadata);
+    }
+    if (request.method === "GET" && pathname === `${issuerPath}/authorize`) {
+      const params = new URL(request.url).searchParams;
+      return options.authorize ? options.authorize(params) : page("<h1>Unknown application</h1>", 400);
     }
     return json({ error: "not found" }, 404);
   };

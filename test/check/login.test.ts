@@ -41,6 +41,8 @@ describe("gatehouse check --login against Gatehouse's own servers", () => {
     expect(report.observations.login?.accessTokenLifetimeSeconds).toBe(300);
     expect(outcome(report, "login.refresh")).toEqual(["pass"]);
     expect(outcome(report, "login.refresh-rotation")).toEqual(["pass"]);
+    // Gatehouse judges the client before resource (anonymous probe: info); the flow decides.
+    expect(outcome(report, "as.resource-parameter")).toEqual(["info", "pass"]);
     expect(report.observations.login?.clientSource).toBe("dynamic");
     expect(report.ok).toBe(true);
   });

@@ -15,6 +15,7 @@ import {
   type Observations,
   RULES,
 } from "../../src/check/index.js";
+import { resourceRefusalIn } from "../../src/check/resource-parameter.js";
 
 describe("classifyTransport (spec: authorization server endpoints MUST be HTTPS)", () => {
   it.each([
@@ -165,6 +166,56 @@ describe("report rendering", () => {
     expect(parsed.ok).toBe(false);
     expect(parsed.summary.fail).toBeGreaterThan(0);
     expect(parsed.findings.some((f: { rule: string }) => f.rule === "as.https")).toBe(true);
+  });
+});
+
+describe("resourceRefusalIn (what counts as a refusal of resource)", () => {
+  it.each([
+    [
+      "AADSTS901002: The &#39;resource&#39; request parameter is not supported.",
+      "'resource' request parameter is not supported",
+    ],
+    [
+      '{"error":"invalid_request","error_description":"the \\"resource\\" parameter is not allowed"}',
+      '"resource" parameter is not allowed',
+    ],
+    ["invalid_target the resource is unknown", "invalid_target"],
+    ["Unsupported resource parameter", "resource parameter"],
+  ])("%s → %s", (text, expected) => {
+    expect(resourceRefusalIn(text)).toBe(expected);
+  });
+
+  it.each([
+    "The resource you requested could not be found",
+    "AADSTS700016: Application with identifier 'gatehouse-check-probe' was not found",
+    "invalid_targets_list",
+    "resources parameter",
+  ])("%s → nothing", (text) => {
+    expect(resourceRefusalIn(text)).toBeUndefined();
+  });
+});
+
+describe("as.resource-parameter under --login (hand-built observations)", () => {
+  const verdicts = (login: Observations["login"]) =>
+    evaluateRules(observations({ login }))
+      .filter((f) => f.rule === "as.resource-parameter")
+      .map((f) => [f.outcome, f.subject]);
+
+  it("fails when the flow stopped on a refusal of resource, passes when it obtained a token", () => {
+    expect(
+      verdicts({
+        attempted: true,
+        error:
+          "the authorization server refused the request [invalid_target] (ERR_AUTHORIZATION at authorize)",
+      }),
+    ).toEqual([["fail", "--login"]]);
+    expect(verdicts({ attempted: true, tokenObtained: true })).toEqual([["pass", "--login"]]);
+  });
+
+  it("does not blame resource for a flow that stopped for another reason", () => {
+    expect(verdicts({ attempted: true, error: "the user denied access [access_denied]" })).toEqual([
+      ["skip", undefined],
+    ]);
   });
 });
 

@@ -143,7 +143,9 @@ export function logLines(stderr: string): Record<string, unknown>[] {
 /** The ready line of `gatehouse demo --json`. */
 export interface DemoReady {
   issuer: string;
+  /** The PRM resource identifier: the notes URL itself. */
   resource: string;
+  notes: string;
   username: string;
   password: string;
   port: number;

@@ -1,6 +1,7 @@
 /**
  * The listen errors of `serveHttp` (what `gatehouse serve` and `gatehouse demo` print when they
- * cannot bind): a message saying what to do, never Node's bare error code.
+ * cannot bind): a message saying what to do, never Node's bare error code; and the client address it
+ * hands the handler (rate limits key on it).
  */
 import { createServer } from "node:net";
 import { describe, expect, it } from "vitest";
@@ -40,6 +41,23 @@ describe("serveHttp", () => {
       );
     } finally {
       await new Promise((r) => blocker.close(r));
+    }
+  });
+
+  it.each([true, false])("hands the client address to the handler (request log %s)", async (requestLog) => {
+    const server = await serveHttp({
+      name: "test",
+      host: "127.0.0.1",
+      port: 0,
+      log: silentLogger,
+      requestLog,
+    });
+    try {
+      server.setHandler(async (_request, info) => new Response(info?.clientAddress ?? "none"));
+      const response = await fetch(`http://127.0.0.1:${server.port}/`);
+      expect(await response.text()).toBe("127.0.0.1");
+    } finally {
+      await server.close();
     }
   });
 });

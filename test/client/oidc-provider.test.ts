@@ -1,7 +1,8 @@
 /**
  * Interoperability: our client against oidc-provider 9 (a third-party authorization server), with
  * discovery through protected resource metadata, dynamic registration, PKCE, resource indicators
- * and refresh-token rotation. See test/support/oidc-provider.ts for the setup and its deviations.
+ * and refresh-token rotation, the provider keeping its default refresh policy (OpenID Connect Core
+ * §11). See test/support/oidc-provider.ts for the setup and its deviations.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { AuthClient, MemoryTokenStore } from "../../src/client/index.js";
@@ -41,6 +42,49 @@ describe("client against oidc-provider", () => {
     expect(tokens?.resource).toBe(op.resourceUrl);
     expect(tokens?.refresh_token).toBeTruthy();
     expect(tokens?.scope?.split(" ")).toContain("read");
+  });
+
+  it("OpenID Connect Core §11: the provider's metadata declares OpenID Connect, so offline_access goes with prompt=consent; its default policy issues a refresh token, which is used", async () => {
+    op = await startOidcProvider({ accessTokenTtl: 30 });
+    const store = new MemoryTokenStore();
+    const events: string[] = [];
+    const authorizationUrls: URL[] = [];
+    const signIn = interactiveUserAgent(REDIRECT);
+    const client = new AuthClient({
+      store,
+      redirectUri: REDIRECT,
+      userAgent: (url) => {
+        authorizationUrls.push(url);
+        return signIn(url);
+      },
+      refreshSkewSeconds: 60,
+      onEvent: (e) => events.push(e.type),
+    });
+    const first = await client.fetch(op.resourceUrl);
+    expect(first.status).toBe(200);
+    await first.body?.cancel();
+    // oidc-provider serves one document at both well-known paths; the spec's order reads the
+    // RFC 8414 one, which declares OpenID Connect (id_token_signing_alg_values_supported).
+    const server = await store.get("server", op.issuer);
+    expect(server?.discovered_via).toBe("oauth-authorization-server");
+    expect(server?.metadata).toHaveProperty("id_token_signing_alg_values_supported");
+    const request = authorizationUrls[0]!.searchParams;
+    expect(request.get("scope")?.split(" ")).toContain("offline_access");
+    expect(request.get("prompt")).toBe("consent");
+    const issued = (await store.list("tokens"))[0]![1];
+    // The default policy (offline_access granted, which needs prompt=consent) issued one.
+    expect(issued.refresh_token).toBeTruthy();
+
+    // The access token expires inside the skew, so this call refreshes first, with no new login.
+    const second = await client.fetch(op.resourceUrl);
+    expect(second.status).toBe(200);
+    await second.body?.cancel();
+    expect(authorizationUrls).toHaveLength(1);
+    expect(events.filter((e) => e === "refreshed")).toHaveLength(1);
+    const renewed = (await store.list("tokens"))[0]![1];
+    expect(renewed.access_token).not.toBe(issued.access_token);
+    expect(op.accepted).toHaveLength(2);
+    expect(op.accepted[1]!.aud).toBe(op.resourceUrl);
   });
 
   it("refreshes with the rotated refresh token (resource kept), and the old refresh token is dead", async () => {

@@ -1,7 +1,8 @@
 /**
  * External check: the MCP conformance tool's authorization-server scenarios against
  * `gatehouse demo` (`authorization-server-metadata-endpoint`, then `authorization-code-grant`, which
- * reuses the metadata the first one fetched). The tool needs Node 22 (scripts/node22.sh); it prints
+ * reuses the metadata the first one fetched). The tool needs Node 22 (scripts/node22.sh) and is
+ * installed, pinned, into .cache by scripts/conformance-tool.sh; it prints
  * the authorization URL and waits for the redirect on its own loopback callback server, so the
  * browser step (login, consent) is driven here with Chromium. Any FAILURE, WARNING or SKIPPED
  * check fails the test.
@@ -15,8 +16,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DemoReady, ensureBuilt, ROOT, type RunningCli, startDemo, tempDir } from "../cli/helpers.js";
 import { launchChromium } from "../support/browser.js";
 
-const TOOL = join(ROOT, "node_modules/@modelcontextprotocol/conformance/dist/index.js");
-
 interface Check {
   id: string;
   name: string;
@@ -28,7 +27,9 @@ let dir: ReturnType<typeof tempDir>;
 let demo: RunningCli<DemoReady>;
 let browser: Browser;
 let node22: string;
-let tool: ChildProcess | undefined;
+/** The tool's entry point: not a devDependency (it needs Node 22), installed pinned into .cache. */
+let tool: string;
+let toolProcess: ChildProcess | undefined;
 
 beforeAll(async () => {
   ensureBuilt();
@@ -39,12 +40,16 @@ beforeAll(async () => {
       cause,
     });
   }
+  tool = execFileSync("bash", [join(ROOT, "scripts/conformance-tool.sh")], {
+    cwd: ROOT,
+    encoding: "utf8",
+  }).trim();
   dir = tempDir("gatehouse-conformance-as-");
   demo = await startDemo(dir.path, ["--no-request-log"]);
   browser = await launchChromium();
 });
 afterAll(async () => {
-  if (tool && tool.exitCode === null) tool.kill("SIGKILL");
+  if (toolProcess && toolProcess.exitCode === null) toolProcess.kill("SIGKILL");
   await browser?.close();
   await demo?.stop();
   dir?.remove();
@@ -121,7 +126,7 @@ describe("MCP conformance tool: authorization server scenarios against gatehouse
     const child = spawn(
       node22,
       [
-        TOOL,
+        tool,
         "authorization",
         "--url",
         demo.ready.issuer,
@@ -136,7 +141,7 @@ describe("MCP conformance tool: authorization server scenarios against gatehouse
       ],
       { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
     );
-    tool = child;
+    toolProcess = child;
     let stdout = "";
     let stderr = "";
     let browserStep: Promise<void> | undefined;

@@ -12,7 +12,6 @@ import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 
 const root = resolve(import.meta.dirname, "../..");
-const tool = join(root, "node_modules/@modelcontextprotocol/conformance/dist/index.js");
 const adapter = join(root, "dist/conformance/client.js");
 
 if (!existsSync(adapter)) {
@@ -23,6 +22,11 @@ const node22 = execFileSync("bash", [join(root, "scripts/node22.sh")], {
   encoding: "utf8",
 }).trim();
 if (!node22 || !existsSync(node22)) throw new Error("scripts/node22.sh did not provide a Node 22 binary");
+// Not a devDependency (it needs Node 22): installed, pinned, into .cache/conformance.
+const tool = execFileSync("bash", [join(root, "scripts/conformance-tool.sh")], {
+  cwd: root,
+  encoding: "utf8",
+}).trim();
 
 const listing = execFileSync(node22, [tool, "list"], { cwd: root, encoding: "utf8" });
 const clientSection = listing.slice(

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createNotesResource } from "../../src/demo/notes-resource.js";
 import { type ListeningServer, listen } from "../../src/http/node.js";
@@ -101,5 +104,79 @@ describe("demo notes resource", () => {
     });
     expect(bad.status).toBe(400);
     expect((await fetch(`${resource}/elsewhere`)).status).toBe(404);
+  });
+});
+
+describe("demo notes resource with a path and a notes file (what gatehouse demo runs)", () => {
+  let dir: string;
+  let pathServer: ListeningServer;
+  let handler: (r: Request) => Promise<Response> = async () => new Response(null, { status: 503 });
+  let notesUrl: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "gatehouse-notes-"));
+    pathServer = await listen((r) => handler(r));
+    notesUrl = `${pathServer.url}/notes`;
+  });
+  afterAll(async () => {
+    await pathServer.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const start = () =>
+    createNotesResource({
+      resource: notesUrl,
+      issuer: issuer.issuer,
+      jwksUri: issuer.jwksUri,
+      notesFile: join(dir, "notes.json"),
+    });
+  const bearer = async (scope: string) => ({
+    authorization: `Bearer ${await issuer.sign({ sub: "dana", scope, aud: notesUrl, client_id: "demo-client" })}`,
+  });
+
+  it("serves the notes at the resource URL itself, whose PRM names exactly that URL (RFC 9728 §3.3)", async () => {
+    const notes = start();
+    handler = (r) => notes.fetch(r);
+    const res = await fetch(notesUrl);
+    expect(res.status).toBe(401);
+    const [challenge] = parseWWWAuthenticate(res.headers.get("www-authenticate") ?? "");
+    const prm = (await (await fetch(challenge?.params.resource_metadata ?? "")).json()) as {
+      resource: string;
+    };
+    expect(prm.resource).toBe(notesUrl);
+    expect((await fetch(`${notesUrl}/notes`)).status).toBe(404);
+  });
+
+  it("keeps the notes across a restart, in the file (owner-only), and refuses a file that is not one", async () => {
+    const first = start();
+    handler = (r) => first.fetch(r);
+    const created = await fetch(notesUrl, {
+      method: "POST",
+      headers: { ...(await bearer("notes:write")), "content-type": "application/json" },
+      body: JSON.stringify({ text: "survives a restart" }),
+    });
+    expect(created.status).toBe(201);
+    expect(statSync(join(dir, "notes.json")).mode & 0o777).toBe(0o600);
+
+    const second = start();
+    handler = (r) => second.fetch(r);
+    const listed = await fetch(notesUrl, { headers: await bearer("notes:read") });
+    const body = (await listed.json()) as { notes: { id: string; text: string }[] };
+    expect(body.notes.map((n) => n.text)).toEqual(["survives a restart"]);
+    // Ids keep counting after a restart: a new note never reuses one.
+    const next = await fetch(notesUrl, {
+      method: "POST",
+      headers: { ...(await bearer("notes:write")), "content-type": "application/json" },
+      body: JSON.stringify({ text: "second" }),
+    });
+    expect(((await next.json()) as { id: string }).id).not.toBe(body.notes[0]?.id);
+
+    writeFileSync(join(dir, "broken.json"), "[1,2]");
+    expect(() =>
+      createNotesResource({
+        resource: notesUrl,
+        issuer: issuer.issuer,
+        jwksUri: issuer.jwksUri,
+        notesFile: join(dir, "broken.json"),
+      }),
+    ).toThrow("is not a notes file");
   });
 });

@@ -135,13 +135,13 @@ describe("the demo in a real browser", () => {
 
       // 4. The resource: notes:write covers reading (hierarchy) and writing.
       const auth = { authorization: `Bearer ${tokens.access_token}` };
-      const created = await fetch(`${resource}/notes`, {
+      const created = await fetch(resource, {
         method: "POST",
         headers: { ...auth, "content-type": "application/json" },
         body: JSON.stringify({ text: "from the browser test" }),
       });
       expect(created.status).toBe(201);
-      const listed = await fetch(`${resource}/notes`, { headers: auth });
+      const listed = await fetch(resource, { headers: auth });
       expect(listed.status).toBe(200);
       const { notes } = (await listed.json()) as { notes: { text: string }[] };
       expect(notes.map((n) => n.text)).toEqual(["from the browser test"]);
@@ -159,7 +159,7 @@ describe("the demo in a real browser", () => {
       expect(refreshed.status).toBe(200);
       const next = (await refreshed.json()) as { access_token: string; refresh_token: string };
       expect(next.refresh_token).not.toBe(tokens.refresh_token);
-      const again = await fetch(`${resource}/notes`, {
+      const again = await fetch(resource, {
         headers: { authorization: `Bearer ${next.access_token}` },
       });
       expect(again.status).toBe(200);

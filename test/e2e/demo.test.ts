@@ -37,7 +37,9 @@ describe("gatehouse demo", () => {
   it("prints exactly one JSON line with the real ports", () => {
     const { ready } = demo;
     expect(ready.issuer).toBe(`http://localhost:${ready.port}`);
-    expect(ready.resource).toBe(`http://localhost:${ready.resourcePort}`);
+    // The resource identifier is the URL a user calls (RFC 9728 §3.3), the notes URL.
+    expect(ready.resource).toBe(`http://localhost:${ready.resourcePort}/notes`);
+    expect(ready.notes).toBe(ready.resource);
     expect(ready.port).toBeGreaterThan(0);
     expect(ready.resourcePort).toBeGreaterThan(0);
     expect(ready.username).toBe("demo");
@@ -50,7 +52,7 @@ describe("gatehouse demo", () => {
   it("names the admin page, the account page and the access-token lifetime in the JSON line", async () => {
     const { ready } = demo;
     expect(ready.admin).toBe(`${ready.issuer}/admin`);
-    expect(ready.account).toBe(`${ready.issuer}/logout`);
+    expect(ready.account).toBe(`${ready.issuer}/account`);
     expect(ready.accessTokenTtlSeconds).toBe(300);
     // The admin page is really there: without a session it sends the browser to sign in first.
     const admin = await fetch(ready.admin, { redirect: "manual" });
@@ -81,24 +83,37 @@ describe("gatehouse demo", () => {
   });
 
   it("protects GET /notes with a 401 whose challenge names the resource metadata", async () => {
-    const res = await fetch(`${demo.ready.resource}/notes`);
+    const res = await fetch(demo.ready.notes);
     expect(res.status).toBe(401);
     const header = res.headers.get("www-authenticate") ?? "";
     const challenge = parseWWWAuthenticate(header).find((c) => c.scheme.toLowerCase() === "bearer");
     expect(challenge, header).toBeDefined();
     const metadataUrl = challenge!.params.resource_metadata;
-    expect(metadataUrl).toBe(`${demo.ready.resource}/.well-known/oauth-protected-resource`);
+    // RFC 9728 §3.1: the well-known string goes between the host and the resource's path.
+    expect(metadataUrl).toBe(
+      `http://localhost:${demo.ready.resourcePort}/.well-known/oauth-protected-resource/notes`,
+    );
     const prm = (await (await fetch(metadataUrl!)).json()) as {
       resource: string;
       authorization_servers: string[];
     };
     expect(prm.resource).toBe(demo.ready.resource);
     expect(prm.authorization_servers).toEqual([demo.ready.issuer]);
-    const bad = await fetch(`${demo.ready.resource}/notes`, {
+    const bad = await fetch(demo.ready.notes, {
       headers: { authorization: "Bearer not-a-token" },
     });
     expect(bad.status).toBe(401);
     expect(bad.headers.get("www-authenticate")).toContain('error="invalid_token"');
+  });
+
+  it("agrees with gatehouse check: the notes URL's metadata names that URL, only the http warnings remain", async () => {
+    const result = await runCli(["check", demo.ready.notes, "--json"]);
+    expect(result.code, result.stderr).toBe(0);
+    const report = JSON.parse(result.stdout) as { findings: { rule: string; outcome: string }[] };
+    expect(report.findings.find((f) => f.rule === "prm.resource")?.outcome).toBe("pass");
+    const notPassed = report.findings.filter((f) => f.outcome === "warn" || f.outcome === "fail");
+    // Plain http is the one thing the development mode is allowed to get wrong.
+    expect(notPassed.map((f) => f.rule)).toEqual(["transport.resource-https", "as.https"]);
   });
 
   it("resets the demo user's password on each start and exits 0 on SIGTERM", async () => {
@@ -145,24 +160,27 @@ describe("gatehouse demo", () => {
       const resource = /Notes resource\s+(\S+)/.exec(text)?.[1];
       expect(issuer).toMatch(/^http:\/\/localhost:\d+$/);
       expect(text).toContain(`Admin page            ${issuer}/admin`);
-      expect(text).toContain(`Your account          ${issuer}/logout`);
+      expect(text).toContain(`Your account          ${issuer}/account`);
       expect(text).toContain("Access tokens last    30 s");
       const walk = text.slice(text.indexOf("Try:"));
-      const notes = `${resource}/notes`;
+      const notes = resource;
+      expect(notes).toMatch(/^http:\/\/localhost:\d+\/notes$/);
       expect(walk).toMatch(new RegExp(`curl -i ${notes} +# 401 \\+ WWW-Authenticate challenge`));
-      expect(walk).toContain(`gatehouse login ${notes}`);
+      // One form of the command, the README's: npx gatehouse.
+      expect(walk).toContain(`  npx gatehouse login ${notes}`);
       expect(walk).toContain(
-        `gatehouse fetch -X POST -H 'content-type: application/json' -d '{"text":"hi"}' ${notes}`,
+        `npx gatehouse fetch -X POST -H 'content-type: application/json' -d '{"text":"hi"}' ${notes}`,
       );
       expect(walk).toContain("consent shows only the new scope");
       // Every command line printed is one the CLI accepts: each parses its flags (with --help).
       const commands = walk
         .split("\n")
         .map((line) => line.replace(/#.*$/, "").trim())
-        .filter((line) => line.startsWith("gatehouse "));
-      expect(commands.map((c) => c.split(" ")[1])).toEqual(["login", "fetch", "fetch", "status", "logout"]);
+        .filter((line) => line.includes("gatehouse "));
+      expect(commands.every((c) => c.startsWith("npx gatehouse "))).toBe(true);
+      expect(commands.map((c) => c.split(" ")[2])).toEqual(["login", "fetch", "fetch", "status", "logout"]);
       for (const command of commands) {
-        const [, name, ...rest] = command.split(" ");
+        const [, , name, ...rest] = command.split(" ");
         const flags = rest.filter((a) => a.startsWith("-"));
         const checked = await runCli([
           name!,

@@ -175,9 +175,10 @@ describe("gatehouse login against gatehouse demo, in Chromium", () => {
   });
 
   it("login + consent, fetch, step-up to notes:write with only the new scope on the second consent, logout", async () => {
-    demo = await startDemo(join(dir.path, "demo-data"), ["--no-request-log"]);
-    const { issuer, resource, username, password } = demo.ready;
-    const notes = `${resource}/notes`;
+    // 30 s, as the demo's walk-through suggests to watch a refresh: at or under the client's
+    // default 30 s refresh lead, which is therefore scaled to a third of the lifetime.
+    demo = await startDemo(join(dir.path, "demo-data"), ["--no-request-log", "--access-token-ttl", "30"]);
+    const { issuer, resource, notes, username, password } = demo.ready;
     const user = new CliUser("demo");
     const context = await browser.newContext();
 
@@ -196,10 +197,11 @@ describe("gatehouse login against gatehouse demo, in Chromium", () => {
     expect(loggedIn.code, loggedIn.stderr).toBe(0);
     expect(loggedIn.stdout).toContain(`Logged in to ${resource} via ${issuer}`);
 
-    // 2. fetch with the stored token, no browser.
+    // 2. fetch with the stored token, no browser, and no refresh of a token a moment old.
     const list = await user.run(["fetch", notes]);
     expect(list.code, list.stderr).toBe(0);
     expect(JSON.parse(list.stdout)).toBeDefined();
+    expect(list.stderr).not.toContain("Refreshed the access token");
 
     // 3. POST needs notes:write: 403 insufficient_scope → step-up → a consent page for the new scope only.
     const write = user.run([
@@ -241,6 +243,14 @@ describe("gatehouse login against gatehouse demo, in Chromium", () => {
     ).resolves.toBeGreaterThan(0);
     await admin.screenshot({ path: "/tmp/admin-demo.png", fullPage: true });
     await context.close();
+
+    // 4b. A restart on the same ports keeps the notes, as it keeps the users, clients and grants.
+    const ports = ["--port", String(demo.ready.port), "--resource-port", String(demo.ready.resourcePort)];
+    await demo.stop();
+    demo = await startDemo(join(dir.path, "demo-data"), ["--no-request-log", ...ports]);
+    const kept = await user.run(["fetch", notes]);
+    expect(kept.code, kept.stderr).toBe(0);
+    expect(kept.stdout).toContain("from the e2e test");
 
     // 5. logout forgets the tokens; status then shows none.
     expect(status.tokens.map((t) => t.resource)).toContain(resource);

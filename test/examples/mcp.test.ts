@@ -1,300 +1,261 @@
 /**
- * examples/mcp end to end on loopback: the example MCP server behind the resource-server gate,
- * the repo's authorization server (memory store, one user), and the example MCP client whose
- * fetch is `createAuthFetch`, driven by an automated user agent that logs in and approves consent
- * by submitting the HTML forms with fetch and a cookie jar.
+ * examples/mcp end to end on loopback, run the way its README says: the README's own commands
+ * start the example MCP server and the example MCP client as processes on this Node (20 is the
+ * oldest supported), against the repo's authorization server (in process, memory store, one user).
+ * The client prints the authorization URL (no browser to open), and an automated user agent logs
+ * in and approves consent by submitting the HTML forms, then delivers the redirect to the client's
+ * loopback listener. Both spec revisions: 2026-07-28 is also the MCP protocol revision the SDK v2
+ * client pins (the v1 SDK server refused it).
  */
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { type ChildProcess, spawn } from "node:child_process";
+import { createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type AuthorizationServer,
   createAuthorizationServer,
   hashPassword,
 } from "../../src/authorization-server/index.js";
-import type { AuthEvent, CreateAuthFetchOptions } from "../../src/client/index.js";
 import { type ListeningServer, listen } from "../../src/http/node.js";
 import { silentLogger } from "../../src/shared/log.js";
 import { parseWWWAuthenticate } from "../../src/shared/www-authenticate.js";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
-import { importExample } from "./package-source.js";
+import { ensureBuilt } from "../cli/helpers.js";
+import { FormUserAgent } from "./form-user-agent.js";
+import { importExample, REPO_ROOT } from "./package-source.js";
+import { commandRunning, type ReadmeCommand, readmeCommands } from "./readme-commands.js";
 
 type ServerModule = typeof import("../../examples/mcp/server.js");
-type ClientModule = typeof import("../../examples/mcp/client.js");
 
 const PASSWORD = "correct horse battery staple";
-/** Never contacted: the automated user agent reads the code from the consent answer's Location. */
-const REDIRECT_URI = "http://127.0.0.1:1/callback";
+const README = "examples/mcp/README.md";
+/** The URLs the README's commands use, replaced by the test's loopback ports. */
+const README_ISSUER = "http://localhost:9000";
+const README_RESOURCE = "http://127.0.0.1:3000/mcp";
+const REVISIONS = ["2025-11-25", "2026-07-28"] as const;
 
-/** The pages a user agent went through during one authorization. */
-interface Visit {
-  login: boolean;
-  consent: boolean;
-  consentPage: string;
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+interface Running {
+  child: ChildProcess;
+  stdout: string;
+  stderr: string;
+  exited: Promise<number | null>;
 }
 
 /**
- * A browser stand-in: keeps cookies per origin-less jar (one server), never follows redirects
- * itself, submits the login form (hidden fields + username/password) and approves consent.
+ * Starts a README command as written, with this test's URLs in place of the README's: `node` is
+ * this Node, the working directory the repository root (where the README says to run it).
  */
-class FormUserAgent {
-  readonly cookies = new Map<string, string>();
-  readonly visits: Visit[] = [];
+function start(command: ReadmeCommand, urls: Record<string, string>, env: Record<string, string>): Running {
+  const swap = (word: string) => urls[word] ?? word;
+  const [program, ...args] = command.argv.map(swap);
+  expect(program).toBe("node");
+  const readmeEnv = Object.fromEntries(Object.entries(command.env).map(([k, v]) => [k, swap(v)]));
+  const child = spawn(process.execPath, args, {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...readmeEnv, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const running: Running = {
+    child,
+    stdout: "",
+    stderr: "",
+    exited: new Promise((resolve) => child.once("exit", (code) => resolve(code))),
+  };
+  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
+    running.stdout += chunk;
+  });
+  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
+    running.stderr += chunk;
+  });
+  return running;
+}
 
-  constructor(
-    private readonly username: string,
-    private readonly password: string,
-  ) {}
+/** Resolves once `running` printed a line matching `pattern`; rejects if it exits first. */
+function waitForOutput(running: Running, pattern: RegExp): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      if (pattern.test(running.stdout)) {
+        running.child.stdout!.off("data", check);
+        resolve();
+      }
+    };
+    running.child.stdout!.on("data", check);
+    check();
+    void running.exited.then((code) =>
+      reject(new Error(`exited (${code}) before printing ${pattern}:\n${running.stdout}\n${running.stderr}`)),
+    );
+  });
+}
 
-  async request(url: string, init: RequestInit = {}): Promise<Response> {
-    const headers = new Headers(init.headers);
-    if (this.cookies.size) {
-      headers.set("cookie", [...this.cookies].map(([name, value]) => `${name}=${value}`).join("; "));
+describe("examples/mcp/README.md", () => {
+  it("runs the example with one command per file that works on Node 20 (no --experimental-strip-types)", () => {
+    const commands = readmeCommands(README, "## Run it by hand");
+    for (const file of ["examples/mcp/server.ts", "examples/mcp/client.ts"]) {
+      const { argv } = commandRunning(commands, file);
+      expect(argv.slice(0, 4)).toEqual(["node", "--import", "./scripts/typescript.mjs", file]);
     }
-    const response = await fetch(url, { ...init, headers, redirect: "manual" });
-    for (const line of response.headers.getSetCookie()) {
-      const [pair = "", ...attributes] = line.split(";");
-      const eq = pair.indexOf("=");
-      const name = pair.slice(0, eq).trim();
-      const value = pair.slice(eq + 1).trim();
-      const expired = attributes.some((a) => /^\s*max-age=0\s*$/i.test(a));
-      if (expired || value === "") this.cookies.delete(name);
-      else this.cookies.set(name, value);
-    }
-    return response;
-  }
+  });
+});
 
-  /** Hidden inputs of the page's form, entities decoded. */
-  static hiddenFields(html: string): Record<string, string> {
-    const fields: Record<string, string> = {};
-    for (const m of html.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)) {
-      fields[m[1]!] ??= m[2]!
-        .replace(/&quot;/g, '"')
-        .replace(/&#39;/g, "'")
-        .replace(/&lt;/g, "<")
-        .replace(/&gt;/g, ">")
-        .replace(/&amp;/g, "&");
-    }
-    return fields;
-  }
+describe.each(REVISIONS)("examples/mcp run as its README says (revision %s)", (revision) => {
+  let as: AuthorizationServer;
+  let asHttp: ListeningServer;
+  let mcpServer: Running;
+  let resource: string;
+  let urls: Record<string, string>;
+  const commands = readmeCommands(README, "## Run it by hand");
 
-  async post(url: string, form: Record<string, string>): Promise<Response> {
-    return this.request(url, {
+  beforeAll(async () => {
+    ensureBuilt(); // the examples import `gatehouse/*`, which resolves to dist/
+    let asHandler: ((request: Request) => Promise<Response>) | undefined;
+    asHttp = await listen((request) => asHandler!(request));
+    resource = `http://127.0.0.1:${await freePort()}/mcp`;
+    urls = { [README_ISSUER]: asHttp.url, [README_RESOURCE]: resource };
+
+    const store = createMemoryStore();
+    as = await createAuthorizationServer({
+      issuer: asHttp.url,
+      allowInsecureLoopback: true,
+      store,
+      resources: [{ uri: resource, name: "Notes (MCP example)", scopes: ["notes:read", "notes:write"] }],
+      scopeDescriptions: { "notes:read": "Read your notes", "notes:write": "Add notes" },
+      maintenanceIntervalMs: 0,
+      logger: silentLogger,
+      revision,
+    });
+    asHandler = as.fetch;
+    await store.createUser({
+      id: "u-alice",
+      username: "alice",
+      passwordHash: await hashPassword(PASSWORD),
+      isAdmin: false,
+      createdAt: Date.now(),
+    });
+
+    mcpServer = start(commandRunning(commands, "examples/mcp/server.ts"), urls, { REVISION: revision });
+    await waitForOutput(mcpServer, /^MCP server on /m);
+  }, 60_000);
+
+  afterAll(async () => {
+    if (mcpServer && mcpServer.child.exitCode === null) {
+      mcpServer.child.kill("SIGTERM");
+      await mcpServer.exited;
+    }
+    await as?.close();
+    await asHttp?.close();
+  });
+
+  it("the server says where it listens, for which issuer and revision", () => {
+    expect(mcpServer.stdout).toContain(
+      `MCP server on ${resource}, protected by ${asHttp.url} (revision ${revision})`,
+    );
+  });
+
+  it("the endpoint refuses an anonymous MCP request with a 401 pointing at its metadata", async () => {
+    const response = await fetch(resource, {
       method: "POST",
-      headers: { "content-type": "application/x-www-form-urlencoded" },
-      body: new URLSearchParams(form).toString(),
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "notes.add" } }),
     });
-  }
+    expect(response.status).toBe(401);
+    const [challenge] = parseWWWAuthenticate(response.headers.get("www-authenticate") ?? "");
+    expect(challenge?.params.error).toBeUndefined();
+    const metadataUrl = `${new URL(resource).origin}/.well-known/oauth-protected-resource/mcp`;
+    expect(challenge?.params.resource_metadata).toBe(metadataUrl);
+    // The scopes of the tool named in the body are announced before any token exists.
+    expect(challenge?.params.scope?.split(" ").sort()).toEqual(["notes:read", "notes:write"]);
 
-  /** `createAuthFetch`'s `userAgent`: follows the authorization URL to the callback URL. */
-  readonly open = async (authorizationUrl: URL): Promise<string> => {
-    const visit: Visit = { login: false, consent: false, consentPage: "" };
-    this.visits.push(visit);
-    let url = authorizationUrl.href;
-    for (let step = 0; step < 8; step++) {
-      if (url.startsWith(REDIRECT_URI)) return url;
-      const response = await this.request(url);
-      if (response.status === 303 || response.status === 302) {
-        url = new URL(response.headers.get("location")!, url).href;
-        continue;
-      }
-      const html = await response.text();
-      if (response.status !== 200) throw new Error(`the authorization server answered ${response.status}`);
-      const fields = FormUserAgent.hiddenFields(html);
-      const action = new URL(url);
-      let answer: Response;
-      if (action.pathname.endsWith("/login")) {
-        visit.login = true;
-        answer = await this.post(new URL("/login", url).href, {
-          ...fields,
-          username: this.username,
-          password: this.password,
-        });
-      } else if (action.pathname.endsWith("/consent")) {
-        visit.consent = true;
-        visit.consentPage = html;
-        answer = await this.post(new URL("/consent", url).href, { ...fields, decision: "approve" });
-      } else {
-        throw new Error(`unexpected page ${action.pathname}`);
-      }
-      if (answer.status !== 303) throw new Error(`form submission answered ${answer.status}`);
-      url = new URL(answer.headers.get("location")!, url).href;
-    }
-    throw new Error("too many steps before the callback");
-  };
-}
+    const metadata = (await (await fetch(metadataUrl)).json()) as Record<string, unknown>;
+    expect(metadata.resource).toBe(resource);
+    expect(metadata.authorization_servers).toEqual([asHttp.url]);
+  });
 
-/** Records every exchange the MCP client's authorized fetch makes (to see the 401/403 on the wire). */
-function recordingFetch(log: { method: string; url: string; status: number; challenge: string | null }[]) {
-  return async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
-    const request = new Request(input, init);
-    const response = await fetch(request);
-    log.push({
-      method: request.method,
-      url: request.url,
-      status: response.status,
-      challenge: response.headers.get("www-authenticate"),
+  it("the client logs in with notes:read, lists, then steps up to notes:write for notes.add", async () => {
+    const agent = new FormUserAgent("alice", PASSWORD);
+    const client = start(commandRunning(commands, "examples/mcp/client.ts"), urls, {
+      REVISION: revision,
+      // No browser to open: the client prints the URL, which the automated user agent follows.
+      BROWSER: "/nonexistent/browser",
     });
-    return response;
-  };
-}
-
-const REVISIONS = ["2025-11-25", "2026-07-28"] as const;
-
-describe.each(REVISIONS)(
-  "examples/mcp: MCP server and client protected by Gatehouse (revision %s)",
-  (revision) => {
-    let as: AuthorizationServer;
-    let asHttp: ListeningServer;
-    let mcpHttp: ListeningServer;
-    let resource: string;
-    let serverModule: ServerModule;
-    let clientModule: ClientModule;
-
-    beforeAll(async () => {
-      serverModule = await importExample<ServerModule>("examples/mcp/server.ts");
-      clientModule = await importExample<ClientModule>("examples/mcp/client.ts");
-
-      // Both servers first listen (port 0) and get their handlers once their URLs are known.
-      let asHandler: ((request: Request) => Promise<Response>) | undefined;
-      let mcpHandler: ((request: Request) => Promise<Response>) | undefined;
-      asHttp = await listen((request) => asHandler!(request));
-      mcpHttp = await listen((request) => mcpHandler!(request));
-      resource = `${mcpHttp.url}/mcp`;
-
-      const store = createMemoryStore();
-      as = await createAuthorizationServer({
-        issuer: asHttp.url,
-        allowInsecureLoopback: true,
-        store,
-        resources: [{ uri: resource, name: "Notes (MCP example)", scopes: ["notes:read", "notes:write"] }],
-        scopeDescriptions: { "notes:read": "Read your notes", "notes:write": "Add notes" },
-        maintenanceIntervalMs: 0,
-        logger: silentLogger,
-        revision,
-      });
-      asHandler = as.fetch;
-      await store.createUser({
-        id: "u-alice",
-        username: "alice",
-        passwordHash: await hashPassword(PASSWORD),
-        isAdmin: false,
-        createdAt: Date.now(),
-      });
-
-      const jwksUri = await serverModule.discoverJwksUri(asHttp.url);
-      const mcp = serverModule.createNotesMcpServer({ resource, issuer: asHttp.url, jwksUri, revision });
-      mcpHandler = mcp.fetch;
-    });
-
-    afterAll(async () => {
-      await as?.close();
-      await mcpHttp?.close();
-      await asHttp?.close();
-    });
-
-    function connect(
-      agent: FormUserAgent,
-      exchanges: Parameters<typeof recordingFetch>[0],
-      events: AuthEvent[],
-    ): Promise<Client> {
-      const options: CreateAuthFetchOptions = {
-        fetch: recordingFetch(exchanges),
-        revision,
-        redirectUri: REDIRECT_URI,
-        userAgent: agent.open,
-        onEvent: (event) => events.push(event),
-      };
-      return clientModule.connectNotesClient(new URL(resource), options);
-    }
-
-    it("the endpoint refuses an anonymous MCP request with a 401 pointing at its metadata", async () => {
-      const response = await fetch(resource, {
-        method: "POST",
-        headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
-        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "notes.add" } }),
-      });
-      expect(response.status).toBe(401);
-      const [challenge] = parseWWWAuthenticate(response.headers.get("www-authenticate") ?? "");
-      expect(challenge?.params.error).toBeUndefined();
-      expect(challenge?.params.resource_metadata).toBe(
-        `${mcpHttp.url}/.well-known/oauth-protected-resource/mcp`,
-      );
-      // The scopes of the tool named in the body are announced before any token exists.
-      expect(challenge?.params.scope?.split(" ").sort()).toEqual(["notes:read", "notes:write"]);
-
-      const metadata = (await (await fetch(challenge!.params.resource_metadata!)).json()) as Record<
-        string,
-        unknown
-      >;
-      expect(metadata.resource).toBe(resource);
-      expect(metadata.authorization_servers).toEqual([asHttp.url]);
-    });
-
-    it("log in with notes:read, list tools and notes, then step up to notes:write for notes.add", async () => {
-      const agent = new FormUserAgent("alice", PASSWORD);
-      const exchanges: Parameters<typeof recordingFetch>[0] = [];
-      const events: AuthEvent[] = [];
-      const client = await connect(agent, exchanges, events);
-      try {
-        // The first authorization: login page, then consent for notes:read only.
-        expect(agent.visits).toHaveLength(1);
-        expect(agent.visits[0]).toMatchObject({ login: true, consent: true });
-        expect(agent.visits[0]!.consentPage).toContain("Read your notes");
-        expect(agent.visits[0]!.consentPage).not.toContain("Add notes");
-        const first = events.find((e) => e.type === "authorized");
-        expect(first?.type === "authorized" && first.scope?.split(" ")).toContain("notes:read");
-        expect(first?.type === "authorized" && first.scope?.split(" ")).not.toContain("notes:write");
-
-        const { tools } = await client.listTools();
-        expect(tools.map((t) => t.name).sort()).toEqual(["notes.add", "notes.list"]);
-        expect(clientModule.resultText(await client.callTool({ name: "notes.list" }))).toBe("[]");
-
-        const before = exchanges.length;
-        const added = await client.callTool({ name: "notes.add", arguments: { text: "buy milk" } });
-        expect(added.isError).toBeFalsy();
-        expect(clientModule.resultText(added)).toBe("added note 1");
-
-        // On the wire: the read-only token got a 403 insufficient_scope naming notes:write ...
-        const refused = exchanges.slice(before).find((x) => x.url === resource && x.status === 403);
-        expect(refused).toBeDefined();
-        const [challenge] = parseWWWAuthenticate(refused!.challenge ?? "");
-        expect(challenge?.params.error).toBe("insufficient_scope");
-        expect(challenge?.params.scope?.split(" ")).toContain("notes:write");
-        expect(challenge?.params.resource_metadata).toBe(
-          `${mcpHttp.url}/.well-known/oauth-protected-resource/mcp`,
+    const delivered: Promise<void>[] = [];
+    const seen = new Set<string>();
+    const onStderr = () => {
+      for (const [, url] of client.stderr.matchAll(/Open this URL in a browser to authorize:\n\s+(\S+)/g)) {
+        if (!url || seen.has(url)) continue;
+        seen.add(url);
+        delivered.push(
+          (async () => {
+            const callback = await agent.open(new URL(url));
+            // The redirect reaches the client's one-shot loopback listener, as a browser's would.
+            const answer = await fetch(callback);
+            expect(answer.status).toBe(200);
+          })(),
         );
-        // ... which started a step-up: the signed-in browser skipped the login and saw consent for
-        // the new scope; the retried request succeeded.
-        const stepUp = events.find((e) => e.type === "authorization_started" && e.stepUp);
-        expect(stepUp?.type === "authorization_started" && stepUp.scope?.split(" ")).toContain("notes:write");
-        expect(agent.visits).toHaveLength(2);
-        expect(agent.visits[1]).toMatchObject({ login: false, consent: true });
-        expect(agent.visits[1]!.consentPage).toContain("Add notes");
-        const last = exchanges.filter((x) => x.url === resource).at(-1);
-        expect(last?.status).toBe(200);
-
-        expect(clientModule.resultText(await client.callTool({ name: "notes.list" }))).toBe('["buy milk"]');
-      } finally {
-        await client.close();
       }
-    });
+    };
+    client.child.stderr!.on("data", onStderr);
+    const code = await client.exited;
+    await Promise.all(delivered);
+    const transcript = `${client.stdout}\n${client.stderr}`;
+    expect(code, transcript).toBe(0);
 
-    it("a token that does not verify is refused with 401 invalid_token before any tool runs", async () => {
-      const response = await fetch(resource, {
-        method: "POST",
-        headers: {
-          authorization: "Bearer eyJhbGciOiJFUzI1NiJ9.eyJhdWQiOiJodHRwczovL290aGVyIn0.c2ln",
-          "content-type": "application/json",
-          accept: "application/json, text/event-stream",
-        },
-        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+    expect(client.stdout.split("\n").filter(Boolean)).toEqual([
+      `protocol: ${revision}`,
+      "tools: notes.list, notes.add",
+      "notes.list → []",
+      "notes.add → added note 1",
+      'notes.list → ["buy milk"]',
+    ]);
+    // The first authorization: login page, then consent for notes:read only.
+    expect(agent.visits).toHaveLength(2);
+    expect(agent.visits[0]).toMatchObject({ login: true, consent: true });
+    expect(agent.visits[0]!.consentPage).toContain("Read your notes");
+    expect(agent.visits[0]!.consentPage).not.toContain("Add notes");
+    // notes.add got 403 insufficient_scope naming notes:write: a step-up, in the signed-in
+    // browser (no login page), consent for the new scope, and the call retried.
+    expect(agent.visits[1]).toMatchObject({ login: false, consent: true });
+    expect(agent.visits[1]!.consentPage).toContain("Add notes");
+    const auth = client.stderr.split("\n").filter((line) => line.startsWith("[auth] "));
+    const scopesOf = (pattern: RegExp) =>
+      auth.flatMap((line) => {
+        const m = pattern.exec(line);
+        return m ? [m[1]!.split(" ")] : [];
       });
-      expect(response.status).toBe(401);
-      const [challenge] = parseWWWAuthenticate(response.headers.get("www-authenticate") ?? "");
-      expect(challenge?.params.error).toBe("invalid_token");
+    const authorized = scopesOf(/^\[auth\] authorized with scope "([^"]*)"$/);
+    expect(authorized).toHaveLength(2);
+    expect(authorized[0]).toContain("notes:read");
+    expect(authorized[0]).not.toContain("notes:write");
+    expect(authorized[1]).toContain("notes:write");
+    const stepUps = scopesOf(/^\[auth\] step-up started for scope "([^"]*)"$/);
+    expect(stepUps).toHaveLength(1);
+    expect(stepUps[0]).toContain("notes:write");
+  }, 60_000);
+
+  it("a token that does not verify is refused with 401 invalid_token before any tool runs", async () => {
+    const response = await fetch(resource, {
+      method: "POST",
+      headers: {
+        authorization: "Bearer eyJhbGciOiJFUzI1NiJ9.eyJhdWQiOiJodHRwczovL290aGVyIn0.c2ln",
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+      },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
     });
-  },
-);
+    expect(response.status).toBe(401);
+    const [challenge] = parseWWWAuthenticate(response.headers.get("www-authenticate") ?? "");
+    expect(challenge?.params.error).toBe("invalid_token");
+  });
+});
 
 describe("examples/mcp: the scopes a request needs", () => {
   let requiredScopes: ServerModule["requiredScopes"];

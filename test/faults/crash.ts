@@ -1,6 +1,6 @@
 /**
  * The crash suite (issue 5 "Faults and durability"): a `gatehouse serve` process armed with
- * `GATEHOUSE_TEST_FAULT` (src/testing/fault-injection.ts) SIGKILLs itself at a chosen point of
+ * `GATEHOUSE_TEST_FAULT` (test/faults/fault-injection.ts) SIGKILLs itself at a chosen point of
  * `/token`; a fresh process on the same database then finds a consistent state: all-old (the code or
  * refresh token still works, nothing of the new state exists) or all-new (the new state exists, and
  * the client's retry revokes it, so no undelivered token stays usable).

@@ -1,10 +1,12 @@
 /**
- * The test-only crash switch (src/testing/fault-injection.ts) is inert unless armed and refuses a
+ * The test-only crash switch (test/faults/fault-injection.ts) is inert unless armed and refuses a
  * name it does not know, so a typo can never make a crash test pass by testing nothing.
  */
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
-import { FAULT_POINTS, withFaultInjection } from "../../src/testing/fault-injection.js";
+import { FAULT_POINTS, withFaultInjection } from "./fault-injection.js";
 
 describe("withFaultInjection", () => {
   it("returns the very same store when no point is armed", () => {
@@ -37,5 +39,15 @@ describe("withFaultInjection", () => {
       accessToken: { jti: "j", createdAt: 1, expiresAt: 2 },
     });
     expect(result.status).toBe("not_found");
+  });
+
+  it("the shipped code knows nothing of the crash switch (it lives under test/ only)", () => {
+    const src = join(import.meta.dirname, "../../src");
+    const mentions = readdirSync(src, { recursive: true, encoding: "utf8" })
+      .filter((file) => file.endsWith(".ts"))
+      .filter((file) =>
+        /GATEHOUSE_TEST_FAULT|withFaultInjection/.test(readFileSync(join(src, file), "utf8")),
+      );
+    expect(mentions).toEqual([]);
   });
 });

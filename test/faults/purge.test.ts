@@ -101,7 +101,8 @@ describe.each(Object.keys(backends))("purge on %s", (name) => {
     // A live grant (refreshed along the way), a grant left idle, a code never redeemed, a registration never used.
     const live = await obtainCode(flow());
     let liveRefresh = (await tokenSet(await redeemCode(http.url, flow(), live))).refresh_token!;
-    const idle = await obtainCode({ ...flow(), browser: live.browser });
+    // Its own sign-in: a grant of the live one's sign-in covering its scopes would supersede it.
+    const idle = await obtainCode(flow());
     const idleRefresh = (await tokenSet(await redeemCode(http.url, flow(), idle))).refresh_token!;
     const unredeemed = await obtainCode({ ...flow(), browser: live.browser });
     const registered = await fetch(`${http.url}/register`, {

@@ -10,11 +10,14 @@ import { REPO_ROOT } from "../examples/package-source.js";
 
 const PAGE = readFileSync(join(REPO_ROOT, "docs", "security.md"), "utf8");
 
+/** Test sources: the suite, and the storage contract suite published from src/storage/testing. */
 function testSources(): string {
-  const dir = join(REPO_ROOT, "test");
-  return readdirSync(dir, { recursive: true, encoding: "utf8" })
-    .filter((f) => f.endsWith(".ts"))
-    .map((f) => readFileSync(join(dir, f), "utf8"))
+  return [join(REPO_ROOT, "test"), join(REPO_ROOT, "src", "storage", "testing")]
+    .flatMap((dir) =>
+      readdirSync(dir, { recursive: true, encoding: "utf8" })
+        .filter((f) => f.endsWith(".ts"))
+        .map((f) => readFileSync(join(dir, f), "utf8")),
+    )
     .join("\n");
 }
 

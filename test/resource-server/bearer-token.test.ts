@@ -1,6 +1,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { extractBearerToken } from "../../src/resource-server/index.js";
+import {
+  extractBearerToken as extractFromHead,
+  headOfRequest,
+} from "../../src/resource-server/bearer-token.js";
 import { OAuthError } from "../../src/shared/errors.js";
 
 const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/".split("");
@@ -14,6 +17,9 @@ const caseOf = (word: string) =>
 
 const request = (authorization?: string, url = "https://r.example/x") =>
   new Request(url, authorization === undefined ? {} : { headers: { authorization } });
+
+/** The extraction on a web Request's head, always as a promise (so a refusal is a rejection). */
+const extractBearerToken = async (request: Request) => extractFromHead(headOfRequest(request));
 
 describe("extractBearerToken (RFC 6750 §2.1)", () => {
   it("returns the token for 'Bearer <b64token>' in any letter case", async () => {

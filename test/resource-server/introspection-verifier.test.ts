@@ -66,6 +66,12 @@ describe("introspectionVerifier (RFC 7662)", () => {
       issuer: ISS,
     });
     expect(calls[0]!.body.get("token_type_hint")).toBe("access_token");
+    expect(auth.tokenId).toBeUndefined();
+  });
+
+  it("exposes the response's jti as tokenId (RFC 7662 §2.2)", async () => {
+    answers.t2 = { body: { active: true, jti: "at-123", aud: AUD, iss: ISS, exp: now() + 60 } };
+    expect((await verifier().verify("t2")).tokenId).toBe("at-123");
   });
 
   it.each([

@@ -45,6 +45,17 @@ describe("jwtVerifier (RFC 9068)", () => {
     expect(JSON.stringify(auth)).not.toContain(token);
   });
 
+  it("exposes the token's jti as tokenId (RFC 9068 §2.2, RFC 7519 §4.1.7), only when it is a string", async () => {
+    const v = jwtVerifier({ issuer: issuer.issuer, audience: AUD, jwksUri: issuer.jwksUri });
+    expect((await v.verify(await issuer.sign({ aud: AUD, jti: "grant-7.tok-1" }))).tokenId).toBe(
+      "grant-7.tok-1",
+    );
+    expect((await v.verify(await issuer.sign({ aud: AUD, jti: undefined }))).tokenId).toBeUndefined();
+    expect(
+      (await v.verify(await issuer.sign({ aud: AUD, jti: 42 as unknown as string }))).tokenId,
+    ).toBeUndefined();
+  });
+
   it("rule: typ must be at+jwt (RFC 9068 §4)", async () => {
     const v = jwtVerifier({ issuer: issuer.issuer, audience: AUD, jwksUri: issuer.jwksUri });
     await rejects(v.verify(await issuer.sign({ aud: AUD }, { typ: "JWT" })));

@@ -1,4 +1,6 @@
-import { createMemoryStore } from "../../src/storage/memory/index.js";
-import { runStoreContract } from "./contract.js";
+/** The storage contract suite (`gatehouse/storage/testing`) against the in-memory store. */
 
-runStoreContract("memory", async () => createMemoryStore());
+import { createMemoryStore } from "../../src/storage/memory/index.js";
+import { runStorageContract } from "../../src/storage/testing/index.js";
+
+runStorageContract({ name: "memory", create: async () => createMemoryStore() });

@@ -4,7 +4,7 @@ import { dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { openStore, StorageUnavailableError, sqlitePathFor } from "../../src/storage/index.js";
-import { code, T0, tokens } from "./fixtures.js";
+import { code, T0, tokens } from "../../src/storage/testing/fixtures.js";
 import { POSTGRES_URL, requirePostgres, schemaNamer } from "./postgres-support.js";
 
 const root = mkdtempSync(join(tmpdir(), "gatehouse-open-"));

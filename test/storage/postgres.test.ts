@@ -1,6 +1,8 @@
+/** The storage contract suite (`gatehouse/storage/testing`) against PostgreSQL, one schema per test. */
+
 import type { AuthorizationStore } from "../../src/storage/contract.js";
 import { createPostgresStore } from "../../src/storage/postgres/index.js";
-import { runStoreContract } from "./contract.js";
+import { runStorageContract } from "../../src/storage/testing/index.js";
 import { POSTGRES_URL, requirePostgres, schemaNamer } from "./postgres-support.js";
 
 const schemas = schemaNamer("gh_contract");
@@ -13,14 +15,14 @@ function open(schema: string): AuthorizationStore {
   return store;
 }
 
-runStoreContract(
-  "postgres",
-  async () => {
+runStorageContract({
+  name: "postgres",
+  async create() {
     reachable ??= requirePostgres();
     await reachable;
     return open(schemas.next());
   },
-  () => schemas.dropSchemas(),
+  cleanup: () => schemas.dropSchemas(),
   // Other pools on the same schema, as other server instances would be.
-  { openPeer: async (store) => open(schemaOf.get(store)!) },
-);
+  openPeer: async (store) => open(schemaOf.get(store)!),
+});

@@ -30,6 +30,8 @@ export const REDIRECT_URI = "http://127.0.0.1:9002/callback";
 export const PASSWORD = "correct horse battery staple";
 
 const MAIN = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
+/** `gatehouse serve` with the test-only crash switch (test/faults/serve-with-fault.mjs). */
+const SERVE_WITH_FAULT = fileURLToPath(new URL("../faults/serve-with-fault.mjs", import.meta.url));
 
 export type Database = { kind: "sqlite"; dataDir: string } | { kind: "postgres"; url: string };
 
@@ -47,7 +49,10 @@ export interface Instance {
 
 export interface StartOptions {
   database: Database;
-  /** Arms `GATEHOUSE_TEST_FAULT` (src/testing/fault-injection.ts) in this process. */
+  /**
+   * Arms `GATEHOUSE_TEST_FAULT` (test/faults/fault-injection.ts) in this process, which then runs
+   * the serve command through test/faults/serve-with-fault.mjs instead of the CLI's entry point.
+   */
   fault?: string;
   /** Behind a proxy: `X-Forwarded-For` names the client (the bench varies it per browser). */
   trustProxy?: boolean;
@@ -81,8 +86,7 @@ export async function startInstance(options: StartOptions): Promise<Instance> {
     );
   }
   const args = [
-    MAIN,
-    "serve",
+    ...(options.fault ? [SERVE_WITH_FAULT] : [MAIN, "serve"]),
     "--insecure-loopback",
     "--host",
     "127.0.0.1",

@@ -1,8 +1,9 @@
 /**
  * A real third-party authorization server for the client's tests: oidc-provider 9 on loopback,
  * with resource indicators (JWT access tokens whose `aud` is our resource), PKCE required, open
- * dynamic registration and rotating refresh tokens; plus a small resource server that publishes
- * protected resource metadata naming it and validates its tokens with jose.
+ * dynamic registration and rotating refresh tokens under its default refresh policy; plus a small
+ * resource server that publishes protected resource metadata naming it and validates its tokens
+ * with jose.
  *
  * Deviation from production: the issuer is `http://127.0.0.1:<port>`. oidc-provider accepts an
  * http issuer (it only warns), and the client permits http on loopback hosts only, so no TLS is
@@ -130,12 +131,9 @@ export async function startOidcProvider(options: OidcProviderOptions = {}): Prom
       },
     },
     pkce: { required: () => true },
-    // oidc-provider's default follows OpenID Connect Core §11: `offline_access` counts only with
-    // `prompt=consent`, which the MCP spec does not ask clients to send (it says only that they MAY
-    // request offline_access). This server issues refresh tokens to any client registered for the
-    // refresh_token grant instead, which is the server's choice to make.
-    issueRefreshToken: (_ctx: unknown, client: { grantTypeAllowed(grant: string): boolean }) =>
-      client.grantTypeAllowed("refresh_token"),
+    // No `issueRefreshToken` override: oidc-provider's default follows OpenID Connect Core §11
+    // (a refresh token only for `offline_access`, which counts only with `prompt=consent`), so the
+    // tests see what a client gets from a provider left at its defaults.
     rotateRefreshToken: true,
     findAccount: (_ctx: unknown, id: string) => ({ accountId: id, claims: () => ({ sub: id }) }),
   });

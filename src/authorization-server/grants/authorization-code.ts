@@ -1,9 +1,12 @@
+/**
+ * `grant_type=authorization_code` (OAuth 2.1 §4.1.3): the code is redeemed once, by the client it
+ * was issued to, with the PKCE verifier (RFC 7636 §4.6), redirect URI and resource it was bound to.
+ */
 import { randomToken, sha256Base64url, timingSafeEqualString } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
 import { formatScope } from "../../shared/scopes.js";
 import type { AuthorizationCodeRecord, ClientRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../context.js";
-import { OFFLINE_ACCESS } from "../resolve-options.js";
+import type { ServerContext } from "../config/context.js";
 import {
   accessTokenScopes,
   matchResource,
@@ -12,21 +15,18 @@ import {
   signAccessToken,
   tokenResponse,
 } from "./common.js";
+import { grantLifetimes } from "./refresh-policy.js";
+import { retireSupersededGrants } from "./superseded-grants.js";
 
 /** RFC 7636 §4.1: code_verifier = 43*128 unreserved characters. */
 const CODE_VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/;
 
 /** Whether `redirect_uri` in the token request matches the one the code was issued for (OAuth 2.1 §4.1.3). */
-function redirectUriMatches(
-  client: ClientRecord,
-  code: AuthorizationCodeRecord,
-  sent: string | undefined,
-): boolean {
+function redirectUriMatches(code: AuthorizationCodeRecord, sent: string | undefined): boolean {
   // Exact string comparison (spec "Redirect URIs": exact match; DESIGN.md principle 4).
   if (sent !== undefined) return sent === code.redirectUri;
-  // OAuth 2.1 §4.1.3: redirect_uri may be left out only when the authorization request left it out,
-  // which is possible only for a client with exactly one registered redirect URI.
-  return client.redirectUris.length === 1 && client.redirectUris[0] === code.redirectUri;
+  // OAuth 2.1 §4.1.3 (RFC 6749 §4.1.3): required if the authorization request included it.
+  return !code.redirectUriSent;
 }
 
 /**
@@ -42,7 +42,7 @@ export function codeCheck(
     const invalid = (detail: string) =>
       new OAuthError("invalid_grant", { description: "authorization code is invalid", detail });
     if (code.clientId !== client.clientId) return invalid("code was issued to another client");
-    if (!redirectUriMatches(client, code, form.redirectUri)) return invalid("redirect_uri does not match");
+    if (!redirectUriMatches(code, form.redirectUri)) return invalid("redirect_uri does not match");
     if (code.codeChallengeMethod !== "S256") return invalid("unsupported code challenge method");
     // RFC 7636 §4.6: BASE64URL(SHA256(ASCII(code_verifier))) == code_challenge, compared in constant time.
     if (!timingSafeEqualString(sha256Base64url(form.codeVerifier), code.codeChallenge)) {
@@ -81,24 +81,27 @@ export async function authorizationCodeGrant(
 
   const now = ctx.now();
   const access = newAccessToken(ctx);
-  const wantsRefresh = ctx.options.refresh.enabled && client.grantTypes.includes("refresh_token");
-  const refreshToken = wantsRefresh ? randomToken() : undefined;
+  // Drawn before the transaction; written only when the code allows refresh (refresh-policy.ts).
+  const refreshToken = ctx.options.refresh.enabled ? randomToken() : undefined;
   const result = await ctx.store.redeemAuthorizationCode(
     sha256Base64url(code),
     now,
     codeCheck(client, { redirectUri, codeVerifier, resource }),
-    {
-      accessToken: access,
-      ...(refreshToken === undefined
-        ? {}
-        : {
-            refreshToken: {
-              tokenHash: sha256Base64url(refreshToken),
-              createdAt: now,
-              expiresAt: now + ctx.options.refresh.idleTtlSeconds * 1000,
-            },
-          }),
-      grantExpiresAt: now + ctx.options.refresh.absoluteTtlSeconds * 1000,
+    (redeemed) => {
+      const { idleMs, absoluteMs } = grantLifetimes(ctx, redeemed.scopes);
+      return {
+        accessToken: access,
+        ...(refreshToken === undefined
+          ? {}
+          : {
+              refreshToken: {
+                tokenHash: sha256Base64url(refreshToken),
+                createdAt: now,
+                expiresAt: now + Math.min(idleMs, absoluteMs),
+              },
+            }),
+        grantExpiresAt: now + absoluteMs,
+      };
     },
   );
   switch (result.status) {
@@ -107,7 +110,7 @@ export async function authorizationCodeGrant(
     case "refused":
       throw result.error;
     case "replayed":
-      ctx.log.warn("authorization_code_replayed", { client_id: client.clientId });
+      ctx.audit?.({ type: "authorization_code_replayed", client_id: client.clientId });
       throw new OAuthError("invalid_grant", {
         description: "authorization code is invalid",
         detail: "code replayed",
@@ -131,11 +134,13 @@ export async function authorizationCodeGrant(
     resource: grant.resource,
     scopes: grant.scopes,
   });
-  ctx.log.info("token_issued", {
+  ctx.audit?.({
+    type: "grant_issued",
     grant_type: "authorization_code",
     client_id: client.clientId,
     grant_id: grant.grantId,
   });
+  await retireSupersededGrants(ctx, grant);
   const issuedRefresh = result.refreshIssued && refreshToken !== undefined;
   return tokenResponse({
     access_token: accessToken,
@@ -144,5 +149,3 @@ export async function authorizationCodeGrant(
     ...(issuedRefresh ? { refresh_token: refreshToken } : {}),
   });
 }
-
-export { OFFLINE_ACCESS };

@@ -1,9 +1,12 @@
+/**
+ * `grant_type=client_credentials` (OAuth 2.1 §4.2): a confidential client acting for itself.
+ */
 import { randomToken } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
 import { formatScope, parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../context.js";
-import { OFFLINE_ACCESS } from "../resolve-options.js";
+import type { ServerContext } from "../config/context.js";
+import { OFFLINE_ACCESS } from "../config/resolve-options.js";
 import {
   matchResource,
   newAccessToken,
@@ -64,7 +67,8 @@ export async function clientCredentialsGrant(
     resource,
     scopes,
   });
-  ctx.log.info("token_issued", {
+  ctx.audit?.({
+    type: "grant_issued",
     grant_type: "client_credentials",
     client_id: client.clientId,
     grant_id: grantId,

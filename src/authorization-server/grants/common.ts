@@ -1,10 +1,14 @@
+/**
+ * What the grants share: the `resource` parameter (RFC 8707 §2), requested scopes (RFC 6749 §3.3),
+ * new access tokens (RFC 9068) and the token response (RFC 6749 §5.1).
+ */
 import { randomToken } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
 import { jsonResponse, NO_STORE } from "../../shared/http.js";
 import { canonicalResourceUri } from "../../shared/resource-uri.js";
 import { formatScope, parseScope } from "../../shared/scopes.js";
-import type { ServerContext } from "../context.js";
-import { OFFLINE_ACCESS } from "../resolve-options.js";
+import type { ServerContext } from "../config/context.js";
+import { OFFLINE_ACCESS } from "../config/resolve-options.js";
 
 /**
  * The served resource a `resource` parameter names (RFC 8707 §2), as its configured canonical URI.

@@ -1,8 +1,12 @@
+/**
+ * `grant_type=refresh_token` (OAuth 2.1 §4.3): the checks a refresh token must pass and its
+ * rotation on every use (§4.3.1); reuse detection is the store's `rotateRefreshToken`.
+ */
 import { randomToken, sha256Base64url } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
 import { formatScope } from "../../shared/scopes.js";
 import type { ClientRecord, GrantRecord, RefreshTokenRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../context.js";
+import type { ServerContext } from "../config/context.js";
 import {
   matchResource,
   newAccessToken,
@@ -11,12 +15,14 @@ import {
   signAccessToken,
   tokenResponse,
 } from "./common.js";
+import { grantLifetimes, stepUpRefusal } from "./refresh-policy.js";
 
 /**
  * The checks a refresh token must pass (run by the store on the live token, inside the rotation):
  * same client (OAuth 2.1 §4.3.1 "bound to the client"), a scope no wider than granted (RFC 6749
  * §6; narrower is allowed, also through the scope hierarchy), the same resource (RFC 8707 §2),
- * grant still within its absolute lifetime. A refusal leaves the old token usable.
+ * grant still within its absolute lifetime, and no step-up just asked for by a co-hosted resource
+ * ({@link stepUpRefusal}). A refusal leaves the old token usable.
  */
 export function refreshCheck(
   ctx: ServerContext,
@@ -34,6 +40,8 @@ export function refreshCheck(
       return invalid("refresh token belongs to another client");
     }
     if (grant.expiresAt <= now) return invalid("grant reached its absolute lifetime");
+    const stepUp = stepUpRefusal(token, grant, now);
+    if (stepUp) return { error: stepUp };
     if (resource !== undefined && resource !== grant.resource) {
       return { error: new OAuthError("invalid_target", { description: "resource differs from the grant" }) };
     }
@@ -62,6 +70,8 @@ export async function refreshTokenGrant(
   const resourceParam = form.get("resource");
   const resource = resourceParam === undefined ? undefined : matchResource(ctx, resourceParam);
 
+  // A step-up mark still being written in this process must be seen (refresh-policy.ts).
+  if (ctx.pendingStepUps?.size) await Promise.all(ctx.pendingStepUps);
   const now = ctx.now();
   const access = newAccessToken(ctx);
   const next = randomToken();
@@ -69,14 +79,16 @@ export async function refreshTokenGrant(
     sha256Base64url(presented),
     now,
     refreshCheck(ctx, client, scope, resource, now),
-    {
+    // The successor keeps the idle lifetime of its grant's kind (refresh-policy.ts) and never
+    // outlives the grant.
+    (_token, grant) => ({
       accessToken: access,
       refreshToken: {
         tokenHash: sha256Base64url(next),
         createdAt: now,
-        expiresAt: now + ctx.options.refresh.idleTtlSeconds * 1000,
+        expiresAt: Math.min(now + grantLifetimes(ctx, grant.scopes).idleMs, grant.expiresAt),
       },
-    },
+    }),
     ctx.options.refresh.reuseGraceSeconds * 1000,
   );
   switch (result.status) {
@@ -85,7 +97,7 @@ export async function refreshTokenGrant(
     case "refused":
       throw result.error;
     case "reused":
-      ctx.log.warn("refresh_token_reused", { client_id: client.clientId });
+      ctx.audit?.({ type: "refresh_token_reused", client_id: client.clientId });
       throw new OAuthError("invalid_grant", {
         description: "refresh token is invalid",
         detail: "rotated token reused",
@@ -103,11 +115,7 @@ export async function refreshTokenGrant(
     resource: grant.resource,
     scopes,
   });
-  ctx.log.info("token_issued", {
-    grant_type: "refresh_token",
-    client_id: client.clientId,
-    grant_id: grant.grantId,
-  });
+  ctx.audit?.({ type: "grant_refreshed", client_id: client.clientId, grant_id: grant.grantId });
   return tokenResponse({
     access_token: accessToken,
     expires_in: ctx.options.accessTokenTtlSeconds,

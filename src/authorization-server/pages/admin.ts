@@ -1,3 +1,6 @@
+/**
+ * The admin page (`/admin`): clients, users, grants and consents, with revoke and delete buttons.
+ */
 import type {
   ClientRecord,
   ClientSource,
@@ -5,9 +8,10 @@ import type {
   GrantRecord,
   UserRecord,
 } from "../../storage/contract.js";
-import type { Endpoint, ServerContext } from "../context.js";
+import { AUDIT_EVENTS_PER_CLIENT, type AuditEvent } from "../audit.js";
+import type { Endpoint, ServerContext } from "../config/context.js";
+import { ENDPOINT_PATHS } from "../endpoints/paths.js";
 import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
-import { ENDPOINT_PATHS } from "../paths.js";
 import { csrfFailurePage } from "./bound-interaction.js";
 import { errorPage } from "./error-page.js";
 import { readPageForm } from "./form.js";
@@ -68,7 +72,7 @@ async function requireAdmin(request: Request, ctx: ServerContext): Promise<Curre
     const body = html`<h1>Administrators only</h1>
 <p class="error" data-testid="error-message">You are signed in as <strong>${session.user.username}</strong>,
 which is not an administrator account.</p>
-<p><a href="${issuerPath(ctx, ENDPOINT_PATHS.logout)}">Your account</a> (sign out there to sign in as someone else).</p>`;
+<p><a href="${issuerPath(ctx, ENDPOINT_PATHS.account)}">Your account</a> (sign out there to sign in as someone else).</p>`;
     return htmlResponse(page("Administrators only", body), { status: 403 });
   }
   return session;
@@ -81,10 +85,10 @@ const SOURCE_LABELS: Record<ClientSource, string> = {
 };
 
 /** `2026-01-02 03:04 UTC`, in a `<time>` element (server-rendered: no script on the page). */
-function when(ms: number | undefined): SafeHtml | string {
+function when(ms: number | undefined, precision: { seconds?: boolean } = {}): SafeHtml | string {
   if (ms === undefined || !Number.isFinite(ms)) return "—";
   const iso = new Date(ms).toISOString();
-  return html`<time datetime="${iso}">${iso.slice(0, 16).replace("T", " ")} UTC</time>`;
+  return html`<time datetime="${iso}">${iso.slice(0, precision.seconds ? 19 : 16).replace("T", " ")} UTC</time>`;
 }
 
 function hostOf(uri: string): string {
@@ -133,6 +137,46 @@ function heading(title: string, total: number, testId: string): SafeHtml {
   }</h2>`;
 }
 
+/** The fields of an audit event besides its type, time and client, as `name value` pairs. */
+function eventDetails(event: AuditEvent): SafeHtml {
+  const rest = Object.entries(event).filter(([k]) => k !== "type" && k !== "at" && k !== "client_id");
+  return rest.length
+    ? html`${rest.map(([k, v], i) => html`${i ? " · " : ""}${k} <code>${String(v)}</code>`)}`
+    : html`—`;
+}
+
+/**
+ * The audit events section: one client's recent events when the page was asked for them
+ * (`?client=`), else the newest of any kind. The trail is this instance's memory (audit.ts): after
+ * a restart, or on another instance, the JSON log has the rest.
+ */
+function eventsSection(
+  ctx: ServerContext,
+  clients: Map<string, ClientRecord>,
+  selected: string | undefined,
+): SafeHtml {
+  const trail = ctx.auditTrail;
+  const events = trail ? (selected === undefined ? trail.recent() : trail.forClient(selected)) : [];
+  const title =
+    selected === undefined
+      ? html`Recent events`
+      : html`Recent events of ${clientLabel(clients, selected)} <a href="${adminPath(ctx)}#events">(all clients)</a>`;
+  const rows = events.map(
+    (e) => html`<tr data-testid="event-row" data-event-type="${e.type}">
+<td class="nowrap">${when(e.at, { seconds: true })}</td><td class="nowrap"><code>${e.type}</code></td>
+<td>${"client_id" in e && e.client_id !== undefined ? clientLabel(clients, e.client_id) : "—"}</td>
+<td>${eventDetails(e)}</td></tr>`,
+  );
+  return html`<h2 id="events" data-testid="events-heading">${title}</h2>
+<p class="muted">Kept in this server process's memory (the newest ${AUDIT_EVENTS_PER_CLIENT} per client); the log has every event.</p>
+${
+  rows.length
+    ? html`<div class="table-scroll"><table data-testid="events"><thead><tr><th>Time</th><th>Event</th><th>Client</th><th>Details</th></tr></thead>
+<tbody>${rows}</tbody></table></div>`
+    : html`<p class="muted" data-testid="events-empty">No events yet.</p>`
+}`;
+}
+
 function newestFirst<T>(items: T[], time: (item: T) => number): T[] {
   return [...items].sort((a, b) => time(b) - time(a)).slice(0, ADMIN_MAX_ROWS);
 }
@@ -158,6 +202,7 @@ async function showAdmin(request: Request, ctx: ServerContext): Promise<Response
   const now = ctx.now();
   const done = new URL(request.url).searchParams.get("done");
   const notice = done !== null && Object.hasOwn(NOTICES, done) ? NOTICES[done as Notice] : undefined;
+  const selectedClient = new URL(request.url).searchParams.get("client") ?? undefined;
 
   const clientRows = newestFirst(clientList, (c) => c.createdAt).map(
     (c) => html`<tr data-testid="client-row" data-client-id="${c.clientId}">
@@ -166,6 +211,7 @@ async function showAdmin(request: Request, ctx: ServerContext): Promise<Response
 <td>${[...new Set(c.redirectUris.map(hostOf))].join(", ") || "—"}</td>
 <td class="nowrap">${when(c.createdAt)}</td>
 <td class="nowrap">${when(c.lastUsedAt)}</td>
+<td class="nowrap"><a data-testid="client-events-link" href="${issuerPath(ctx, ENDPOINT_PATHS.admin, { client: c.clientId })}#events">Events</a></td>
 <td>${actionForm(ctx, csrf, "delete-client", { client_id: c.clientId }, "Delete client")}</td></tr>`,
   );
   const userRows = [...userList]
@@ -212,12 +258,13 @@ async function showAdmin(request: Request, ctx: ServerContext): Promise<Response
 
   const body = html`<h1>Gatehouse administration</h1>
 <p class="muted">Signed in as <strong data-testid="username">${session.user.username}</strong> ·
-<a href="${issuerPath(ctx, ENDPOINT_PATHS.logout)}">your account and sign out</a> · issuer <code>${ctx.options.issuer}</code></p>
+<a href="${issuerPath(ctx, ENDPOINT_PATHS.account)}">your account and sign out</a> · issuer <code>${ctx.options.issuer}</code></p>
 ${notice ? html`<p class="notice" role="status" data-testid="notice">${notice}</p>` : ""}
 ${heading("Clients", clientList.length, "clients-heading")}
 <p class="muted">Deleting a client revokes its grants and consents. Clients from the server's configuration come back when it restarts;
 a metadata-document client is fetched again on its next request.</p>
-${table(["Client", "Source", "Redirect hosts", "Created", "Last used", ""], clientRows, "No clients.", "clients")}
+${table(["Client", "Source", "Redirect hosts", "Created", "Last used", "", ""], clientRows, "No clients.", "clients")}
+${eventsSection(ctx, clients, selectedClient)}
 ${heading("Grants", grantList.length, "grants-heading")}
 ${table(
   ["Client", "User", "Scopes", "Resource", "Created", "Expires", "Status", ""],
@@ -261,6 +308,7 @@ async function submitAdmin(request: Request, ctx: ServerContext): Promise<Respon
       // Revokes the grant with every refresh and access token of it (RFC 7009 §2.1 semantics).
       await ctx.store.revokeGrant(grantId, now);
       ctx.log.info("admin_grant_revoked", { admin_id: admin, client_id: grant.clientId, grant_id: grantId });
+      ctx.audit?.({ type: "grant_revoked", client_id: grant.clientId, grant_id: grantId, by: "admin" });
       return seeOther(adminPath(ctx, "grant-revoked"));
     }
     case "revoke-consent": {
@@ -272,6 +320,8 @@ async function submitAdmin(request: Request, ctx: ServerContext): Promise<Respon
       if (redirectUri === undefined) return missingField("redirect_uri");
       const removed = await ctx.store.revokeConsent(userId, clientId, redirectUri);
       ctx.log.info("admin_consent_revoked", { admin_id: admin, client_id: clientId, user_id: userId });
+      if (removed > 0)
+        ctx.audit?.({ type: "consent_revoked", client_id: clientId, user_id: userId, by: "admin" });
       return seeOther(adminPath(ctx, removed > 0 ? "consent-revoked" : "not-found"));
     }
     case "delete-client": {
@@ -287,6 +337,7 @@ async function submitAdmin(request: Request, ctx: ServerContext): Promise<Respon
       }
       const deleted = await ctx.store.deleteClient(clientId);
       ctx.log.info("admin_client_deleted", { admin_id: admin, client_id: clientId });
+      if (deleted) ctx.audit?.({ type: "client_deleted", client_id: clientId, by: "admin" });
       return seeOther(adminPath(ctx, deleted ? "client-deleted" : "not-found"));
     }
     default:

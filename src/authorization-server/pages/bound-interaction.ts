@@ -1,6 +1,10 @@
+/**
+ * An interaction (../interaction.ts) loaded together with the browser it is bound to, and the
+ * CSRF token of its forms.
+ */
 import { sha256Base64url, timingSafeEqualString } from "../../shared/crypto.js";
 import type { InteractionRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../context.js";
+import type { ServerContext } from "../config/context.js";
 import { bindingMatches, csrfMatches, csrfToken, isInteractionId } from "../interaction.js";
 import { readCookie } from "./cookies.js";
 import { errorPage } from "./error-page.js";

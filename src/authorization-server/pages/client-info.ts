@@ -1,5 +1,8 @@
+/**
+ * Who a client is, as the user sees it on the consent and error pages.
+ */
 import type { ClientRecord } from "../../storage/contract.js";
-import { isLocalhostOnly } from "../redirect-uri.js";
+import { isLocalhostOnly } from "../clients/redirect-uri.js";
 import { html, type SafeHtml } from "./html.js";
 
 /**
@@ -16,10 +19,10 @@ export interface ClientDisplay {
   localhostOnly: boolean;
 }
 
-function hostOf(uri: string | undefined): string | undefined {
+function hostOf(uri: string | undefined, part: "host" | "hostname" = "host"): string | undefined {
   if (!uri) return undefined;
   try {
-    const host = new URL(uri).host;
+    const host = new URL(uri)[part];
     return host === "" ? undefined : host;
   } catch {
     return undefined;
@@ -47,6 +50,8 @@ export function describeClient(client: ClientRecord): ClientDisplay {
 export function clientFacts(client: ClientRecord, redirectUri: string | undefined): SafeHtml {
   const d = describeClient(client);
   const redirectHost = hostOf(redirectUri);
+  // The warning names the machine the page shows ("Returns you to"), not a generic "localhost".
+  const loopbackName = hostOf(redirectUri ?? client.redirectUris[0], "hostname") ?? "localhost";
   return html`<dl>
 <dt>Application</dt><dd class="name" data-testid="client-name">${d.name}</dd>
 ${d.host !== undefined ? html`<dt>Published by</dt><dd data-testid="client-host">${d.host}</dd>` : ""}
@@ -55,7 +60,7 @@ ${redirectHost !== undefined ? html`<dt>Returns you to</dt><dd data-testid="redi
 ${
   d.localhostOnly
     ? html`<p class="warning" data-testid="localhost-warning"><strong>This application runs on your own computer</strong>
-(it returns to <code>localhost</code>). Any program on this machine could claim this name; continue only if you
+(it returns to <code>${loopbackName}</code>). Any program on this machine could claim this name; continue only if you
 just started it yourself.</p>`
     : ""
 }

@@ -1,8 +1,13 @@
+/**
+ * The consent page: what the client asks for, and the user's decision.
+ */
 import type { ClientRecord } from "../../storage/contract.js";
-import type { Endpoint, ServerContext } from "../context.js";
+import { maySkipConsent } from "../clients/policy.js";
+import { matchRedirectUri } from "../clients/redirect-uri.js";
+import type { Endpoint, ServerContext } from "../config/context.js";
+import { OFFLINE_ACCESS } from "../config/resolve-options.js";
+import { ENDPOINT_PATHS } from "../endpoints/paths.js";
 import { authorizationResponseUrl, issueCodeAndRedirect, issuerPath } from "../interaction.js";
-import { ENDPOINT_PATHS } from "../paths.js";
-import { matchRedirectUri } from "../redirect-uri.js";
 import {
   type BoundInteraction,
   csrfFailurePage,
@@ -87,17 +92,33 @@ async function showConsent(request: Request, ctx: ServerContext): Promise<Respon
     // The page speaks for the user signed in now; POST checks it has not changed since.
     await ctx.store.setInteractionUser(bound.interaction.id, session.user.id);
   }
-  if (state.newScopes.length === 0 && state.alreadyGranted.length > 0) {
-    // Everything was granted before (the user just signed in): no second question.
+  if (
+    state.newScopes.length === 0 &&
+    state.alreadyGranted.length > 0 &&
+    maySkipConsent(client, bound.interaction.redirectUri)
+  ) {
+    // Everything was granted before (the user just signed in) to a client whose identity is
+    // assured: no second question. Any other client is asked again, the page pre-filled.
     const consumed = await ctx.store.consumeInteraction(bound.interaction.id, ctx.now());
     if (!consumed) return alreadyCompleted();
-    return issueCodeAndRedirect(ctx, consumed, client, session.user.id);
+    return issueCodeAndRedirect(ctx, consumed, client, approvingSession(session));
   }
   return renderConsent(ctx, state);
 }
 
+/**
+ * Words for the scopes the server itself defines, so the page never shows a bare protocol name;
+ * an operator's `scopeDescriptions` entry replaces them.
+ */
+const BUILT_IN_SCOPE_WORDS: Readonly<Record<string, string>> = {
+  [OFFLINE_ACCESS]: "Stay signed in: use this access when you are not using the application",
+};
+
 function scopeItem(ctx: ServerContext, scope: string, granted: boolean): SafeHtml {
-  const words = ctx.options.scopeDescriptions[scope];
+  // Own properties only: a scope named like an Object.prototype member has no words.
+  const wordsIn = (table: Readonly<Record<string, string>>) =>
+    Object.hasOwn(table, scope) ? table[scope] : undefined;
+  const words = wordsIn(ctx.options.scopeDescriptions) ?? wordsIn(BUILT_IN_SCOPE_WORDS);
   return html`<li class="${granted ? "granted" : ""}" data-scope="${scope}">${words ?? scope}${
     words !== undefined ? html` <code>${scope}</code>` : ""
   }</li>`;
@@ -111,7 +132,7 @@ function renderConsent(ctx: ServerContext, state: ConsentState): Response {
   const stepUp = state.alreadyGranted.length > 0;
   const body = html`<h1><span class="name">${name}</span> wants access to your account</h1>
 <p class="muted">Signed in as <strong data-testid="username">${session.user.username}</strong>.
-<a href="${issuerPath(ctx, ENDPOINT_PATHS.logout)}">Not you?</a></p>
+<a href="${issuerPath(ctx, ENDPOINT_PATHS.account)}">Not you?</a></p>
 ${clientFacts(client, interaction.redirectUri)}
 <p>Access to <strong data-testid="resource">${resource?.name ?? interaction.resource}</strong>${
     resource?.name ? html` <code>${interaction.resource}</code>` : ""
@@ -120,7 +141,10 @@ ${
   state.newScopes.length > 0
     ? html`<h2>${stepUp ? "It now also asks to" : "It asks to"}</h2>
 <ul class="scopes" data-testid="requested-scopes">${state.newScopes.map((s) => scopeItem(ctx, s, false))}</ul>`
-    : html`<p data-testid="requested-scopes">It asks only for basic access.</p>`
+    : stepUp
+      ? html`<p data-testid="requested-scopes">It asks again for what you allowed before. Allow it only if
+you started this from <span class="name">${name}</span> just now.</p>`
+      : html`<p data-testid="requested-scopes">It asks only for basic access.</p>`
 }
 ${
   stepUp
@@ -136,7 +160,7 @@ ${
 <button type="submit" name="decision" value="approve" class="primary">Allow</button>
 </div>
 </form>
-<p class="muted">You can withdraw this permission at any time from <a href="${issuerPath(ctx, ENDPOINT_PATHS.logout)}">your account page</a>.</p>`;
+<p class="muted">You can withdraw this permission at any time from <a href="${issuerPath(ctx, ENDPOINT_PATHS.account)}">your account page</a>.</p>`;
   // The form's 303 goes to the redirect URI: form-action must allow its origin (Chromium checks redirects).
   return htmlResponse(page(`Allow ${name}?`, body), { formTargets: [interaction.redirectUri] });
 }
@@ -176,7 +200,7 @@ async function submitConsent(request: Request, ctx: ServerContext): Promise<Resp
   if (!interaction) return alreadyCompleted();
 
   if (decision === "deny") {
-    ctx.log.info("consent_denied", { client_id: client.clientId, user_id: session.user.id });
+    ctx.audit?.({ type: "consent_denied", client_id: client.clientId, user_id: session.user.id });
     return seeOther(
       authorizationResponseUrl(interaction.redirectUri, ctx, {
         error: "access_denied",
@@ -194,6 +218,10 @@ async function submitConsent(request: Request, ctx: ServerContext): Promise<Resp
     createdAt: now,
     updatedAt: now,
   });
-  ctx.log.info("consent_granted", { client_id: client.clientId, user_id: session.user.id });
-  return issueCodeAndRedirect(ctx, interaction, client, session.user.id);
+  ctx.audit?.({ type: "consent_granted", client_id: client.clientId, user_id: session.user.id });
+  return issueCodeAndRedirect(ctx, interaction, client, approvingSession(session));
+}
+
+function approvingSession(session: CurrentSession): { userId: string; idHash: string } {
+  return { userId: session.user.id, idHash: session.record.idHash };
 }

@@ -1,4 +1,7 @@
-import type { ServerContext } from "../context.js";
+/**
+ * The browser's two cookies (session and binding): names, attributes, reading.
+ */
+import type { ServerContext } from "../config/context.js";
 
 /**
  * The two cookies of the browser side (RFC 6265bis):

@@ -1,6 +1,10 @@
+/**
+ * Error pages of the browser side: never a redirect, so nothing reaches an unvalidated redirect URI
+ * (OAuth 2.1 §4.1.2.1).
+ */
 import type { OAuthError } from "../../shared/errors.js";
 import { type ClientRecord, StorageUnavailableError } from "../../storage/contract.js";
-import type { ServerContext } from "../context.js";
+import type { ServerContext } from "../config/context.js";
 import { clientFacts } from "./client-info.js";
 import { html, page } from "./html.js";
 import { htmlResponse } from "./security-headers.js";

@@ -1,5 +1,8 @@
+/**
+ * Reading the pages' small `application/x-www-form-urlencoded` bodies, with a byte cap.
+ */
 import { OAuthError } from "../../shared/errors.js";
-import { mediaType, readCappedText } from "../request-body.js";
+import { readCappedText, requestMediaType } from "../endpoints/request-body.js";
 
 /** The pages' forms are small; anything bigger is refused before it is read in full. */
 export const MAX_PAGE_FORM_BYTES = 16 * 1024;
@@ -12,7 +15,7 @@ export async function readFormPairs(
   request: Request,
   maxBytes = MAX_PAGE_FORM_BYTES,
 ): Promise<[string, string][]> {
-  if (mediaType(request) !== "application/x-www-form-urlencoded") {
+  if (requestMediaType(request) !== "application/x-www-form-urlencoded") {
     throw new OAuthError("invalid_request", {
       description: "form body must be application/x-www-form-urlencoded",
     });

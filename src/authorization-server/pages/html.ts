@@ -1,10 +1,10 @@
-import { createHash } from "node:crypto";
-
 /**
  * HTML for the login, consent, account and error pages: one escaping function, one layout, one
  * stylesheet. Nothing here runs script and nothing loads from another origin, so the pages work
  * without JavaScript under `default-src 'none'` (SECURITY.md "Consent and login pages").
  */
+
+import { createHash } from "node:crypto";
 
 /** A fragment of HTML that is already safe to emit (built only by {@link html}). */
 export class SafeHtml {
@@ -77,7 +77,8 @@ button.primary{background:#1d4ed8;border-color:#1d4ed8;color:#fff}
 table{width:100%;border-collapse:collapse;font-size:.9rem}
 td{padding:.4rem 0;border-bottom:1px solid #e5e7eb;vertical-align:top;overflow-wrap:anywhere}
 td form{margin:0}
-td button{padding:.3rem .6rem}
+td button{padding:.3rem .6rem;white-space:nowrap}
+table.consents td.withdraw{width:1%;padding-left:.75rem;text-align:right}
 main.wide{max-width:80rem}
 th{text-align:left;padding:.4rem .5rem .4rem 0;border-bottom:2px solid #e5e7eb;color:#4b5563;font-weight:600;white-space:nowrap}
 main.wide td{padding:.4rem .5rem .4rem 0;overflow-wrap:break-word}

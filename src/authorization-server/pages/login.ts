@@ -1,11 +1,13 @@
-import { clientAddress } from "../../http/node.js";
+/**
+ * The login page: password sign-in with rate limits, then on to consent.
+ */
 import { randomToken } from "../../shared/crypto.js";
 import type { ClientRecord, InteractionRecord } from "../../storage/contract.js";
-import type { Endpoint, ServerContext } from "../context.js";
+import type { Endpoint, FetchInfo, ServerContext } from "../config/context.js";
+import { ENDPOINT_PATHS } from "../endpoints/paths.js";
 import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
 import { DUMMY_PASSWORD_HASH_PROMISE, verifyPassword } from "../password.js";
-import { ENDPOINT_PATHS } from "../paths.js";
-import { hitSlidingWindow } from "../rate-limit.js";
+import { clientRateLimitKey, hitSlidingWindow } from "../rate-limit.js";
 import {
   type BoundInteraction,
   csrfFailurePage,
@@ -28,7 +30,7 @@ import { currentSession, startSession } from "./session.js";
  * and login pages").
  *
  * With `?interaction=` it is a step of an authorization request and continues to the consent page;
- * without, it signs in to the account page (`/logout`), its CSRF token bound to the browser cookie,
+ * without, it signs in to the account page (`/account`), its CSRF token bound to the browser cookie,
  * or to the admin page with `?return=` naming it (the only allowed return path: no open redirect).
  */
 export const handleLogin: Endpoint = formPage({
@@ -93,7 +95,7 @@ function csrfFor(login: LoginContext): string {
 function nextAfterLogin(ctx: ServerContext, login: LoginContext): string {
   return login.kind === "interaction"
     ? issuerPath(ctx, ENDPOINT_PATHS.consent, { interaction: login.bound.interaction.id })
-    : (login.returnTo ?? issuerPath(ctx, ENDPOINT_PATHS.logout));
+    : (login.returnTo ?? issuerPath(ctx, ENDPOINT_PATHS.account));
 }
 
 /** Where forms on the page may end up after redirects (see `contentSecurityPolicy`). */
@@ -123,7 +125,10 @@ function renderLogin(
     login.kind === "interaction" ? login.bound.interaction : undefined;
   const clientName =
     login.kind === "interaction" && login.client ? describeClient(login.client).name : undefined;
+  // Which server asks for the password: the issuer's host, so a user can tell one server from another.
+  const issuerHost = new URL(ctx.options.issuer).host;
   const body = html`<h1>Sign in</h1>
+<p class="muted">with your account on <strong data-testid="issuer-host">${issuerHost}</strong></p>
 ${clientName !== undefined ? html`<p>to continue to <span class="name" data-testid="client-name">${clientName}</span></p>` : ""}
 ${options.error ? html`<p class="error" role="alert" data-testid="login-error">${options.error}</p>` : ""}
 <form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.login)}">
@@ -152,12 +157,12 @@ ${login.kind === "account" && login.returnTo ? html`<input type="hidden" name="r
  * a window boundary still add up. Returns the seconds to wait, or undefined when not limited.
  */
 async function rateLimited(
-  request: Request,
+  info: FetchInfo,
   ctx: ServerContext,
   username: string,
 ): Promise<number | undefined> {
   const now = ctx.now();
-  const address = clientAddress(request) ?? "unknown";
+  const address = clientRateLimitKey(info);
   const results = await Promise.all([
     hitSlidingWindow(ctx.store, `login:user:${username.toLowerCase()}`, {
       now,
@@ -174,7 +179,7 @@ async function rateLimited(
   return limited.length ? Math.max(...limited.map((r) => r.retryAfterSeconds)) : undefined;
 }
 
-async function submitLogin(request: Request, ctx: ServerContext): Promise<Response> {
+async function submitLogin(request: Request, ctx: ServerContext, info: FetchInfo): Promise<Response> {
   const form = await readPageForm(request);
   const login = await loginContext(request, ctx, form.get("interaction"), form.get("return"));
   if (login instanceof Response) return login;
@@ -189,9 +194,14 @@ async function submitLogin(request: Request, ctx: ServerContext): Promise<Respon
   if (username === "" || password === "") {
     return renderLogin(ctx, login, { status: 400, error: "Enter your username and password.", username });
   }
-  const retryAfter = await rateLimited(request, ctx, username);
+  const retryAfter = await rateLimited(info, ctx, username);
   if (retryAfter !== undefined) {
-    ctx.log.warn("login_rate_limited", {});
+    ctx.audit?.({
+      type: "rate_limited",
+      limit: "login",
+      retry_after_seconds: retryAfter,
+      ...(info?.clientAddress ? { address: info.clientAddress } : {}),
+    });
     const response = errorPage({
       status: 429,
       title: "Too many attempts",
@@ -207,11 +217,11 @@ async function submitLogin(request: Request, ctx: ServerContext): Promise<Respon
     user?.passwordHash ?? (await DUMMY_PASSWORD_HASH_PROMISE),
   );
   if (!user || !passwordOk) {
-    ctx.log.info("login_failed", user ? { user_id: user.id } : {});
+    ctx.audit?.(user ? { type: "login_failed", user_id: user.id } : { type: "login_failed" });
     return renderLogin(ctx, login, { status: 400, error: "Incorrect username or password.", username });
   }
   const cookie = await startSession(ctx, user.id);
   if (login.kind === "interaction") await ctx.store.setInteractionUser(login.bound.interaction.id, user.id);
-  ctx.log.info("login_succeeded", { user_id: user.id });
+  ctx.audit?.({ type: "login_succeeded", user_id: user.id });
   return seeOther(nextAfterLogin(ctx, login), [cookie]);
 }

@@ -1,7 +1,11 @@
+/**
+ * The account page (`/account`): the user's authorizations, each withdrawable, and sign-out; and
+ * `/logout`, its former address, kept for existing links and forms.
+ */
 import type { ConsentRecord } from "../../storage/contract.js";
-import type { Endpoint, ServerContext } from "../context.js";
+import type { Endpoint, ServerContext } from "../config/context.js";
+import { ENDPOINT_PATHS } from "../endpoints/paths.js";
 import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
-import { ENDPOINT_PATHS } from "../paths.js";
 import { csrfFailurePage } from "./bound-interaction.js";
 import { errorPage } from "./error-page.js";
 import { readPageForm } from "./form.js";
@@ -11,18 +15,29 @@ import { htmlResponse, seeOther } from "./security-headers.js";
 import { type CurrentSession, currentSession, endSession } from "./session.js";
 
 /**
- * The account page at `/logout`: who is signed in, the applications they have authorized (each
+ * The account page at `/account`: who is signed in, the applications they have authorized (each
  * with a button to withdraw it), and a sign-out button. Every change is a POST with a CSRF token
  * derived from the session cookie, answered with a 303 back here.
  *
  * Withdrawing an authorization deletes the consent for that client and redirect URI and revokes
  * the user's grants for the client (their refresh and access tokens), so it takes effect at once.
  */
-export const handleLogout: Endpoint = formPage({
-  where: "logout",
+export const handleAccount: Endpoint = formPage({
+  where: "account",
   show: showAccount,
   submit: submitAccount,
   useInstead: "Use the buttons on this page.",
+});
+
+/**
+ * `/logout`, where the account page lived first: a GET is sent on to `/account` (303, RFC 9110
+ * §15.4.4) and a POST (a sign-out or withdraw form of an open older page) is taken as before.
+ */
+export const handleLogout: Endpoint = formPage({
+  where: "logout",
+  show: async (_request, ctx) => seeOther(issuerPath(ctx, ENDPOINT_PATHS.account)),
+  submit: submitAccount,
+  useInstead: "Use the buttons on your account page.",
 });
 
 function accountCsrf(session: CurrentSession): string {
@@ -52,7 +67,7 @@ async function showAccount(request: Request, ctx: ServerContext): Promise<Respon
       } catch {}
       return html`<tr data-testid="consent-row"><td><span class="name">${await clientName(ctx, c.clientId)}</span><br>
 <span class="muted">returns to ${host} · ${c.scopes.join(" ") || "basic access"}</span></td>
-<td><form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.logout)}">
+<td class="withdraw"><form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.account)}">
 <input type="hidden" name="csrf" value="${csrf}">
 <input type="hidden" name="action" value="revoke">
 <input type="hidden" name="client_id" value="${c.clientId}">
@@ -63,8 +78,8 @@ async function showAccount(request: Request, ctx: ServerContext): Promise<Respon
   const body = html`<h1>Your account</h1>
 <p>Signed in as <strong data-testid="username">${session.user.username}</strong>.</p>
 <h2>Authorized applications</h2>
-${rows.length > 0 ? html`<table>${rows}</table>` : html`<p class="muted" data-testid="no-consents">None.</p>`}
-<form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.logout)}">
+${rows.length > 0 ? html`<table class="consents">${rows}</table>` : html`<p class="muted" data-testid="no-consents">None.</p>`}
+<form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.account)}">
 <input type="hidden" name="csrf" value="${csrf}">
 <input type="hidden" name="action" value="logout">
 <div class="actions"><button type="submit" class="primary">Sign out</button></div>
@@ -75,7 +90,7 @@ ${rows.length > 0 ? html`<table>${rows}</table>` : html`<p class="muted" data-te
 async function submitAccount(request: Request, ctx: ServerContext): Promise<Response> {
   const form = await readPageForm(request);
   const session = await currentSession(request, ctx);
-  const here = issuerPath(ctx, ENDPOINT_PATHS.logout);
+  const here = issuerPath(ctx, ENDPOINT_PATHS.account);
   if (!session) return seeOther(here);
   if (!csrfMatches(form.get("csrf"), accountCsrf(session))) return csrfFailurePage();
   const action = form.get("action");
@@ -93,7 +108,7 @@ async function submitAccount(request: Request, ctx: ServerContext): Promise<Resp
     for (const grant of await ctx.store.listGrants({ userId: session.user.id, clientId })) {
       if (grant.revokedAt === undefined) await ctx.store.revokeGrant(grant.grantId, now);
     }
-    ctx.log.info("consent_revoked", { user_id: session.user.id, client_id: clientId });
+    ctx.audit?.({ type: "consent_revoked", client_id: clientId, user_id: session.user.id, by: "user" });
     return seeOther(here);
   }
   return errorPage({

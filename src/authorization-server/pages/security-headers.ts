@@ -1,11 +1,11 @@
-import { STYLE_HASH_SOURCE } from "./html.js";
-
 /**
  * Headers every browser-facing response carries (SECURITY.md "Consent and login pages"):
  * no framing (CSP `frame-ancestors 'none'` plus `X-Frame-Options: DENY` for older browsers), no
  * referrer (the URLs carry interaction ids and, on the way back to the client, codes), no caching,
  * no sniffing, no script and no third-party content.
  */
+
+import { STYLE_HASH_SOURCE } from "./html.js";
 
 /** CSP source expression for an origin, or undefined when CSP cannot express it. */
 function originSource(uri: string): string | undefined {

@@ -1,6 +1,10 @@
+/**
+ * A browser's sign-in: the session cookie's record in the store, started at login and ended at
+ * logout.
+ */
 import { randomToken, sha256Base64url } from "../../shared/crypto.js";
 import type { SessionRecord, UserRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../context.js";
+import type { ServerContext } from "../config/context.js";
 import { clearCookie, readCookie, serializeCookie } from "./cookies.js";
 
 /** How long a sign-in lasts in one browser. */

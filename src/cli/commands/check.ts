@@ -7,6 +7,7 @@ import { parseArgs } from "node:util";
 import { formatHuman, formatJson, type LoginOptions, parseResourceUrl, runCheck } from "../../check/index.js";
 import type { Revision } from "../../check/types.js";
 import { browserSession } from "../../client/user-agent/browser.js";
+import { DEFAULT_REVISION } from "../../shared/revision.js";
 
 const USAGE = `Usage: gatehouse check <resource-url> [options]
 
@@ -27,8 +28,9 @@ Options:
                        with --login: identify with this Client ID Metadata Document URL
   -h, --help           show this help
 
-Without --login, only metadata requests and two deliberately bogus tokens (sent to the
-resource URL itself) leave this machine. Exit status: 0 every MUST holds, 1 a MUST fails, 2 usage error.
+Without --login, only metadata requests, two deliberately bogus tokens (sent to the resource URL
+itself) and one anonymous authorization request for an unknown client (two when the first names a
+refusal of resource) leave this machine. Exit status: 0 every MUST holds, 1 a MUST fails, 2 usage error.
 `;
 
 function usageError(message: string): number {
@@ -64,7 +66,7 @@ export async function run(args: string[]): Promise<number> {
   } catch (error) {
     return usageError(error instanceof Error ? error.message : String(error));
   }
-  const revision = values.revision ?? "2026-07-28";
+  const revision = values.revision ?? DEFAULT_REVISION;
   if (revision !== "2026-07-28" && revision !== "2025-11-25") {
     return usageError(`unknown revision '${revision}' (2026-07-28 or 2025-11-25)`);
   }

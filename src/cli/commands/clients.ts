@@ -3,7 +3,7 @@
  * A confidential client's secret is generated, printed once, and stored only as its SHA-256
  * (SECURITY.md: store hashes, never raw secrets).
  */
-import { redirectUriProblem } from "../../authorization-server/redirect-uri.js";
+import { redirectUriProblem } from "../../authorization-server/clients/redirect-uri.js";
 import { randomToken, sha256Base64url } from "../../shared/crypto.js";
 import { isScopeToken } from "../../shared/scopes.js";
 import type { ClientRecord, TokenEndpointAuthMethod } from "../../storage/contract.js";

@@ -4,8 +4,9 @@
  * registration and Client ID Metadata Documents on and a `demo` user whose password is printed.
  */
 import { randomUUID } from "node:crypto";
+import { join, resolve } from "node:path";
+import type { AuthorizationServerOptions } from "../../authorization-server/config/options.js";
 import { createAuthorizationServer } from "../../authorization-server/index.js";
-import type { AuthorizationServerOptions } from "../../authorization-server/options.js";
 import { hashPassword } from "../../authorization-server/password.js";
 import { createNotesResource } from "../../demo/notes-resource.js";
 import { jsonLogger } from "../../shared/log.js";
@@ -21,6 +22,13 @@ import {
   UsageError,
 } from "../args.js";
 import { storeTarget } from "../config.js";
+import {
+  announceKeyEncryptionKeys,
+  describeKeySource,
+  KEY_ENCRYPTION_OPTIONS,
+  resolveKeyEncryptionKeys,
+  withKeyEncryptionHint,
+} from "../key-encryption.js";
 import { err, generatePassword, INSECURE_BANNER, out, outJson, runCommand } from "../output.js";
 import {
   describeStore,
@@ -42,6 +50,7 @@ const OPTIONS: OptionSpecs = {
     description: "notes resource port (default 4001; 0 = any free port)",
   },
   data: { type: "string", valueName: "dir", description: "data directory (default ./.gatehouse-demo)" },
+  ...KEY_ENCRYPTION_OPTIONS,
   "access-token-ttl": {
     type: "string",
     valueName: "seconds",
@@ -85,19 +94,21 @@ async function ensureDemoUser(store: AuthorizationStore): Promise<string> {
 
 /**
  * The walk-through printed under "Try:": each command with what to watch for, comments in one
- * column (a command too long for it gets its comment on the next line).
+ * column (a command too long for it gets its comment on the next line). `npx gatehouse` is the one
+ * form, as in the README: it runs the installed package's command, and in this repository's
+ * checkout (after `npm run build`) this package's own.
  */
 export function tryLines(notes: string): string[] {
   const steps: [string, string?][] = [
     [`curl -i ${notes}`, "401 + WWW-Authenticate challenge"],
-    [`gatehouse login ${notes}`, `browser opens: sign in as ${DEMO_USERNAME}, allow notes:read`],
-    [`gatehouse fetch ${notes}`],
+    [`npx gatehouse login ${notes}`, `browser opens: sign in as ${DEMO_USERNAME}, allow notes:read`],
+    [`npx gatehouse fetch ${notes}`],
     [
-      `gatehouse fetch -X POST -H 'content-type: application/json' -d '{"text":"hi"}' ${notes}`,
+      `npx gatehouse fetch -X POST -H 'content-type: application/json' -d '{"text":"hi"}' ${notes}`,
       "needs notes:write: step-up, consent shows only the new scope",
     ],
-    ["gatehouse status", "what is stored (never the tokens)"],
-    ["gatehouse logout"],
+    ["npx gatehouse status", "what is stored (never the tokens)"],
+    ["npx gatehouse logout"],
   ];
   const column = Math.max(...steps.filter(([c]) => !c.includes("-X POST")).map(([c]) => c.length)) + 4;
   return steps.flatMap(([command, comment]) => {
@@ -118,7 +129,8 @@ export async function run(args: string[]): Promise<number> {
     noPositionals(parsed);
     const asPort = integerValue(parsed, "port", 65535) ?? 4000;
     const resourcePort = integerValue(parsed, "resource-port", 65535) ?? 4001;
-    const target = storeTarget({ data: stringValue(parsed, "data"), defaultData: ".gatehouse-demo" });
+    const dataDir = resolve(stringValue(parsed, "data") ?? ".gatehouse-demo");
+    const target = storeTarget({ data: dataDir, defaultData: ".gatehouse-demo" });
     const json = flag(parsed, "json");
     const requestLog = !flag(parsed, "no-request-log");
     const accessTokenTtlSeconds = integerValue(parsed, "access-token-ttl", 86_400);
@@ -126,6 +138,12 @@ export async function run(args: string[]): Promise<number> {
     if (accessTokenTtlSeconds !== undefined && accessTokenTtlSeconds < 10)
       throw new UsageError("--access-token-ttl must be at least 10 seconds");
     const log = jsonLogger();
+    const keyFile = stringValue(parsed, "key-encryption-key-file");
+    const keyEncryptionKeys = resolveKeyEncryptionKeys({
+      ...(keyFile === undefined ? {} : { file: keyFile }),
+      dataDir,
+    });
+    announceKeyEncryptionKeys(keyEncryptionKeys, log, false);
 
     // Handlers first: a signal that arrives while starting still shuts down cleanly.
     const shutdownSignal = waitForShutdownSignal(log);
@@ -150,8 +168,11 @@ export async function run(args: string[]): Promise<number> {
       const asHttp = await listenLocal("authorization-server", asPort, "--port");
       const resourceHttp = await listenLocal("notes-resource", resourcePort, "--resource-port");
       const issuer = `http://localhost:${asHttp.port}`;
-      const resource = `http://localhost:${resourceHttp.port}`;
-      const notesUrl = `${resource}/notes`;
+      // The resource identifier is the notes URL itself, the URL a user calls: RFC 9728 §3.3
+      // wants the PRM `resource` identical to it, and the spec's "Canonical server URI" is the
+      // most specific URI of the server. (`gatehouse check` holds the demo to that too.)
+      const notesUrl = `http://localhost:${resourceHttp.port}/notes`;
+      const resource = notesUrl;
 
       const options: AuthorizationServerOptions = {
         issuer,
@@ -164,26 +185,34 @@ export async function run(args: string[]): Promise<number> {
         },
         scopeHierarchy: DEMO_SCOPE_HIERARCHY,
         allowInsecureLoopback: true,
+        keyEncryptionKeys: keyEncryptionKeys.keys,
         ...(accessTokenTtlSeconds !== undefined && { accessTokenTtlSeconds }),
         dynamicRegistration: { enabled: true },
         clientMetadataDocuments: { enabled: true, trust: { kind: "any-https" } },
       };
-      authorizationServer = await createAuthorizationServer(options);
+      authorizationServer = await withKeyEncryptionHint(keyEncryptionKeys, () =>
+        createAuthorizationServer(options),
+      );
       asHttp.setHandler(authorizationServer.fetch);
       const jwksUri = String(authorizationServer.metadata.jwks_uri ?? `${issuer}/jwks.json`);
+      const server = authorizationServer;
       const notes = createNotesResource({
         resource,
+        // Kept with the users, clients and grants: a restart keeps them all.
+        notesFile: join(dataDir, "notes.json"),
         issuer,
         jwksUri,
         scopeHierarchy: DEMO_SCOPE_HIERARCHY,
         logger: log,
+        // Co-hosted: a refusal lets a client that steps up by refreshing re-authorize instead
+        // (docs/authorization-server.md "Refresh policy").
+        onInsufficientScope: (auth) => server.requestStepUp(auth.tokenId),
       });
       resourceHttp.setHandler(notes.fetch);
       const password = await ensureDemoUser(store);
 
       err(INSECURE_BANNER);
       log.info("ready", { issuer, resource, store: describeStore(target) });
-      const dataDir = target.kind === "sqlite" ? target.path.replace(/\/[^/]+$/, "") : undefined;
       if (json) {
         outJson({
           issuer,
@@ -192,13 +221,14 @@ export async function run(args: string[]): Promise<number> {
           password,
           notes: notesUrl,
           admin: `${issuer}/admin`,
-          account: `${issuer}/logout`,
+          account: `${issuer}/account`,
           port: asHttp.port,
           resourcePort: resourceHttp.port,
           metadata: `${issuer}/.well-known/oauth-authorization-server`,
           scopes: DEMO_SCOPES,
           accessTokenTtlSeconds: accessTokenTtlSeconds ?? 300,
           dataDir,
+          keyEncryptionKeySource: describeKeySource(keyEncryptionKeys.source),
         });
       } else {
         out(
@@ -208,14 +238,15 @@ export async function run(args: string[]): Promise<number> {
             `  Authorization server  ${issuer}`,
             `      metadata          ${issuer}/.well-known/oauth-authorization-server`,
             `  Notes resource        ${resource}`,
-            `      GET  ${resource}/notes   needs notes:read`,
-            `      POST ${resource}/notes   needs notes:write (implies notes:read)`,
+            "      GET    needs notes:read",
+            "      POST   needs notes:write (implies notes:read)",
             `  Demo user             ${DEMO_USERNAME}`,
             `      password          ${password}   (new on every start)`,
             `  Admin page            ${issuer}/admin   (sign in as ${DEMO_USERNAME}, an administrator)`,
-            `  Your account          ${issuer}/logout`,
+            `  Your account          ${issuer}/account`,
             `  Access tokens last    ${accessTokenTtlSeconds ?? 300} s (--access-token-ttl; then the CLI refreshes)`,
-            `  Data                  ${dataDir ?? describeStore(target)}`,
+            `  Data                  ${dataDir}   (users, clients, grants, keys and notes)`,
+            `  Key-encryption key    ${describeKeySource(keyEncryptionKeys.source)}`,
             "",
             "Try:",
             ...tryLines(notesUrl),

@@ -1,5 +1,15 @@
+/**
+ * `gatehouse fetch`: a curl-like request through the authorizing fetch.
+ */
 import { parseArgs } from "node:util";
-import { cliAuthClient, describeError, parseCommandLine, singleArgument } from "../../client/cli-support.js";
+import {
+  authorizationServerGivenHint,
+  cliAuthClient,
+  describeError,
+  parseCommandLine,
+  urlArgument,
+  usageError,
+} from "../client-commands.js";
 
 const HELP = `Usage: gatehouse fetch <url> [options]
 
@@ -11,24 +21,27 @@ Options (curl-like):
   -d, --data BODY        request body ("@file" reads a file, "@-" standard input)
   -i, --include          print the status line and response headers
   --print-url            never open a browser; print the authorization URL instead
+
+Exit status: 0 a 2xx response; 22 any other HTTP status (as curl --fail; the body still goes
+to stdout, the status line to stderr); 1 the request or the authorization failed; 2 usage.
 `;
 
 export async function run(args: string[]): Promise<number> {
   const parsed = parseCommandLine("fetch", HELP, () => parse(args));
   if (typeof parsed === "number") return parsed;
   const { values, positionals } = parsed;
-  const url = singleArgument(positionals, HELP);
+  const url = urlArgument("fetch", positionals, "a URL");
   if (url === undefined) return 2;
   const headers = new Headers();
   for (const line of values.header ?? []) {
     const colon = line.indexOf(":");
     if (colon <= 0) {
-      process.stderr.write(`gatehouse fetch: header "${line}" is not "Name: value"\n`);
+      usageError("fetch", `header ${JSON.stringify(line)} is not "Name: value"`);
       return 2;
     }
     const name = line.slice(0, colon).trim();
     if (name.toLowerCase() === "authorization") {
-      process.stderr.write("gatehouse fetch: the Authorization header is managed by gatehouse\n");
+      usageError("fetch", "the Authorization header is managed by gatehouse");
       return 2;
     }
     headers.append(name, line.slice(colon + 1).trim());
@@ -53,9 +66,18 @@ export async function run(args: string[]): Promise<number> {
       process.stdout.write("\n");
     }
     process.stdout.write(Buffer.from(await response.arrayBuffer()));
-    return response.ok ? 0 : 22; // curl --fail's exit status for HTTP errors
+    if (response.ok) return 0;
+    // The body went to stdout as curl does; the status, which a terminal would not show, to stderr.
+    const hint = await authorizationServerGivenHint(response.status, url);
+    process.stderr.write(
+      `gatehouse fetch: ${url} answered ${response.status} ${response.statusText}\n${hint ? `  ${hint}\n` : ""}`,
+    );
+    return 22; // curl --fail's exit status for HTTP errors
   } catch (error) {
-    process.stderr.write(`gatehouse fetch: ${describeError(error, { url: url })}\n`);
+    const hint = await authorizationServerGivenHint(error, url);
+    process.stderr.write(
+      `gatehouse fetch: ${describeError(error, { url: url })}\n${hint ? `  ${hint}\n` : ""}`,
+    );
     return 1;
   }
 }

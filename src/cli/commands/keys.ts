@@ -1,11 +1,21 @@
 /**
- * `gatehouse keys rotate|list`: the access-token signing keys in the store. Rotation adds a new
- * ES256 key that signs from now on; the old one stays in the JWKS until every token it signed
- * has expired (access-token lifetime plus a margin). Running servers pick the new key up within a
- * few seconds (they re-read the key list), so rotation needs no restart.
+ * `gatehouse keys rotate|list|rewrap|generate-kek`: the access-token signing keys in the store.
+ * Rotation adds a new ES256 key that signs from now on; the old one stays in the JWKS until every
+ * token it signed has expired (access-token lifetime plus a margin). Running servers pick the new
+ * key up within a few seconds (they re-read the key list), so rotation needs no restart.
+ * Private keys are stored encrypted under a key-encryption key (src/cli/key-encryption.ts);
+ * `rewrap` re-encrypts them all under the current one, `generate-kek` prints a fresh one.
  */
-import { createKeyManager } from "../../authorization-server/keys.js";
+import { writeFileSync } from "node:fs";
+import { createKeyManager } from "../../authorization-server/keys/key-manager.js";
+import { privateKeyProtection } from "../../authorization-server/keys/signing-key-envelope.js";
 import { silentLogger } from "../../shared/log.js";
+import {
+  createKeyEncryptionKeyring,
+  generateKeyEncryptionKey,
+  keyEncryptionKeyId,
+  parseKeyEncryptionKey,
+} from "../../shared/secret-envelope.js";
 import type { SigningKeyRecord } from "../../storage/contract.js";
 import {
   flag,
@@ -13,12 +23,23 @@ import {
   integerValue,
   noPositionals,
   type OptionSpecs,
+  type ParsedArgs,
   parseCommandArgs,
   stringValue,
+  UsageError,
 } from "../args.js";
-import { loadConfigFile, storeTargetFromArgs } from "../config.js";
-import { isoTime, out, outJson, printUsage, runSubcommand, table } from "../output.js";
+import { dataDirFromArgs, loadConfigFile, storeTargetFromArgs } from "../config.js";
+import {
+  describeKeySource,
+  generatedKeyBanner,
+  KEY_ENCRYPTION_OPTIONS,
+  type KeyEncryptionKeys,
+  resolveKeyEncryptionKeys,
+  withKeyEncryptionHint,
+} from "../key-encryption.js";
+import { err, isoTime, out, outJson, printUsage, runSubcommand, table } from "../output.js";
 import { STORE_OPTIONS, withStore } from "../server-runtime.js";
+import { rewrapSigningKeys } from "../signing-key-rewrap.js";
 
 const ROTATE_OPTIONS: OptionSpecs = {
   "access-token-ttl": {
@@ -27,14 +48,52 @@ const ROTATE_OPTIONS: OptionSpecs = {
     description:
       "the server's access-token lifetime (default: from --config, else 300): how long the old key stays published",
   },
+  ...KEY_ENCRYPTION_OPTIONS,
   ...STORE_OPTIONS,
 };
 const LIST_OPTIONS: OptionSpecs = { ...STORE_OPTIONS };
+const REWRAP_OPTIONS: OptionSpecs = { ...KEY_ENCRYPTION_OPTIONS, ...STORE_OPTIONS };
+const GENERATE_OPTIONS: OptionSpecs = {
+  out: {
+    type: "string",
+    valueName: "file",
+    description: "write it to a new file (mode 0600) instead of stdout",
+  },
+  json: STORE_OPTIONS.json,
+  help: STORE_OPTIONS.help,
+};
 
 const USAGE = [
   formatUsage("gatehouse keys rotate", ROTATE_OPTIONS),
   formatUsage("gatehouse keys list", LIST_OPTIONS),
+  formatUsage(
+    "gatehouse keys rewrap",
+    REWRAP_OPTIONS,
+    [
+      "Re-encrypts every stored signing private key under the current (first) key-encryption key,",
+      "including keys stored before encryption. Rotating the key-encryption key:",
+      "  1. configure NEW,OLD on every server and restart them (the first encrypts, all decrypt)",
+      "  2. gatehouse keys rewrap   (with NEW,OLD configured)",
+      "  3. configure NEW alone and restart",
+    ].join("\n"),
+  ),
+  formatUsage("gatehouse keys generate-kek", GENERATE_OPTIONS),
 ].join("\n");
+
+/** The KEKs an admin command uses: the same sources as `serve`, generating the data directory's if none. */
+function keyEncryptionKeysFromArgs(parsed: ParsedArgs): KeyEncryptionKeys {
+  const configPath = stringValue(parsed, "config");
+  const file = configPath ? loadConfigFile(configPath) : {};
+  const keyFile = stringValue(parsed, "key-encryption-key-file") ?? file.keyEncryptionKeyFile;
+  const keys = resolveKeyEncryptionKeys({
+    ...(keyFile === undefined ? {} : { file: keyFile }),
+    dataDir: dataDirFromArgs(parsed, file),
+  });
+  if (keys.source.kind === "data-dir" && keys.source.generated) {
+    err(generatedKeyBanner(keys.source.path, storeTargetFromArgs(parsed).kind === "postgres"));
+  }
+  return keys;
+}
 
 type KeyStatus = "signing" | "published" | "expired";
 
@@ -60,7 +119,9 @@ async function rotate(args: string[]): Promise<number> {
     integerValue(parsed, "access-token-ttl") ??
     (configPath ? loadConfigFile(configPath).accessTokenTtlSeconds : undefined) ??
     300;
-  const kid = await withStore(storeTargetFromArgs(parsed), async (store) => {
+  const target = storeTargetFromArgs(parsed);
+  const keyring = await createKeyEncryptionKeyring(keyEncryptionKeysFromArgs(parsed).keys);
+  const kid = await withStore(target, async (store) => {
     const manager = createKeyManager({
       store,
       // Rotation signs nothing: the issuer is not used here.
@@ -68,6 +129,7 @@ async function rotate(args: string[]): Promise<number> {
       now: () => Date.now(),
       accessTokenTtlSeconds: ttl,
       log: silentLogger,
+      keyring,
     });
     return manager.rotate();
   });
@@ -84,11 +146,12 @@ async function list(args: string[]): Promise<number> {
   keys.sort((a, b) => b.createdAt - a.createdAt);
   const signer = signerKid(keys);
   const now = Date.now();
-  // Only public facts: never the private JWK.
+  // Only public facts: never the private JWK (the KEK id is a hash, not key material).
   const rows = keys.map((k) => ({
     kid: k.kid,
     alg: k.alg,
     status: keyStatus(k, signer, now),
+    protection: protectionLabel(k),
     created: isoTime(k.createdAt),
     retired: isoTime(k.retiredAt),
     expires: isoTime(k.expiresAt),
@@ -99,14 +162,64 @@ async function list(args: string[]): Promise<number> {
   else {
     out(
       table(
-        ["KID", "ALG", "STATUS", "CREATED", "RETIRED", "EXPIRES"],
-        rows.map((r) => [r.kid, r.alg, r.status, r.created, r.retired, r.expires]),
+        ["KID", "ALG", "STATUS", "PRIVATE KEY", "CREATED", "RETIRED", "EXPIRES"],
+        rows.map((r) => [r.kid, r.alg, r.status, r.protection, r.created, r.retired, r.expires]),
       ),
     );
   }
   return 0;
 }
 
+function protectionLabel(key: SigningKeyRecord): string {
+  const protection = privateKeyProtection(key);
+  return protection.kind === "plaintext" ? "plaintext" : `kek ${protection.kekId}`;
+}
+
+async function rewrap(args: string[]): Promise<number> {
+  const parsed = parseCommandArgs(args, REWRAP_OPTIONS);
+  if (flag(parsed, "help")) return printUsage(USAGE);
+  noPositionals(parsed);
+  const target = storeTargetFromArgs(parsed);
+  const keys = keyEncryptionKeysFromArgs(parsed);
+  const keyring = await createKeyEncryptionKeyring(keys.keys);
+  const result = await withKeyEncryptionHint(keys, () =>
+    withStore(target, (store) => rewrapSigningKeys(store, keyring)),
+  );
+  if (flag(parsed, "json")) outJson({ kek: keyring.currentId, ...result });
+  else {
+    out(
+      `${result.rewrapped.length} signing key(s) re-encrypted under key-encryption key ${keyring.currentId} ` +
+        `(from ${describeKeySource(keys.source)}); ${result.unchanged.length} already were`,
+    );
+    for (const { kid, from } of result.rewrapped) out(`  ${kid}  was ${from}`);
+  }
+  if (result.changedMeanwhile.length) {
+    err(`changed by another process while rewrapping, run again: ${result.changedMeanwhile.join(", ")}`);
+    return 1;
+  }
+  return 0;
+}
+
+async function generateKek(args: string[]): Promise<number> {
+  const parsed = parseCommandArgs(args, GENERATE_OPTIONS);
+  if (flag(parsed, "help")) return printUsage(USAGE);
+  noPositionals(parsed);
+  const key = generateKeyEncryptionKey();
+  const id = keyEncryptionKeyId(parseKeyEncryptionKey(key, "key"));
+  const path = stringValue(parsed, "out");
+  if (path !== undefined) {
+    try {
+      writeFileSync(path, `${key}\n`, { mode: 0o600, flag: "wx" });
+    } catch (error) {
+      throw new UsageError(`cannot create ${path}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+    }
+    if (flag(parsed, "json")) outJson({ kek: id, file: path });
+    else out(`new key-encryption key ${id} written to ${path} (mode 0600)`);
+  } else if (flag(parsed, "json")) outJson({ kek: id, key });
+  else out(key);
+  return 0;
+}
+
 export async function run(args: string[]): Promise<number> {
-  return runSubcommand("keys", USAGE, { rotate, list }, args);
+  return runSubcommand("keys", USAGE, { rotate, list, rewrap, "generate-kek": generateKek }, args);
 }

@@ -1,5 +1,15 @@
+/**
+ * `gatehouse login`: authorize once against a protected resource and store the tokens.
+ */
 import { parseArgs } from "node:util";
-import { cliAuthClient, describeError, parseCommandLine, singleArgument } from "../../client/cli-support.js";
+import {
+  authorizationServerGivenHint,
+  cliAuthClient,
+  describeError,
+  missingResourceProblem,
+  parseCommandLine,
+  urlArgument,
+} from "../client-commands.js";
 
 const HELP = `Usage: gatehouse login <resource-url> [options]
 
@@ -19,7 +29,7 @@ export async function run(args: string[]): Promise<number> {
   const parsed = parseCommandLine("login", HELP, () => parse(args));
   if (typeof parsed === "number") return parsed;
   const { values, positionals } = parsed;
-  const resource = singleArgument(positionals, HELP);
+  const resource = urlArgument("login", positionals, "a resource URL");
   if (resource === undefined) return 2;
   const client = cliAuthClient({
     ...(values["print-url"] && { printOnly: true }),
@@ -30,6 +40,12 @@ export async function run(args: string[]): Promise<number> {
     }),
     ...(values.issuer && { issuer: values.issuer }),
   });
+  const missing = await missingResourceProblem(resource);
+  if (missing) {
+    const hint = await authorizationServerGivenHint(404, resource);
+    process.stderr.write(`gatehouse login: ${missing}\n${hint ? `  ${hint}\n` : ""}`);
+    return 1;
+  }
   try {
     const tokens = await client.login(resource, { force: values.force ?? false });
     const expires = tokens.expires_at ? `, expires ${new Date(tokens.expires_at).toISOString()}` : "";
@@ -40,7 +56,10 @@ export async function run(args: string[]): Promise<number> {
     );
     return 0;
   } catch (error) {
-    process.stderr.write(`gatehouse login: ${describeError(error, { url: resource })}\n`);
+    const hint = await authorizationServerGivenHint(error, resource);
+    process.stderr.write(
+      `gatehouse login: ${describeError(error, { url: resource })}\n${hint ? `  ${hint}\n` : ""}`,
+    );
     return 1;
   }
 }

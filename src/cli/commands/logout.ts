@@ -1,6 +1,9 @@
+/**
+ * `gatehouse logout`: revoke the stored tokens at the server and forget them.
+ */
 import { parseArgs } from "node:util";
-import type { LogoutOutcome } from "../../client/auth-fetch.js";
-import { cliAuthClient, describeError, parseCommandLine } from "../../client/cli-support.js";
+import type { LogoutOutcome } from "../../client/flow/auth-client.js";
+import { cliAuthClient, describeError, parseCommandLine, usageError } from "../client-commands.js";
 
 const HELP = `Usage: gatehouse logout [resource] [--all] [--local]
 
@@ -59,7 +62,7 @@ export async function run(args: string[]): Promise<number> {
   if (typeof parsed === "number") return parsed;
   const { values, positionals } = parsed;
   if (positionals.length > 1 || (values.all && positionals.length)) {
-    process.stderr.write(HELP);
+    usageError("logout", values.all ? "--all takes no resource" : "give at most one resource");
     return 2;
   }
   const client = cliAuthClient({});

@@ -4,13 +4,26 @@
  * PostgreSQL (`--database-url` / GATEHOUSE_DATABASE_URL). Logs are JSON lines on stderr; one ready
  * line goes to stdout.
  */
+import { OPTION_LIMITS } from "../../authorization-server/config/resolve-options.js";
 import { createAuthorizationServer } from "../../authorization-server/index.js";
 import { jsonLogger } from "../../shared/log.js";
-import { withFaultInjection } from "../../testing/fault-injection.js";
+import type { AuthorizationStore } from "../../storage/contract.js";
 import { flag, formatUsage, noPositionals, type OptionSpecs, parseCommandArgs } from "../args.js";
 import { buildServeConfig } from "../config.js";
+import {
+  announceKeyEncryptionKeys,
+  KEY_ENCRYPTION_OPTIONS,
+  resolveKeyEncryptionKeys,
+  withKeyEncryptionHint,
+} from "../key-encryption.js";
 import { err, INSECURE_BANNER, out, outJson, runCommand } from "../output.js";
 import { describeStore, openCliStore, serveHttp, waitForShutdownSignal } from "../server-runtime.js";
+
+/** An option's limits as the help shows them (the server's resolver decides them). */
+function range(name: keyof typeof OPTION_LIMITS): string {
+  const { min, max } = OPTION_LIMITS[name];
+  return `${min} to ${max}`;
+}
 
 export const SERVE_OPTIONS: OptionSpecs = {
   config: { type: "string", valueName: "file", description: "JSON config file (flags override it)" },
@@ -39,6 +52,7 @@ export const SERVE_OPTIONS: OptionSpecs = {
     valueName: "url",
     description: "postgres:// URL instead of SQLite (or GATEHOUSE_DATABASE_URL)",
   },
+  ...KEY_ENCRYPTION_OPTIONS,
   resource: {
     type: "string",
     multiple: true,
@@ -54,22 +68,22 @@ export const SERVE_OPTIONS: OptionSpecs = {
   "access-token-ttl": {
     type: "string",
     valueName: "s",
-    description: "access token lifetime in seconds (default 300)",
+    description: `access token lifetime in seconds (default 300; ${range("accessTokenTtlSeconds")})`,
   },
   "code-ttl": {
     type: "string",
     valueName: "s",
-    description: "authorization code lifetime in seconds (default and maximum 60)",
+    description: `authorization code lifetime in seconds (default 60; ${range("codeTtlSeconds")})`,
   },
   "refresh-idle-ttl": {
     type: "string",
     valueName: "s",
-    description: "refresh token idle lifetime in seconds (default 14 days)",
+    description: `refresh token idle lifetime in seconds (default 14 days; ${range("refreshTokens.idleTtlSeconds")})`,
   },
   "refresh-absolute-ttl": {
     type: "string",
     valueName: "s",
-    description: "grant absolute lifetime in seconds (default 90 days)",
+    description: `grant absolute lifetime in seconds (default 90 days; ${range("refreshTokens.absoluteTtlSeconds")})`,
   },
   "no-refresh-tokens": { type: "boolean", description: "issue no refresh tokens" },
   "no-dynamic-registration": {
@@ -95,7 +109,13 @@ export const SERVE_OPTIONS: OptionSpecs = {
   },
   "trust-proxy": {
     type: "boolean",
-    description: "behind a TLS-terminating proxy: trust X-Forwarded-Proto/Host/For",
+    description: "behind a TLS-terminating proxy: trust X-Forwarded-Proto/Host/For (one proxy hop)",
+  },
+  "trust-proxy-hops": {
+    type: "string",
+    valueName: "n",
+    description:
+      "trusted proxies in a chain (0-16); the client address is the n-th X-Forwarded-For entry from the right",
   },
   "no-request-log": { type: "boolean", description: "no log line per request" },
   json: { type: "boolean", description: "print the ready line as one JSON object" },
@@ -114,7 +134,18 @@ const USAGE = formatUsage(
   ].join("\n"),
 );
 
-export async function run(args: string[]): Promise<number> {
+/** What an embedding program may change about `serve` (tests wrap the store; the CLI changes nothing). */
+export interface ServeHooks {
+  /** Wraps the store the server uses, once it is open (it must keep the storage contract). */
+  wrapStore?: (store: AuthorizationStore) => AuthorizationStore;
+}
+
+export function run(args: string[]): Promise<number> {
+  return serve(args);
+}
+
+/** `gatehouse serve` with `hooks`: the same command, for programs that embed it. */
+export async function serve(args: string[], hooks: ServeHooks = {}): Promise<number> {
   return runCommand("serve", async () => {
     const parsed = parseCommandArgs(args, SERVE_OPTIONS);
     if (flag(parsed, "help")) {
@@ -125,11 +156,14 @@ export async function run(args: string[]): Promise<number> {
     const config = buildServeConfig(parsed);
     const log = jsonLogger();
     const json = flag(parsed, "json");
+    // Before anything listens: a key file with loose permissions is refused here.
+    const keyEncryptionKeys = resolveKeyEncryptionKeys(config.keyEncryption);
+    announceKeyEncryptionKeys(keyEncryptionKeys, log, config.store.kind === "postgres");
 
     // Handlers first: a signal that arrives while starting still shuts down cleanly.
     const shutdownSignal = waitForShutdownSignal(log);
-    // Inert unless GATEHOUSE_TEST_FAULT is set (crash tests in test/faults/).
-    const store = withFaultInjection(await openCliStore(config.store));
+    const opened = await openCliStore(config.store);
+    const store = hooks.wrapStore ? hooks.wrapStore(opened) : opened;
     let http: Awaited<ReturnType<typeof serveHttp>> | undefined;
     try {
       const issuerHost = config.issuer ? new URL(config.issuer).hostname : "localhost";
@@ -145,7 +179,17 @@ export async function run(args: string[]): Promise<number> {
         requestLog: config.requestLog,
       });
       const issuer = config.issuer ?? `http://localhost:${http.port}`;
-      const server = await createAuthorizationServer({ ...config.server, issuer, store, logger: log });
+      const server = await withKeyEncryptionHint(keyEncryptionKeys, () =>
+        createAuthorizationServer({
+          ...config.server,
+          issuer,
+          store,
+          logger: log,
+          keyEncryptionKeys: keyEncryptionKeys.keys,
+        }),
+      );
+      // The node listener knows the client address (honouring --trust-proxy); the server takes it
+      // as an input of fetch, the key of its registration and login rate limits.
       http.setHandler(server.fetch);
       if (config.insecureLoopback && new URL(issuer).protocol === "http:") err(INSECURE_BANNER);
       log.info("ready", { issuer, host: config.host, port: http.port, store: describeStore(config.store) });

@@ -1,5 +1,8 @@
+/**
+ * `gatehouse status`: what the token store holds, without any token value.
+ */
 import { parseArgs } from "node:util";
-import { cliAuthClient, configDirectory, describeError, parseCommandLine } from "../../client/cli-support.js";
+import { cliAuthClient, configDirectory, describeError, parseCommandLine } from "../client-commands.js";
 
 const HELP = `Usage: gatehouse status [--json]
 

@@ -1,3 +1,7 @@
+/**
+ * The in-memory `TokenStore`: `createAuthFetch`'s default, for a process that logs in each time it
+ * starts.
+ */
 import type { StoreKind, StoreRecords, TokenStore } from "./types.js";
 
 /**

@@ -5,6 +5,7 @@
  */
 import type { JWK } from "jose";
 import type { AuthorizationServerMetadata, ProtectedResourceMetadata } from "../../shared/metadata.js";
+import type { MetadataDiscovery } from "../protocol/discovery.js";
 
 /** A client registration, bound to the issuer that issued it (never sent to another). */
 export interface StoredClient {
@@ -59,6 +60,12 @@ export interface StoredResource {
 
 export interface StoredServer {
   metadata: AuthorizationServerMetadata;
+  /**
+   * The well-known form the metadata came from; with the metadata itself it decides whether the
+   * server is an OpenID provider (`isOpenIdProvider`), whose rules differ (`prompt=consent` with
+   * `offline_access`). Absent in records written before it was kept; the metadata then decides.
+   */
+  discovered_via?: MetadataDiscovery;
   fetched_at: number;
 }
 

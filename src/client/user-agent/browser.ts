@@ -4,8 +4,8 @@
  * to the program as its one argument; `$BROWSER`, when set, names that program.
  */
 import { spawn } from "node:child_process";
-import { assertOpenableAuthorizationUrl } from "../authorization.js";
-import { formatWait, startLoopbackListener } from "./loopback-listener.js";
+import { assertOpenableAuthorizationUrl } from "../protocol/authorization.js";
+import { type ExpectedResponseIssuer, formatWait, startLoopbackListener } from "./loopback-listener.js";
 import type { AuthorizationSessionFactory } from "./session.js";
 
 function browserCommand(): string | undefined {
@@ -67,10 +67,10 @@ export function browserSession(
     });
     return {
       redirectUri: listener.redirectUri,
-      async open(authorizationUrl: URL) {
+      async open(authorizationUrl: URL, expectedIssuer?: ExpectedResponseIssuer) {
         const url = assertOpenableAuthorizationUrl(authorizationUrl);
         const state = url.searchParams.get("state") ?? "";
-        const wait = listener.waitForCallback(state);
+        const wait = listener.waitForCallback(state, expectedIssuer);
         const opened = options.printOnly ? false : await (options.open ?? openBrowser)(url);
         print(
           opened

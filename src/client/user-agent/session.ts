@@ -2,11 +2,18 @@
  * The user agent is pluggable: a session knows its redirect URI before the authorization request
  * is built, opens the authorization URL, and resolves with the full callback URL.
  */
+import type { ExpectedResponseIssuer } from "./loopback-listener.js";
+
 export interface AuthorizationSession {
   /** The redirect URI registered and sent in the request (spec "Redirect URIs and state" 1-3). */
   redirectUri: string;
-  /** Shows the user the (already validated) authorization URL; resolves with the callback URL. */
-  open(authorizationUrl: URL): Promise<string | URL>;
+  /**
+   * Shows the user the (already validated) authorization URL; resolves with the callback URL.
+   * `expectedIssuer` is the issuer recorded with the request, for a page that tells the user what
+   * happened only once the response's `iss` checked out (RFC 9207 §2.4); the flow validates the
+   * response itself either way.
+   */
+  open(authorizationUrl: URL, expectedIssuer?: ExpectedResponseIssuer): Promise<string | URL>;
   /** Releases resources (a loopback listener, for instance). Called after every attempt. */
   close?(): Promise<void>;
 }

@@ -30,11 +30,14 @@ import { StorageConflictError } from "../contract.js";
 import {
   accessTokenFromGrant,
   compareBy,
-  grantFromCode,
+  emptyPurgeResult,
   isExpired,
   issuedTokenRecords,
+  judgeAuthorizationCode,
   judgeRefreshToken,
   mergeScopes,
+  sameJsonValue,
+  tokensForRefresh,
   withoutUndefined,
 } from "../rules.js";
 
@@ -212,30 +215,28 @@ export function createMemoryStore(): AuthorizationStore {
     async redeemAuthorizationCode(codeHash, now, check, tokens): Promise<RedeemCodeResult> {
       const code = codes.get(codeHash);
       if (!code) return { status: "not_found" };
-      // RFC 6749 §4.1.2 / OAuth 2.1 §4.1.3: a code used twice revokes what it issued.
-      if (code.consumedAt !== undefined) {
-        revokeGrantNow(code.grantId, now);
-        return { status: "replayed" };
-      }
-      if (isExpired(code.expiresAt, now)) return { status: "expired" };
-      // `check` runs before any write so that an exception thrown by it leaves the code unused,
-      // as a rolled-back transaction does in the SQL backends.
-      const error = check(copy(code));
-      if (error) {
-        code.consumedAt = now;
-        return { status: "refused", error };
-      }
-      if (grants.has(code.grantId)) throw new StorageConflictError("grant already exists");
-      const grant = grantFromCode(code, now, tokens.grantExpiresAt);
-      // Validate the token writes before touching anything, so a conflict leaves no partial state.
-      if (accessTokens.has(tokens.accessToken.jti))
+      // `check` and `tokens` see copies, so nothing they do reaches the stored code.
+      const verdict = judgeAuthorizationCode(
+        code,
+        now,
+        (c) => check(copy(c)),
+        typeof tokens === "function" ? (c) => tokens(copy(c)) : tokens,
+      );
+      if (verdict.status === "replayed") revokeGrantNow(code.grantId, now);
+      if (verdict.status === "refused") code.consumedAt = now;
+      if (verdict.status !== "issue") return verdict;
+      const { grant, tokens: issued } = verdict;
+      // Nothing here rolls back: validate every write before touching anything, so a conflict
+      // leaves the code unused and no partial state.
+      if (grants.has(grant.grantId)) throw new StorageConflictError("grant already exists");
+      if (accessTokens.has(issued.accessToken.jti))
         throw new StorageConflictError("access token id already exists");
-      if (tokens.refreshToken && refreshTokens.has(tokens.refreshToken.tokenHash)) {
+      if (issued.refreshToken && refreshTokens.has(issued.refreshToken.tokenHash)) {
         throw new StorageConflictError("refresh token hash already exists");
       }
       code.consumedAt = now;
       grants.set(grant.grantId, grant);
-      const refreshIssued = writeTokens(grant, code.clientId, code.scopes, tokens, code.refreshAllowed);
+      const refreshIssued = writeTokens(grant, code.clientId, code.scopes, issued, code.refreshAllowed);
       return { status: "issued", code: copy(code), grant: copy(grant), refreshIssued };
     },
 
@@ -257,14 +258,24 @@ export function createMemoryStore(): AuthorizationStore {
       return [...grants.values()]
         .filter((g) => filter.userId === undefined || g.userId === filter.userId)
         .filter((g) => filter.clientId === undefined || g.clientId === filter.clientId)
+        .filter((g) => filter.resource === undefined || g.resource === filter.resource)
+        .filter((g) => filter.sessionHash === undefined || g.sessionHash === filter.sessionHash)
+        .filter((g) => !filter.active || g.revokedAt === undefined)
         .sort(compareBy((g) => [g.createdAt, g.grantId]))
         .map(copy);
     },
     async revokeGrant(grantId, now) {
       return revokeGrantNow(grantId, now);
     },
+    async requestStepUp(jti, now) {
+      const token = accessTokens.get(jti);
+      const grant = token && grants.get(token.grantId);
+      if (!grant || grant.revokedAt !== undefined) return false;
+      grant.stepUpRequestedAt = now;
+      return true;
+    },
 
-    async rotateRefreshToken(tokenHash, now, check, tokens, graceMs = 0): Promise<RotateRefreshResult> {
+    async rotateRefreshToken(tokenHash, now, check, tokensOrFn, graceMs = 0): Promise<RotateRefreshResult> {
       const token = refreshTokens.get(tokenHash);
       if (!token) return { status: "not_found" };
       const grant = grants.get(token.grantId);
@@ -274,6 +285,7 @@ export function createMemoryStore(): AuthorizationStore {
       if (verdict.status === "reused") revokeGrantNow(grant.grantId, now);
       if (verdict.status !== "ok") return verdict;
       const { scopes } = verdict;
+      const tokens = tokensForRefresh(tokensOrFn, token, grant);
       if (accessTokens.has(tokens.accessToken.jti))
         throw new StorageConflictError("access token id already exists");
       if (tokens.refreshToken && refreshTokens.has(tokens.refreshToken.tokenHash)) {
@@ -313,6 +325,12 @@ export function createMemoryStore(): AuthorizationStore {
       }
       signingKeys.set(key.kid, copy(key));
     },
+    async replaceSigningKeyPrivateJwk(kid, expected, next) {
+      const key = signingKeys.get(kid);
+      if (!key || !sameJsonValue(key.privateJwk, expected)) return false;
+      key.privateJwk = copy(next);
+      return true;
+    },
 
     async hitRateLimit(key, windowStart, windowMs) {
       const entry = rateLimits.get(key);
@@ -334,15 +352,7 @@ export function createMemoryStore(): AuthorizationStore {
     },
 
     async purgeExpired(now): Promise<PurgeResult> {
-      const result: PurgeResult = {
-        codes: 0,
-        refreshTokens: 0,
-        accessTokens: 0,
-        interactions: 0,
-        sessions: 0,
-        clients: 0,
-        grants: 0,
-      };
+      const result = emptyPurgeResult();
       const purgeable = new Set<string>();
       for (const grant of grants.values()) {
         const liveAccess = [...accessTokens.values()].some(

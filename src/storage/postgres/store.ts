@@ -15,7 +15,16 @@ import type {
   RedeemCodeResult,
   RotateRefreshResult,
 } from "../contract.js";
-import { grantFromCode, issuedTokenRecords, judgeRefreshToken, mergeScopes } from "../rules.js";
+import {
+  authorizationCodeState,
+  emptyPurgeResult,
+  issuedTokenRecords,
+  judgeAuthorizationCode,
+  judgeRefreshToken,
+  mergeScopes,
+  sameJsonValue,
+  tokensForRefresh,
+} from "../rules.js";
 import {
   accessTokenInsert,
   clientColumns,
@@ -39,6 +48,12 @@ import {
   signingKeyInsert,
   toJson,
 } from "../sql/rows.js";
+import {
+  purgeStatements,
+  revokeAccessTokenStatement,
+  revokeGrantStatements,
+  type Statement,
+} from "../sql/statements.js";
 import { type Db, type Execute, openPool, type PostgresStoreOptions, type Query } from "./pool.js";
 import { POSTGRES_MIGRATIONS } from "./schema.js";
 
@@ -52,20 +67,14 @@ export interface PostgresStore extends AuthorizationStore {
 
 type Tx = { query: Query; execute: Execute };
 
+const exec = (execute: Execute, statement: Statement) => execute(statement.text, [...statement.values]);
+
+/** The grant row first, then its tokens (the lock order of every transaction); true when the grant exists. */
 async function revokeGrantRows(tx: Tx, grantId: string, now: number): Promise<boolean> {
-  const changed = await tx.execute(
-    "UPDATE grants SET revoked_at = coalesce(revoked_at, $1) WHERE grant_id = $2",
-    [now, grantId],
-  );
-  await tx.execute("UPDATE refresh_tokens SET revoked_at = coalesce(revoked_at, $1) WHERE grant_id = $2", [
-    now,
-    grantId,
-  ]);
-  await tx.execute("UPDATE access_tokens SET revoked_at = coalesce(revoked_at, $1) WHERE grant_id = $2", [
-    now,
-    grantId,
-  ]);
-  return changed > 0;
+  const changes: number[] = [];
+  for (const statement of revokeGrantStatements("$n", grantId, now))
+    changes.push(await exec(tx.execute, statement));
+  return changes[0]! > 0;
 }
 
 function insert(execute: Execute, row: RowInsert): Promise<number> {
@@ -271,39 +280,36 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
       return transaction(async (tx): Promise<RedeemCodeResult> => {
         // Claim the code: of concurrent callers exactly one gets the row back; the others wait on
         // its row lock and then find it consumed.
-        const claimed = (
-          await tx.query(
-            `UPDATE authorization_codes SET consumed_at = $2
-             WHERE code_hash = $1 AND consumed_at IS NULL AND expires_at > $2 RETURNING *`,
-            [codeHash, now],
-          )
-        )[0];
+        const [claimed] = await tx.query(
+          `UPDATE authorization_codes SET consumed_at = $2
+           WHERE code_hash = $1 AND consumed_at IS NULL AND expires_at > $2 RETURNING *`,
+          [codeHash, now],
+        );
         if (!claimed) {
-          const row = (
-            await tx.query("SELECT * FROM authorization_codes WHERE code_hash = $1", [codeHash])
-          )[0];
+          const [row] = await tx.query("SELECT * FROM authorization_codes WHERE code_hash = $1", [codeHash]);
           if (!row) return { status: "not_found" };
           const code = rowToCode(row);
-          // OAuth 2.1 §4.1.3: a code used twice revokes the tokens it issued.
-          if (code.consumedAt !== undefined) {
-            await revokeGrantRows(tx, code.grantId, now);
-            return { status: "replayed" };
-          }
-          return { status: "expired" };
+          // Not claimed, so consumed or expired: the claim's condition is exactly the state `live`.
+          // A row that reads as live here was inserted after the claim ran; this request does not
+          // redeem it.
+          const replayed = authorizationCodeState(code, now) === "consumed";
+          if (replayed) await revokeGrantRows(tx, code.grantId, now);
+          return { status: replayed ? "replayed" : "expired" };
         }
         const code = rowToCode(claimed);
+        // Judged as it was before this claim. A throw from `check` or `tokens` aborts the
+        // transaction: the claim is rolled back with it. A refused code stays claimed (consumed).
         const { consumedAt: _consumedAt, ...unconsumed } = code;
-        // A throwing check aborts the transaction: the claim is rolled back with it.
-        const error = check(unconsumed);
-        if (error) return { status: "refused", error };
-        const grant = grantFromCode(code, now, tokens.grantExpiresAt);
+        const verdict = judgeAuthorizationCode(unconsumed, now, check, tokens);
+        if (verdict.status !== "issue") return verdict;
+        const { grant, tokens: issued } = verdict;
         await insert(tx.execute, grantInsert(grant));
         const refreshIssued = await insertTokens(
           tx,
           grant,
           code.clientId,
           code.scopes,
-          tokens,
+          issued,
           code.refreshAllowed,
         );
         return { status: "issued", code, grant, refreshIssued };
@@ -323,16 +329,34 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
     async listGrants(filter = {}) {
       const rows = await query(
         `SELECT * FROM grants WHERE ($1::text IS NULL OR user_id = $1) AND ($2::text IS NULL OR client_id = $2)
+         AND ($3::text IS NULL OR resource = $3) AND ($4::text IS NULL OR session_hash = $4)
+         AND (NOT $5::boolean OR revoked_at IS NULL)
          ORDER BY created_at, grant_id COLLATE "C"`,
-        [filter.userId ?? null, filter.clientId ?? null],
+        [
+          filter.userId ?? null,
+          filter.clientId ?? null,
+          filter.resource ?? null,
+          filter.sessionHash ?? null,
+          filter.active === true,
+        ],
       );
       return rows.map(rowToGrant);
     },
     async revokeGrant(grantId, now) {
       return transaction((tx) => revokeGrantRows(tx, grantId, now));
     },
+    async requestStepUp(jti, now) {
+      // One statement: a concurrent revokeGrant holds the grant row, and `revoked_at IS NULL` is
+      // re-checked once it commits, so a revoked grant is never marked.
+      const changed = await execute(
+        `UPDATE grants SET step_up_requested_at = $1
+         WHERE grant_id = (SELECT grant_id FROM access_tokens WHERE jti = $2) AND revoked_at IS NULL`,
+        [now, jti],
+      );
+      return changed > 0;
+    },
 
-    async rotateRefreshToken(tokenHash, now, check, tokens, graceMs = 0): Promise<RotateRefreshResult> {
+    async rotateRefreshToken(tokenHash, now, check, tokensOrFn, graceMs = 0): Promise<RotateRefreshResult> {
       return transaction(async (tx): Promise<RotateRefreshResult> => {
         const peek = (
           await tx.query("SELECT grant_id FROM refresh_tokens WHERE token_hash = $1", [tokenHash])
@@ -353,6 +377,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
         if (verdict.status === "reused") await revokeGrantRows(tx, grant.grantId, now);
         if (verdict.status !== "ok") return verdict;
         const { scopes } = verdict;
+        const tokens = tokensForRefresh(tokensOrFn, token, grant);
         const old = { ...token };
         if (tokens.refreshToken) {
           old.rotatedAt ??= now;
@@ -374,12 +399,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
       return row && rowToAccessToken(row);
     },
     async revokeAccessToken(jti, now) {
-      return (
-        (await execute("UPDATE access_tokens SET revoked_at = coalesce(revoked_at, $1) WHERE jti = $2", [
-          now,
-          jti,
-        ])) > 0
-      );
+      return (await exec(execute, revokeAccessTokenStatement("$n", jti, now))) > 0;
     },
 
     async listSigningKeys() {
@@ -396,6 +416,19 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
           );
         }
         await insert(tx.execute, signingKeyInsert(key));
+      });
+    },
+    async replaceSigningKeyPrivateJwk(kid, expected, next) {
+      // The row lock holds from the comparison to COMMIT, so a concurrent swap waits and then sees
+      // the new value. Compared in JavaScript, by the same rule as the other backends.
+      return transaction(async (tx) => {
+        const [row] = await tx.query("SELECT private_jwk FROM signing_keys WHERE kid = $1 FOR UPDATE", [kid]);
+        if (!row || !sameJsonValue(fromJson(row.private_jwk), expected)) return false;
+        const changed = await tx.execute("UPDATE signing_keys SET private_jwk = $1 WHERE kid = $2", [
+          toJson(next),
+          kid,
+        ]);
+        return changed === 1;
       });
     },
 
@@ -430,28 +463,13 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
     },
 
     async purgeExpired(now): Promise<PurgeResult> {
-      // Grants past their absolute lifetime, or revoked with no access token still live.
-      const purgeable = `SELECT g.grant_id FROM grants g WHERE g.expires_at <= $1 OR (g.revoked_at IS NOT NULL
-        AND NOT EXISTS (SELECT 1 FROM access_tokens a WHERE a.grant_id = g.grant_id AND a.expires_at > $1))`;
       return transaction(async (tx): Promise<PurgeResult> => {
-        const at = [now];
-        const codes = await tx.execute("DELETE FROM authorization_codes WHERE expires_at <= $1", at);
-        const refreshTokens = await tx.execute(
-          `DELETE FROM refresh_tokens WHERE expires_at <= $1 OR grant_id IN (${purgeable})`,
-          at,
-        );
-        // A revoked grant without live access tokens has only expired ones, caught by the first test.
-        const accessTokens = await tx.execute(
-          "DELETE FROM access_tokens WHERE expires_at <= $1 OR grant_id IN (SELECT grant_id FROM grants WHERE expires_at <= $1)",
-          at,
-        );
-        const grants = await tx.execute(`DELETE FROM grants WHERE grant_id IN (${purgeable})`, at);
-        const interactions = await tx.execute("DELETE FROM interactions WHERE expires_at <= $1", at);
-        const sessions = await tx.execute("DELETE FROM sessions WHERE expires_at <= $1", at);
-        const clients = await tx.execute("DELETE FROM clients WHERE expires_at <= $1", at);
-        await tx.execute("DELETE FROM rate_limits WHERE expires_at <= $1", at);
-        await tx.execute("DELETE FROM cached_documents WHERE expires_at <= $1", at);
-        return { codes, refreshTokens, accessTokens, interactions, sessions, clients, grants };
+        const result = emptyPurgeResult();
+        for (const { statement, counts } of purgeStatements("$n", now)) {
+          const changed = await exec(tx.execute, statement);
+          if (counts) result[counts] = changed;
+        }
+        return result;
       });
     },
   };

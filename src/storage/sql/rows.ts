@@ -105,8 +105,14 @@ export function interactionData(interaction: InteractionRecord): string {
 }
 
 export function rowToInteraction(row: Row): InteractionRecord {
+  const data = fromJson<
+    Omit<InteractionRecord, "userId" | "redirectUriSent"> & { redirectUriSent?: boolean }
+  >(row.data);
   return withoutUndefined({
-    ...fromJson<Omit<InteractionRecord, "userId">>(row.data),
+    ...data,
+    // Written before `redirectUriSent` existed (interactions live minutes): true is the stricter
+    // reading, the token request must then repeat redirect_uri (OAuth 2.1 §4.1.3).
+    redirectUriSent: data.redirectUriSent ?? true,
     userId: optStr(row.user_id),
   });
 }
@@ -129,11 +135,13 @@ export function rowToCode(row: Row): AuthorizationCodeRecord {
     clientId: str(row.client_id),
     userId: str(row.user_id),
     redirectUri: str(row.redirect_uri),
+    redirectUriSent: Boolean(row.redirect_uri_sent),
     scopes: fromJson<string[]>(row.scopes),
     resource: str(row.resource),
     codeChallenge: str(row.code_challenge),
     codeChallengeMethod: "S256",
     refreshAllowed: Boolean(row.refresh_allowed),
+    sessionHash: optStr(row.session_hash),
     createdAt: num(row.created_at),
     expiresAt: num(row.expires_at),
     consumedAt: optNum(row.consumed_at),
@@ -150,6 +158,8 @@ export function rowToGrant(row: Row): GrantRecord {
     createdAt: num(row.created_at),
     expiresAt: num(row.expires_at),
     revokedAt: optNum(row.revoked_at),
+    sessionHash: optStr(row.session_hash),
+    stepUpRequestedAt: optNum(row.step_up_requested_at),
   });
 }
 
@@ -204,6 +214,8 @@ export function grantInsert(grant: GrantRecord): RowInsert {
       "created_at",
       "expires_at",
       "revoked_at",
+      "session_hash",
+      "step_up_requested_at",
     ],
     values: [
       grant.grantId,
@@ -214,6 +226,8 @@ export function grantInsert(grant: GrantRecord): RowInsert {
       grant.createdAt,
       grant.expiresAt,
       grant.revokedAt ?? null,
+      grant.sessionHash ?? null,
+      grant.stepUpRequestedAt ?? null,
     ],
   };
 }
@@ -250,7 +264,7 @@ export function refreshTokenInsert(refresh: RefreshTokenRecord): RowInsert {
   };
 }
 
-/** `refresh_allowed` is a boolean here; a driver without booleans converts it. */
+/** `redirect_uri_sent` and `refresh_allowed` are booleans here; a driver without booleans converts them. */
 export function codeInsert(code: AuthorizationCodeRecord): RowInsert {
   return {
     table: "authorization_codes",
@@ -260,11 +274,13 @@ export function codeInsert(code: AuthorizationCodeRecord): RowInsert {
       "client_id",
       "user_id",
       "redirect_uri",
+      "redirect_uri_sent",
       "scopes",
       "resource",
       "code_challenge",
       "code_challenge_method",
       "refresh_allowed",
+      "session_hash",
       "created_at",
       "expires_at",
       "consumed_at",
@@ -275,11 +291,13 @@ export function codeInsert(code: AuthorizationCodeRecord): RowInsert {
       code.clientId,
       code.userId,
       code.redirectUri,
+      code.redirectUriSent,
       toJson(code.scopes),
       code.resource,
       code.codeChallenge,
       code.codeChallengeMethod,
       code.refreshAllowed,
+      code.sessionHash ?? null,
       code.createdAt,
       code.expiresAt,
       code.consumedAt ?? null,

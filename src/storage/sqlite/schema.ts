@@ -139,4 +139,18 @@ CREATE TABLE cached_documents (
 ) STRICT;
 `,
   },
+  {
+    version: 2,
+    description: "codes: redirect_uri_sent, session_hash; grants: session_hash, step_up_requested_at",
+    // A code stored before this migration does not say whether its request carried redirect_uri;
+    // true (the token request must repeat it, OAuth 2.1 §4.1.3) is the stricter reading, and such
+    // codes expire within a minute anyway. The default stays so that an instance still running
+    // the previous version (a rolling upgrade) keeps inserting codes.
+    sql: `
+ALTER TABLE authorization_codes ADD COLUMN redirect_uri_sent INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE authorization_codes ADD COLUMN session_hash TEXT;
+ALTER TABLE grants ADD COLUMN session_hash TEXT;
+ALTER TABLE grants ADD COLUMN step_up_requested_at INTEGER;
+`,
+  },
 ];

@@ -18,7 +18,15 @@ import type {
   RedeemCodeResult,
   RotateRefreshResult,
 } from "../contract.js";
-import { grantFromCode, isExpired, issuedTokenRecords, judgeRefreshToken, mergeScopes } from "../rules.js";
+import {
+  emptyPurgeResult,
+  issuedTokenRecords,
+  judgeAuthorizationCode,
+  judgeRefreshToken,
+  mergeScopes,
+  sameJsonValue,
+  tokensForRefresh,
+} from "../rules.js";
 import {
   accessTokenInsert,
   clientColumns,
@@ -43,6 +51,12 @@ import {
   signingKeyInsert,
   toJson,
 } from "../sql/rows.js";
+import {
+  purgeStatements,
+  revokeAccessTokenStatement,
+  revokeGrantStatements,
+  type Statement,
+} from "../sql/statements.js";
 import { prepareFile, translate } from "./files.js";
 import { createGroupCommit, type GroupCommitStats } from "./group-commit.js";
 import { SQLITE_MIGRATIONS } from "./schema.js";
@@ -92,6 +106,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
   const one = (text: string, ...params: unknown[]) => sql(text).get(...params) as Row | undefined;
   const all = (text: string, ...params: unknown[]) => sql(text).all(...params) as Row[];
   const run = (text: string, ...params: unknown[]) => sql(text).run(...params).changes;
+  const exec = (statement: Statement) => run(statement.text, ...statement.values);
 
   // Writes go through the group commit: one `BEGIN IMMEDIATE` transaction (one fsync) per batch of
   // operations, each in its own savepoint; a write settles only once its batch is durable.
@@ -106,15 +121,10 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     }
   }
 
+  /** The grant row first, then its tokens; true when the grant exists. */
   function revokeGrantRows(grantId: string, now: number): boolean {
-    const changed = run(
-      "UPDATE grants SET revoked_at = coalesce(revoked_at, ?) WHERE grant_id = ?",
-      now,
-      grantId,
-    );
-    run("UPDATE refresh_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE grant_id = ?", now, grantId);
-    run("UPDATE access_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE grant_id = ?", now, grantId);
-    return changed > 0;
+    const [grantChanges] = revokeGrantStatements("?", grantId, now).map(exec);
+    return grantChanges! > 0;
   }
 
   /** SQLite has no booleans: they are bound as 0/1. */
@@ -355,18 +365,17 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
         const row = one("SELECT * FROM authorization_codes WHERE code_hash = ?", codeHash);
         if (!row) return { status: "not_found" };
         const code = rowToCode(row);
-        // OAuth 2.1 §4.1.3: a code used twice revokes the tokens it issued.
-        if (code.consumedAt !== undefined) {
-          revokeGrantRows(code.grantId, now);
-          return { status: "replayed" };
+        // A throw from `check` or `tokens` (inside the judgement) rolls back this operation's
+        // savepoint: the code stays unused.
+        const verdict = judgeAuthorizationCode(code, now, check, tokens);
+        if (verdict.status === "replayed") revokeGrantRows(code.grantId, now);
+        if (verdict.status === "refused" || verdict.status === "issue") {
+          run("UPDATE authorization_codes SET consumed_at = ? WHERE code_hash = ?", now, codeHash);
         }
-        if (isExpired(code.expiresAt, now)) return { status: "expired" };
-        const error = check(code);
-        run("UPDATE authorization_codes SET consumed_at = ? WHERE code_hash = ?", now, codeHash);
-        if (error) return { status: "refused", error };
-        const grant = grantFromCode(code, now, tokens.grantExpiresAt);
+        if (verdict.status !== "issue") return verdict;
+        const { grant, tokens: issued } = verdict;
         insert(grantInsert(grant));
-        const refreshIssued = insertTokens(grant, code.clientId, code.scopes, tokens, code.refreshAllowed);
+        const refreshIssued = insertTokens(grant, code.clientId, code.scopes, issued, code.refreshAllowed);
         return { status: "issued", code: { ...code, consumedAt: now }, grant, refreshIssued };
       });
     },
@@ -385,8 +394,16 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       const rows = await read(() =>
         all(
           `SELECT * FROM grants WHERE ($userId IS NULL OR user_id = $userId)
-           AND ($clientId IS NULL OR client_id = $clientId) ORDER BY created_at, grant_id`,
-          { userId: filter.userId ?? null, clientId: filter.clientId ?? null },
+           AND ($clientId IS NULL OR client_id = $clientId) AND ($resource IS NULL OR resource = $resource)
+           AND ($sessionHash IS NULL OR session_hash = $sessionHash)
+           AND ($active = 0 OR revoked_at IS NULL) ORDER BY created_at, grant_id`,
+          {
+            userId: filter.userId ?? null,
+            clientId: filter.clientId ?? null,
+            resource: filter.resource ?? null,
+            sessionHash: filter.sessionHash ?? null,
+            active: filter.active ? 1 : 0,
+          },
         ),
       );
       return rows.map(rowToGrant);
@@ -394,8 +411,19 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     async revokeGrant(grantId, now) {
       return write(() => revokeGrantRows(grantId, now));
     },
+    async requestStepUp(jti, now) {
+      const changed = await write(() =>
+        run(
+          `UPDATE grants SET step_up_requested_at = ?
+           WHERE grant_id = (SELECT grant_id FROM access_tokens WHERE jti = ?) AND revoked_at IS NULL`,
+          now,
+          jti,
+        ),
+      );
+      return changed > 0;
+    },
 
-    async rotateRefreshToken(tokenHash, now, check, tokens, graceMs = 0): Promise<RotateRefreshResult> {
+    async rotateRefreshToken(tokenHash, now, check, tokensOrFn, graceMs = 0): Promise<RotateRefreshResult> {
       return write((): RotateRefreshResult => {
         const row = one("SELECT * FROM refresh_tokens WHERE token_hash = ?", tokenHash);
         if (!row) return { status: "not_found" };
@@ -407,6 +435,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
         if (verdict.status === "reused") revokeGrantRows(grant.grantId, now);
         if (verdict.status !== "ok") return verdict;
         const { scopes } = verdict;
+        const tokens = tokensForRefresh(tokensOrFn, token, grant);
         const old = { ...token };
         if (tokens.refreshToken) {
           old.rotatedAt ??= now;
@@ -425,10 +454,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       return row && rowToAccessToken(row);
     },
     async revokeAccessToken(jti, now) {
-      const changed = await write(() =>
-        run("UPDATE access_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE jti = ?", now, jti),
-      );
-      return changed > 0;
+      return (await write(() => exec(revokeAccessTokenStatement("?", jti, now)))) > 0;
     },
 
     async listSigningKeys() {
@@ -446,6 +472,15 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
           );
         }
         insert(signingKeyInsert(key));
+      });
+    },
+    async replaceSigningKeyPrivateJwk(kid, expected, next) {
+      // Read and write in one write transaction (BEGIN IMMEDIATE): no other connection can change
+      // the row between the comparison and the update.
+      return write(() => {
+        const row = one("SELECT private_jwk FROM signing_keys WHERE kid = ?", kid);
+        if (!row || !sameJsonValue(fromJson(row.private_jwk), expected)) return false;
+        return run("UPDATE signing_keys SET private_jwk = ? WHERE kid = ?", toJson(next), kid) === 1;
       });
     },
 
@@ -487,28 +522,13 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
 
     async purgeExpired(now): Promise<PurgeResult> {
-      // Grants past their absolute lifetime, or revoked with no access token still live.
-      const purgeable = `SELECT g.grant_id FROM grants g WHERE g.expires_at <= $now OR (g.revoked_at IS NOT NULL
-        AND NOT EXISTS (SELECT 1 FROM access_tokens a WHERE a.grant_id = g.grant_id AND a.expires_at > $now))`;
       return write((): PurgeResult => {
-        const at = { now };
-        const codes = run("DELETE FROM authorization_codes WHERE expires_at <= $now", at);
-        const refreshTokens = run(
-          `DELETE FROM refresh_tokens WHERE expires_at <= $now OR grant_id IN (${purgeable})`,
-          at,
-        );
-        // A revoked grant without live access tokens has only expired ones, caught by the first test.
-        const accessTokens = run(
-          "DELETE FROM access_tokens WHERE expires_at <= $now OR grant_id IN (SELECT grant_id FROM grants WHERE expires_at <= $now)",
-          at,
-        );
-        const grants = run(`DELETE FROM grants WHERE grant_id IN (${purgeable})`, at);
-        const interactions = run("DELETE FROM interactions WHERE expires_at <= ?", now);
-        const sessions = run("DELETE FROM sessions WHERE expires_at <= ?", now);
-        const clients = run("DELETE FROM clients WHERE expires_at <= ?", now);
-        run("DELETE FROM rate_limits WHERE expires_at <= ?", now);
-        run("DELETE FROM cached_documents WHERE expires_at <= ?", now);
-        return { codes, refreshTokens, accessTokens, interactions, sessions, clients, grants };
+        const result = emptyPurgeResult();
+        for (const { statement, counts } of purgeStatements("?", now)) {
+          const changed = exec(statement);
+          if (counts) result[counts] = changed;
+        }
+        return result;
       });
     },
   };

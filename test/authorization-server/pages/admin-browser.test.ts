@@ -52,7 +52,8 @@ async function signInAsAdmin(context: BrowserContext): Promise<Page> {
 describe("the admin page in Chromium", () => {
   it("an administrator signs in, sees the lists and revokes a grant; its refresh token then fails", async () => {
     const { grant, refreshToken } = await obtainGrant(t, t.user, alice);
-    await obtainGrant(t, t.user, alice, "notes:write offline_access");
+    // From another browser (sign-in): a grant of the same sign-in that covers the first would supersede it.
+    await obtainGrant(t, t.user, new HttpBrowser(), "notes:write offline_access");
     const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
     const page = await signInAsAdmin(context);
     await expect(page.getByTestId("username").textContent()).resolves.toBe(t.admin.username);
@@ -80,6 +81,23 @@ describe("the admin page in Chromium", () => {
     ).resolves.toBe("revoked");
     await expect(page.locator(`[data-grant-id="${grant.grantId}"] button`).count()).resolves.toBe(0);
     expect(await tryRefresh(t, refreshToken)).toEqual({ status: 400, error: "invalid_grant" });
+
+    // The client's recent audit events: the revocation just made is the newest.
+    await page.locator('[data-client-id="notes-cli"] [data-testid="client-events-link"]').click();
+    await page.waitForURL((u) => u.searchParams.get("client") === "notes-cli");
+    const types = await page
+      .getByTestId("event-row")
+      .evaluateAll((rows) => rows.map((r) => r.getAttribute("data-event-type")));
+    expect(types[0]).toBe("grant_revoked");
+    expect(types).toEqual([
+      "grant_revoked",
+      "grant_issued",
+      "consent_granted",
+      "grant_issued",
+      "consent_granted",
+    ]);
+    await page.getByTestId("events-heading").screenshot({ path: "/tmp/admin-events-heading.png" });
+    await page.screenshot({ path: "/tmp/admin-events.png", fullPage: true });
     await context.close();
   });
 

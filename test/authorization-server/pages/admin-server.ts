@@ -6,6 +6,7 @@
 import { randomUUID } from "node:crypto";
 import {
   type AuthorizationServer,
+  type AuthorizationServerOptions,
   createAuthorizationServer,
 } from "../../../src/authorization-server/index.js";
 import { hashPassword } from "../../../src/authorization-server/password.js";
@@ -30,11 +31,15 @@ export interface AdminServer {
   close(): Promise<void>;
 }
 
-export async function startAdminServer(): Promise<AdminServer> {
+/** `extra` options are laid over the defaults (a logger, an audit hook, tighter limits). */
+export async function startAdminServer(
+  extra: Partial<Omit<AuthorizationServerOptions, "issuer" | "store">> = {},
+): Promise<AdminServer> {
   const store = createMemoryStore();
-  let handler: ((request: Request) => Promise<Response>) | undefined;
-  const http: ListeningServer = await listen(async (request) =>
-    handler ? handler(request) : new Response("starting", { status: 503 }),
+  let handler: AuthorizationServer["fetch"] | undefined;
+  // The address the node listener saw is passed on: the rate limits and audit events key on it.
+  const http: ListeningServer = await listen(async (request, info) =>
+    handler ? handler(request, info) : new Response("starting", { status: 503 }),
   );
   const server = await createAuthorizationServer({
     issuer: http.url,
@@ -58,6 +63,7 @@ export async function startAdminServer(): Promise<AdminServer> {
         createdAt: Date.now(),
       },
     ],
+    ...extra,
   });
   handler = server.fetch;
   const hash = await hashPassword(PASSWORD);

@@ -98,7 +98,7 @@ describe("who may see the admin page", () => {
       password: t.user.password,
     });
     expect(done.status).toBe(303);
-    expect(done.headers.get("location")).toBe("/logout");
+    expect(done.headers.get("location")).toBe("/account");
   });
 
   it("a signed-in user who is not an administrator gets 403, for GET and POST", async () => {

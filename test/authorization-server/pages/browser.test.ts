@@ -6,6 +6,8 @@
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ListeningServer, listen } from "../../../src/http/node.js";
+import { sha256Base64url } from "../../../src/shared/crypto.js";
+import type { ClientRecord } from "../../../src/storage/contract.js";
 import { launchChromium, openFramingPage } from "../../support/browser.js";
 import { authorizeUrl, type Harness, startHarness, XSS_NAME } from "./harness.js";
 
@@ -70,7 +72,9 @@ async function waitForCallback(page: Page): Promise<URLSearchParams> {
 /** A fresh pre-registered client per test, so no test leans on consents another one granted. */
 let clientCounter = 0;
 async function freshClient(
-  extra: { source?: "dynamic" | "preregistered"; clientName?: string } = {},
+  extra: Partial<
+    Pick<ClientRecord, "source" | "clientName" | "tokenEndpointAuthMethod" | "clientSecretHash">
+  > = {},
 ): Promise<string> {
   const clientId = `app-${++clientCounter}`;
   await h.addClient({ clientId, redirectUris: [callback], ...extra });
@@ -115,9 +119,35 @@ describe("the code flow in Chromium", () => {
     await context.close();
   });
 
-  it("a second authorization with existing consent is silent", async () => {
+  it("a second authorization of a public loopback client shows the consent page pre-filled (RFC 8252 §8.6)", async () => {
     const context = await browser.newContext();
     const clientId = await freshClient();
+    await approveInNewPage(context, clientId, "notes:read");
+    const page = await context.newPage();
+    await page.goto(flowUrl({ client_id: clientId, state: "second", scope: "notes:read" }));
+    expect(new URL(page.url()).pathname).toBe("/consent");
+    await expect(page.getByTestId("requested-scopes").textContent()).resolves.toContain(
+      "It asks again for what you allowed before",
+    );
+    const granted = await page
+      .getByTestId("granted-scopes")
+      .locator("li")
+      .evaluateAll((els) => els.map((e) => e.getAttribute("data-scope")));
+    expect(granted).toEqual(["notes:read"]);
+    await page.screenshot({ path: "/tmp/consent-again.png", fullPage: true });
+    await page.getByRole("button", { name: "Allow" }).click();
+    const q = await waitForCallback(page);
+    expect(q.get("code")).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(q.get("state")).toBe("second");
+    await context.close();
+  });
+
+  it("a second authorization of a client that authenticates at the token endpoint is silent", async () => {
+    const context = await browser.newContext();
+    const clientId = await freshClient({
+      tokenEndpointAuthMethod: "client_secret_basic",
+      clientSecretHash: sha256Base64url("a-secret-only-the-client-knows"),
+    });
     await approveInNewPage(context, clientId, "notes:read");
     const page = await context.newPage();
     await page.goto(flowUrl({ client_id: clientId, state: "second", scope: "notes:read" }));
@@ -161,7 +191,7 @@ describe("the code flow in Chromium", () => {
     const loginUrl = page.url();
     await signIn(page);
     expect(new URL(page.url()).pathname).toBe("/consent");
-    for (const target of [page.url(), loginUrl, `${h.url}/login`, `${h.url}/logout`]) {
+    for (const target of [page.url(), loginUrl, `${h.url}/login`, `${h.url}/account`]) {
       framedUrl = target;
       // The control frame from another origin renders, so only the framing rules stop this one.
       const { page: framing, target: framed } = await openFramingPage(context, `${attacker.url}/`);

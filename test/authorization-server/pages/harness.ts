@@ -3,11 +3,15 @@
  * endpoints routed, plus a tiny cookie-keeping HTTP client for protocol tests (redirect: "manual").
  */
 import { createHash, randomBytes } from "node:crypto";
-import { handleAuthorize } from "../../../src/authorization-server/authorize.js";
-import type { ClientResolver, ServerContext } from "../../../src/authorization-server/context.js";
+import type {
+  ClientResolver,
+  Endpoint,
+  ServerContext,
+} from "../../../src/authorization-server/config/context.js";
+import { handleAuthorize } from "../../../src/authorization-server/endpoints/authorize.js";
 import { handleConsent } from "../../../src/authorization-server/pages/consent.js";
 import { handleLogin } from "../../../src/authorization-server/pages/login.js";
-import { handleLogout } from "../../../src/authorization-server/pages/logout.js";
+import { handleAccount, handleLogout } from "../../../src/authorization-server/pages/logout.js";
 import { hashPassword } from "../../../src/authorization-server/password.js";
 import { type ListeningServer, listen } from "../../../src/http/node.js";
 import { OAuthError } from "../../../src/shared/errors.js";
@@ -66,16 +70,17 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const store = createMemoryStore();
   await store.migrate();
   let ctx: ServerContext | undefined;
-  const routes: Record<string, (r: Request, c: ServerContext) => Promise<Response>> = {
+  const routes: Record<string, Endpoint> = {
     "/authorize": handleAuthorize,
     "/login": handleLogin,
     "/consent": handleConsent,
+    "/account": handleAccount,
     "/logout": handleLogout,
   };
-  const server: ListeningServer = await listen(async (request) => {
+  const server: ListeningServer = await listen(async (request, info) => {
     const route = routes[new URL(request.url).pathname];
     if (!route || !ctx) return new Response("not found", { status: 404 });
-    return route(request, ctx);
+    return route(request, ctx, info ?? {});
   });
   const clients: ClientResolver = {
     async resolve(clientId) {
@@ -99,6 +104,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         idleTtlSeconds: 1209600,
         absoluteTtlSeconds: 7776000,
         reuseGraceSeconds: 0,
+        withoutOfflineAccess: { idleTtlSeconds: 86400, absoluteTtlSeconds: 604800 },
       },
       dynamicRegistration: { enabled: true, ratePerHour: 20, unusedTtlSeconds: 86400 },
       clientMetadataDocuments: { enabled: true },
@@ -106,7 +112,6 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         "notes:read": "Read your notes",
         "notes:write": "Create and change your notes",
         "notes:admin": "Manage sharing of your notes",
-        offline_access: "Stay connected when you are away",
       },
       allowInsecureLoopback: true,
     },

@@ -3,7 +3,7 @@
  * cookies, CSRF, browser binding, rate limits, what a decision stores and where it redirects.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ServerContext } from "../../../src/authorization-server/context.js";
+import type { ServerContext } from "../../../src/authorization-server/config/context.js";
 import { handleConsent } from "../../../src/authorization-server/pages/consent.js";
 import {
   LOGIN_ATTEMPTS_PER_ADDRESS,
@@ -101,7 +101,7 @@ describe("security headers on every page and redirect", () => {
     expect(consent.headers.get("content-security-policy")).toContain(
       "form-action 'self' https://app.example",
     );
-    expectSecurityHeaders(await agent.get("/logout"));
+    expectSecurityHeaders(await agent.get("/account"));
     expectSecurityHeaders(await agent.get("/consent?interaction=nope"));
     expectSecurityHeaders(await agent.post("/consent", { ...fields, decision: "approve" }));
   });
@@ -219,7 +219,7 @@ describe("login", () => {
     expect(refused.status).toBe(403);
     const ok = await other.post("/login", { ...accountFields, username: "alice", password: PASSWORD });
     expect(ok.status).toBe(303);
-    expect(ok.headers.get("location")).toBe("/logout");
+    expect(ok.headers.get("location")).toBe("/account");
   });
 
   /**
@@ -353,9 +353,11 @@ describe("consent decisions", () => {
     });
   });
 
-  it("refresh is allowed only with offline_access and a client that declares refresh_token", async () => {
+  it("refresh follows the refresh policy: declared refresh_token grant, or offline_access for a client that declared no grant types", async () => {
     for (const [clientId, scope, expected] of [
-      [await h.newClient(), "notes:write", false],
+      [await h.newClient(), "notes:write", true],
+      [await h.newClient({ grantTypes: [] }), "notes:write", false],
+      [await h.newClient({ grantTypes: [] }), "notes:write offline_access", true],
       ["no-refresh", "notes:read offline_access", false],
     ] as const) {
       const agent = new Agent(h.url);
@@ -424,9 +426,9 @@ describe("consent decisions", () => {
     const agent = new Agent(h.url);
     const { fields } = await freshConsent(agent, { client_id: "no-refresh", scope: "notes:admin" });
     // Another account signs in in the same browser (another tab).
-    const login = await agent.get("/logout");
+    const login = await agent.get("/account");
     const csrf = hiddenFields(await login.text()).csrf!;
-    await agent.post("/logout", { csrf, action: "logout" });
+    await agent.post("/account", { csrf, action: "logout" });
     const page = await agent.get("/login");
     const other = await h.newUser();
     await agent.post("/login", {
@@ -516,13 +518,13 @@ describe("consent decisions", () => {
       },
     });
     const ctx: ServerContext = { ...h.ctx, store: failing };
-    const r = await handleConsent(new Request(`${h.url}/consent?interaction=${"A".repeat(22)}`), ctx);
+    const r = await handleConsent(new Request(`${h.url}/consent?interaction=${"A".repeat(22)}`), ctx, {});
     expect(r.status).toBe(503);
     expect(await r.text()).not.toContain("db down");
   });
 });
 
-describe("account page (/logout)", () => {
+describe("account page (/account)", () => {
   it("lists consents, withdraws one (revoking its grants), and signs out", async () => {
     const agent = new Agent(h.url);
     const { fields, user } = await freshConsent(agent, {
@@ -534,27 +536,44 @@ describe("account page (/logout)", () => {
     const grantId = (await storedCode(code)).grantId;
     expect((await h.store.getGrant(grantId))!.revokedAt).toBeUndefined();
 
-    const page = await agent.get("/logout");
+    const page = await agent.get("/account");
     const html = await page.text();
     expect(html).toContain('data-testid="consent-row"');
-    const rowFields = [...html.matchAll(/<form method="post" action="\/logout">([\s\S]*?)<\/form>/g)].map(
+    const rowFields = [...html.matchAll(/<form method="post" action="\/account">([\s\S]*?)<\/form>/g)].map(
       (m) => hiddenFields(m[1]!),
     );
     const revoke = rowFields.find((f) => f.action === "revoke" && f.client_id === "v6")!;
     expect(revoke.redirect_uri).toBe("http://[::1]/cb");
-    expect((await agent.post("/logout", { ...revoke, csrf: "forged" })).status).toBe(403);
+    expect((await agent.post("/account", { ...revoke, csrf: "forged" })).status).toBe(403);
     expect(await h.store.getConsent(user.id, "v6", "http://[::1]/cb")).toBeDefined();
-    const done = await agent.post("/logout", revoke);
+    const done = await agent.post("/account", revoke);
     expect(done.status).toBe(303);
     expect(await h.store.getConsent(user.id, "v6", "http://[::1]/cb")).toBeUndefined();
     expect((await h.store.getGrant(grantId))!.revokedAt).toBeDefined();
 
     const signOut = rowFields.find((f) => f.action === "logout")!;
     const session = agent.cookies.get("gatehouse_session")!;
-    const out = await agent.post("/logout", signOut);
+    const out = await agent.post("/account", signOut);
     expect(out.status).toBe(303);
     expect(out.headers.getSetCookie()[0]).toMatch(/^gatehouse_session=; .*Max-Age=0/);
     expect(await h.store.getSession(sha256Base64url(session), Date.now())).toBeUndefined();
-    expect(await (await agent.get("/logout")).text()).toContain("You are signed out");
+    expect(await (await agent.get("/account")).text()).toContain("You are signed out");
+  });
+
+  it("/logout, the page's first address, still works: GET → 303 /account, the sign-out POST signs out", async () => {
+    const agent = new Agent(h.url);
+    await freshConsent(agent);
+    const old = await agent.get("/logout");
+    expect(old.status).toBe(303);
+    expect(old.headers.get("location")).toBe("/account");
+    expectSecurityHeaders(old);
+    const fields = hiddenFields(await (await agent.get("/account")).text());
+    expect((await agent.post("/logout", { ...fields, csrf: "forged" })).status).toBe(403);
+    const session = agent.cookies.get("gatehouse_session")!;
+    const out = await agent.post("/logout", { ...fields, action: "logout" });
+    expect(out.status).toBe(303);
+    expect(out.headers.get("location")).toBe("/account");
+    expect(await h.store.getSession(sha256Base64url(session), Date.now())).toBeUndefined();
+    expect((await fetch(`${h.url}/logout`, { method: "DELETE" })).status).toBe(405);
   });
 });

@@ -1,3 +1,7 @@
+/**
+ * `EncryptedFileTokenStore` (spec "Token theft" 1): AES-256-GCM at rest, owner-only files, and a
+ * wrong key reads nothing.
+ */
 import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -53,6 +53,34 @@ describe("browserSession progress", () => {
     expect(lines[1]).toContain("gives up after 90 s");
   });
 
+  it("passes the expected issuer to the listener, so the page says denied only for a genuine answer", async () => {
+    const session = await browserSession({ print: () => {}, open: async () => true, timeoutMs: 10_000 })();
+    const expected = { issuer: "https://as.example", issParameterSupported: true };
+    const wait = session.open(URL_TO_OPEN, expected);
+    try {
+      const response = await fetch(
+        `${session.redirectUri}?error=access_denied&state=s1&iss=https%3A%2F%2Fas.example`,
+      );
+      expect(await response.text()).toContain("Access denied");
+      await wait;
+    } finally {
+      await session.close?.();
+    }
+    const mixedUp = await browserSession({ print: () => {}, open: async () => true, timeoutMs: 10_000 })();
+    const waitMixedUp = mixedUp.open(URL_TO_OPEN, expected);
+    try {
+      const response = await fetch(
+        `${mixedUp.redirectUri}?error=access_denied&state=s1&iss=https%3A%2F%2Fevil.example`,
+      );
+      const text = await response.text();
+      expect(text).toContain("Response not used");
+      expect(text).not.toContain("denied");
+      await waitMixedUp;
+    } finally {
+      await mixedUp.close?.();
+    }
+  });
+
   it("a timeout rejects with authorization_timed_out and the next step", async () => {
     const session = await browserSession({
       print: () => {},

@@ -47,7 +47,11 @@ describe("PostgreSQL transactions", () => {
       return attempts;
     });
     await otherDone;
-    expect(result).toBe(2);
+    // At least one retry. Under load there may be two: when our aborted attempt releases row 1,
+    // the other backend may not have run yet, so our next attempt can take row 1 first and be
+    // the deadlock victim again (PostgreSQL wakes tuple-lock waiters without reserving the row).
+    expect(result).toBeGreaterThanOrEqual(2);
+    expect(result).toBeLessThanOrEqual(5);
     const { rows } = await other.query(`SELECT id, v FROM ${schema}.t ORDER BY id`);
     // Each session's increments applied exactly once.
     expect(rows).toEqual([

@@ -4,8 +4,10 @@ import { GatehouseTypeError } from "../../../src/shared/errors.js";
 import { StorageUnavailableError } from "../../../src/storage/contract.js";
 import { createPostgresStore, type PostgresStore } from "../../../src/storage/postgres/index.js";
 import { POSTGRES_MIGRATIONS } from "../../../src/storage/postgres/schema.js";
-import { code, T0, tokens } from "../fixtures.js";
+import { insertSql } from "../../../src/storage/sql/rows.js";
+import { code, T0, tokens } from "../../../src/storage/testing/fixtures.js";
 import { POSTGRES_URL, requirePostgres, schemaNamer } from "../postgres-support.js";
+import { expectVersion1RowsMigrated, version1Rows } from "../version-1-rows.js";
 
 const schemas = schemaNamer("gh_pgstore");
 const opened: PostgresStore[] = [];
@@ -49,6 +51,32 @@ describe("PostgreSQL store", () => {
     await stores[0]!.migrate();
     const { rows } = await admin.query(`SELECT version FROM ${schema}.schema_migrations ORDER BY version`);
     expect(rows).toEqual(POSTGRES_MIGRATIONS.map((m) => ({ version: m.version })));
+  });
+
+  it("migration 2 upgrades a version-1 schema: stored codes and interactions read redirectUriSent=true, stored grants take step-up requests", async () => {
+    const schema = schemas.next();
+    const legacy = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` });
+    await legacy.connect();
+    const rows = version1Rows((value) => value);
+    try {
+      await legacy.query(`CREATE SCHEMA ${schema}`);
+      await legacy.query(
+        "CREATE TABLE schema_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)",
+      );
+      await legacy.query(POSTGRES_MIGRATIONS.find((m) => m.version === 1)!.sql);
+      await legacy.query("INSERT INTO schema_migrations (version, applied_at) VALUES (1, $1)", [T0]);
+      for (const row of rows.inserts)
+        await legacy.query(
+          insertSql(row, (n) => `$${n}`),
+          row.values,
+        );
+    } finally {
+      await legacy.end();
+    }
+
+    const store = open(schema);
+    await store.migrate();
+    await expectVersion1RowsMigrated(store, rows);
   });
 
   it("refuses a schema name that is not a plain identifier", () => {

@@ -13,7 +13,16 @@ import { OAuthError } from "../../../src/shared/errors.js";
 import { StorageConflictError, StorageUnavailableError } from "../../../src/storage/contract.js";
 import { MAX_BATCH } from "../../../src/storage/sqlite/group-commit.js";
 import { createSqliteStore, type SqliteStore } from "../../../src/storage/sqlite/index.js";
-import { client, code, id, session, T0, tally, tokens } from "../fixtures.js";
+import {
+  client,
+  code,
+  id,
+  session,
+  signingKey,
+  T0,
+  tally,
+  tokens,
+} from "../../../src/storage/testing/fixtures.js";
 
 const root = mkdtempSync(join(tmpdir(), "gatehouse-sqlite-group-"));
 let counter = 0;
@@ -116,6 +125,33 @@ describe("SQLite group commit", () => {
       ),
     );
     expect(visibleAtResolve).toEqual(records.map(() => true));
+    await store.close();
+  });
+
+  it("signing-key swaps join the batch like any write, and each is committed when it resolves", async () => {
+    const { store, path } = await openStore();
+    const [swapped, kept] = [signingKey(), signingKey()];
+    for (const key of [swapped, kept]) await store.addSigningKey(key);
+    const next = { enc: "A256GCM", kek: id("kek"), iv: id("iv"), ct: id("ct"), tag: id("tag") };
+    const storedJwk = (kid: string) =>
+      JSON.parse(
+        committed<{ private_jwk: string }>(path, "SELECT private_jwk FROM signing_keys WHERE kid = ?", kid)!
+          .private_jwk,
+      ) as unknown;
+    const before = store.writeStats();
+    const results = await Promise.all([
+      store.replaceSigningKeyPrivateJwk(swapped.kid, swapped.privateJwk, next).then((replaced) => ({
+        replaced,
+        visible: storedJwk(swapped.kid),
+      })),
+      store.replaceSigningKeyPrivateJwk(kept.kid, swapped.privateJwk, next),
+      store.createSession(session()),
+    ]);
+    const after = store.writeStats();
+    expect(after.transactions - before.transactions).toBe(1);
+    expect(after.operations - before.operations).toBe(3);
+    expect(results.slice(0, 2)).toEqual([{ replaced: true, visible: next }, false]);
+    expect(storedJwk(kept.kid)).toEqual(kept.privateJwk);
     await store.close();
   });
 

@@ -11,7 +11,7 @@ import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSqliteStore } from "../../../src/storage/sqlite/index.js";
-import { code, issueGrant, T0, tally } from "../fixtures.js";
+import { code, issueGrant, T0, tally } from "../../../src/storage/testing/fixtures.js";
 
 const run = promisify(execFile);
 const root = mkdtempSync(join(tmpdir(), "gatehouse-sqlite-mp-"));

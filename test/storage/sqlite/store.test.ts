@@ -1,12 +1,14 @@
-import { chmodSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
 import { StorageUnavailableError } from "../../../src/storage/contract.js";
+import { insertSql } from "../../../src/storage/sql/rows.js";
 import { createSqliteStore } from "../../../src/storage/sqlite/index.js";
 import { SQLITE_MIGRATIONS } from "../../../src/storage/sqlite/schema.js";
-import { code, interaction, T0, tokens } from "../fixtures.js";
+import { code, interaction, T0, tokens } from "../../../src/storage/testing/fixtures.js";
+import { expectVersion1RowsMigrated, version1Rows } from "../version-1-rows.js";
 
 const root = mkdtempSync(join(tmpdir(), "gatehouse-sqlite-"));
 let counter = 0;
@@ -46,6 +48,23 @@ describe("SQLite store", () => {
     db.close();
     expect(versions).toEqual(SQLITE_MIGRATIONS.map((m) => ({ version: m.version })));
     for (const s of stores) await s.close();
+  });
+
+  it("migration 2 upgrades a version-1 file: stored codes and interactions read redirectUriSent=true, stored grants take step-up requests", async () => {
+    const path = freshPath();
+    mkdirSync(dirname(path), { recursive: true });
+    const legacy = new Database(path);
+    legacy.exec("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)");
+    legacy.exec(SQLITE_MIGRATIONS.find((m) => m.version === 1)!.sql);
+    legacy.prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (1, ?)").run(T0);
+    const rows = version1Rows((value) => (value ? 1 : 0));
+    for (const row of rows.inserts) legacy.prepare(insertSql(row, () => "?")).run(...row.values);
+    legacy.close();
+
+    const store = createSqliteStore({ path });
+    await store.migrate();
+    await expectVersion1RowsMigrated(store, rows);
+    await store.close();
   });
 
   it("keeps data across reopen", async () => {

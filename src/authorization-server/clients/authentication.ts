@@ -1,0 +1,256 @@
+/**
+ * Client authentication at the token, revocation and introspection endpoints (RFC 6749 §2.3):
+ * `none`, `client_secret_basic`, `client_secret_post` and `private_key_jwt` (RFC 7523 §2.2).
+ */
+import {
+  createLocalJWKSet,
+  createRemoteJWKSet,
+  decodeJwt,
+  type JWK,
+  type JWTVerifyGetKey,
+  jwtVerify,
+} from "jose";
+import { sha256Base64url, timingSafeEqualString } from "../../shared/crypto.js";
+import { OAuthError, type OAuthErrorOptions } from "../../shared/errors.js";
+import { buildChallenge } from "../../shared/www-authenticate.js";
+import type { ClientRecord, TokenEndpointAuthMethod } from "../../storage/contract.js";
+import type { ServerContext } from "../config/context.js";
+import { CLIENT_ASSERTION_ALGORITHMS } from "../endpoints/metadata.js";
+import { endpointUrl } from "../endpoints/paths.js";
+
+/** RFC 7523 §2.2: the `client_assertion_type` of a JWT client assertion. */
+export const JWT_BEARER_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+
+/** Longest lifetime accepted for a client assertion (`exp` - now), in seconds. */
+export const MAX_ASSERTION_LIFETIME_SECONDS = 300;
+const CLOCK_TOLERANCE_SECONDS = 30;
+const MAX_CLIENT_ID_LENGTH = 2048;
+
+/**
+ * A failed client authentication. RFC 6749 §5.2: when the client tried the `Authorization` header,
+ * the answer is 401 with a `WWW-Authenticate` challenge for the scheme it used.
+ */
+export class ClientAuthenticationError extends OAuthError {
+  readonly wwwAuthenticate: string | undefined;
+  constructor(options: OAuthErrorOptions & { wwwAuthenticate?: string }) {
+    const { wwwAuthenticate, ...rest } = options;
+    super("invalid_client", {
+      ...rest,
+      status: 401,
+      ...(wwwAuthenticate ? { headers: { "www-authenticate": wwwAuthenticate } } : {}),
+    });
+    this.wwwAuthenticate = wwwAuthenticate;
+  }
+}
+
+export interface AuthenticatedClient {
+  client: ClientRecord;
+  method: TokenEndpointAuthMethod;
+}
+
+interface Presented {
+  method: TokenEndpointAuthMethod;
+  clientId: string;
+  secret?: string;
+  assertion?: string;
+}
+
+/** RFC 6749 §2.3.1 / Appendix B: id and secret are form-urlencoded before they go into Basic. */
+function formDecode(value: string): string | undefined {
+  try {
+    return decodeURIComponent(value.replace(/\+/g, " "));
+  } catch {
+    return undefined;
+  }
+}
+
+function parseBasic(header: string, realm: string): { clientId: string; secret: string } {
+  const malformed = () =>
+    new ClientAuthenticationError({
+      description: "malformed Basic authorization header",
+      wwwAuthenticate: buildChallenge("Basic", { realm }),
+    });
+  const match = /^Basic +([A-Za-z0-9+/]+={0,2}) *$/i.exec(header);
+  if (!match) throw malformed();
+  const decoded = Buffer.from(match[1]!, "base64").toString("utf8");
+  const colon = decoded.indexOf(":");
+  if (colon <= 0) throw malformed();
+  const clientId = formDecode(decoded.slice(0, colon));
+  const secret = formDecode(decoded.slice(colon + 1));
+  if (clientId === undefined || secret === undefined || clientId === "" || secret === "") throw malformed();
+  return { clientId, secret };
+}
+
+/** Reads which authentication the request presents; more than one is refused (RFC 6749 §2.3). */
+function presented(request: Request, form: Map<string, string>, realm: string): Presented {
+  const authorization = request.headers.get("authorization");
+  const basic = authorization !== null && /^basic(?: |$)/i.test(authorization.trimStart());
+  const post = form.has("client_secret");
+  const jwt = form.has("client_assertion") || form.has("client_assertion_type");
+  // RFC 6749 §2.3: "The client MUST NOT use more than one authentication method in each request."
+  if (Number(basic) + Number(post) + Number(jwt) > 1) {
+    throw new OAuthError("invalid_request", { description: "use exactly one client authentication method" });
+  }
+  const formClientId = form.get("client_id");
+  if (basic) {
+    const { clientId, secret } = parseBasic(authorization!.trim(), realm);
+    if (formClientId !== undefined && formClientId !== clientId) {
+      throw new OAuthError("invalid_request", {
+        description: "client_id does not match the Authorization header",
+      });
+    }
+    return { method: "client_secret_basic", clientId, secret };
+  }
+  if (post) {
+    if (formClientId === undefined) {
+      throw new ClientAuthenticationError({ description: "client_id is required with client_secret" });
+    }
+    return { method: "client_secret_post", clientId: formClientId, secret: form.get("client_secret")! };
+  }
+  if (jwt) {
+    // RFC 7521 §4.2: both parameters are required and the type must be one the server supports.
+    const assertion = form.get("client_assertion");
+    if (form.get("client_assertion_type") !== JWT_BEARER_ASSERTION_TYPE || assertion === undefined) {
+      throw new ClientAuthenticationError({ description: "unsupported or incomplete client assertion" });
+    }
+    let sub: unknown;
+    try {
+      sub = decodeJwt(assertion).sub;
+    } catch {
+      throw new ClientAuthenticationError({ description: "client assertion is not a JWT" });
+    }
+    if (typeof sub !== "string" || (formClientId !== undefined && formClientId !== sub)) {
+      throw new ClientAuthenticationError({ description: "client assertion does not name the client" });
+    }
+    return { method: "private_key_jwt", clientId: sub, assertion };
+  }
+  if (formClientId === undefined) {
+    throw new ClientAuthenticationError({ description: "client authentication is required" });
+  }
+  return { method: "none", clientId: formClientId };
+}
+
+const remoteJwks = new Map<string, JWTVerifyGetKey>();
+
+function keysFor(client: ClientRecord): JWTVerifyGetKey | undefined {
+  if (client.jwks && Array.isArray(client.jwks.keys))
+    return createLocalJWKSet(client.jwks as { keys: JWK[] });
+  // A `jwks_uri` is fetched only for clients an operator configured: for registrations and metadata
+  // documents it would be an unguarded outbound fetch chosen by a stranger (server-side request
+  // forgery); their resolver must supply `jwks` instead.
+  if (client.jwksUri && client.source === "preregistered" && /^https:\/\//i.test(client.jwksUri)) {
+    let set = remoteJwks.get(client.jwksUri);
+    if (!set) {
+      set = createRemoteJWKSet(new URL(client.jwksUri), { timeoutDuration: 5000, cooldownDuration: 30_000 });
+      remoteJwks.set(client.jwksUri, set);
+    }
+    return set;
+  }
+  return undefined;
+}
+
+/**
+ * RFC 7523 §3 checks of a client assertion: signature with the client's keys, `iss` = `sub` =
+ * client_id, `aud` naming this server, `exp` present and near, `jti` used once.
+ */
+async function verifyAssertion(
+  ctx: ServerContext,
+  client: ClientRecord,
+  assertion: string,
+  audiences: string[],
+): Promise<void> {
+  const keys = keysFor(client);
+  if (!keys)
+    throw new ClientAuthenticationError({ description: "client has no usable keys for private_key_jwt" });
+  let payload: Awaited<ReturnType<typeof jwtVerify>>["payload"];
+  try {
+    ({ payload } = await jwtVerify(assertion, keys, {
+      issuer: client.clientId,
+      subject: client.clientId,
+      audience: audiences,
+      algorithms: CLIENT_ASSERTION_ALGORITHMS,
+      currentDate: new Date(ctx.now()),
+      clockTolerance: CLOCK_TOLERANCE_SECONDS,
+      requiredClaims: ["exp", "jti"],
+    }));
+  } catch (error) {
+    throw new ClientAuthenticationError({
+      description: "client assertion is invalid",
+      detail: error instanceof Error ? error.message : String(error),
+    });
+  }
+  const nowSeconds = Math.floor(ctx.now() / 1000);
+  const exp = payload.exp!;
+  if (exp - nowSeconds > MAX_ASSERTION_LIFETIME_SECONDS + CLOCK_TOLERANCE_SECONDS) {
+    throw new ClientAuthenticationError({ description: "client assertion lifetime is too long" });
+  }
+  if (typeof payload.jti !== "string" || payload.jti.length === 0 || payload.jti.length > 256) {
+    throw new ClientAuthenticationError({ description: "client assertion jti is invalid" });
+  }
+  // RFC 7523 §3 item 7: the server may keep used `jti`s to refuse replays. One counter per assertion,
+  // in a window that ends after the assertion expires, shared by every instance through the store.
+  const windowMs = (MAX_ASSERTION_LIFETIME_SECONDS + 2 * CLOCK_TOLERANCE_SECONDS) * 1000;
+  const key = `jti:${sha256Base64url(`${client.clientId} ${payload.jti}`)}`;
+  const uses = await ctx.store.hitRateLimit(key, (exp + CLOCK_TOLERANCE_SECONDS) * 1000 - windowMs, windowMs);
+  if (uses > 1) throw new ClientAuthenticationError({ description: "client assertion was already used" });
+}
+
+/**
+ * Client authentication at the token, revocation and introspection endpoints (RFC 6749 §2.3,
+ * §3.2.1; RFC 7523 §2.2 for `private_key_jwt`). The method used must be the one the client
+ * registered; a public client (`none`) is identified by `client_id` only.
+ *
+ * `endpoint` is the URL being called; it is accepted as `aud` of a client assertion besides the
+ * issuer and the token endpoint.
+ */
+export async function authenticateClient(
+  request: Request,
+  form: Map<string, string>,
+  ctx: ServerContext,
+  endpoint: string,
+): Promise<AuthenticatedClient> {
+  const realm = ctx.options.issuer;
+  const p = presented(request, form, realm);
+  const challenge = p.method === "client_secret_basic" ? buildChallenge("Basic", { realm }) : undefined;
+  const refuse = (description: string, detail?: string) =>
+    new ClientAuthenticationError({ description, detail, wwwAuthenticate: challenge });
+
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters make a client_id invalid
+  if (p.clientId.length > MAX_CLIENT_ID_LENGTH || /[\u0000-\u001f\u007f]/.test(p.clientId)) {
+    throw refuse("client_id is invalid");
+  }
+  const client = await ctx.clients.resolve(p.clientId);
+  if (!client) throw refuse("client authentication failed", "unknown client");
+  if (client.expiresAt !== undefined && client.expiresAt <= ctx.now()) {
+    throw refuse("client authentication failed", "client registration expired");
+  }
+  if (client.tokenEndpointAuthMethod !== p.method) {
+    throw refuse(
+      "client authentication failed",
+      `client registered ${client.tokenEndpointAuthMethod}, request used ${p.method}`,
+    );
+  }
+  switch (p.method) {
+    case "client_secret_basic":
+    case "client_secret_post": {
+      const presentedHash = sha256Base64url(p.secret!);
+      // Compare hashes in constant time; storage holds only the SHA-256 of the secret.
+      if (!client.clientSecretHash || !timingSafeEqualString(presentedHash, client.clientSecretHash)) {
+        throw refuse("client authentication failed", "wrong client secret");
+      }
+      // RFC 7591 §3.2.1: client_secret_expires_at (seconds, 0 = never).
+      const exp = client.clientSecretExpiresAt ?? 0;
+      if (exp > 0 && exp * 1000 <= ctx.now()) throw refuse("client secret has expired");
+      break;
+    }
+    case "private_key_jwt": {
+      const issuer = ctx.options.issuer;
+      const audiences = [...new Set([issuer, endpointUrl(issuer, "token"), endpoint])];
+      await verifyAssertion(ctx, client, p.assertion!, audiences);
+      break;
+    }
+    case "none":
+      break;
+  }
+  return { client, method: p.method };
+}

@@ -1,0 +1,119 @@
+/**
+ * The types every endpoint is given: the resolved options, the client resolver, the key manager
+ * and the {@link ServerContext} that carries them.
+ */
+import type { Logger } from "../../shared/log.js";
+import type { ScopeHierarchy } from "../../shared/scopes.js";
+import type { AuthorizationStore, ClientRecord } from "../../storage/contract.js";
+import type { AuditEventInput, AuditTrail } from "../audit.js";
+import type { AuthorizationServerOptions, ResourceOptions, Revision } from "./options.js";
+
+/** Options with every default applied and checked (factories validate at start-up). */
+export interface ResolvedOptions {
+  issuer: string;
+  revision: Revision;
+  accessTokenTtlSeconds: number;
+  codeTtlSeconds: number;
+  refresh: {
+    enabled: boolean;
+    idleTtlSeconds: number;
+    absoluteTtlSeconds: number;
+    reuseGraceSeconds: number;
+    /** Lifetimes of a grant whose refresh token was issued without `offline_access`. */
+    withoutOfflineAccess: { idleTtlSeconds: number; absoluteTtlSeconds: number };
+  };
+  dynamicRegistration: { enabled: boolean; ratePerHour: number; unusedTtlSeconds: number };
+  /**
+   * Requests per minute at the token endpoint; 0 = off. resolveOptions always sets it; optional
+   * only so that options built by hand (page tests) need not, and then there is no limit.
+   */
+  tokenRateLimit?: { perClientPerMinute: number; perAddressPerMinute: number };
+  clientMetadataDocuments: Required<
+    Pick<NonNullable<AuthorizationServerOptions["clientMetadataDocuments"]>, "enabled">
+  > &
+    NonNullable<AuthorizationServerOptions["clientMetadataDocuments"]>;
+  scopeDescriptions: Record<string, string>;
+  allowInsecureLoopback: boolean;
+}
+
+/**
+ * Finds the client for a `client_id`: storage for registered clients, a fetched and validated
+ * Client ID Metadata Document for URL ids. Throws `OAuthError` (`invalid_client` or
+ * `invalid_request`) when a document fails validation or the trust policy refuses its host.
+ */
+export interface ClientResolver {
+  resolve(clientId: string): Promise<ClientRecord | undefined>;
+}
+
+/** Access-token claims the token endpoint asks the key manager to sign (RFC 9068 §2.2). */
+export interface AccessTokenClaims {
+  sub: string;
+  client_id: string;
+  aud: string;
+  scope: string;
+  jti: string;
+  iat: number;
+  exp: number;
+}
+
+export interface KeyManager {
+  /** Signs an RFC 9068 access token (`typ: at+jwt`) with the current key; `iss` is added. */
+  signAccessToken(claims: AccessTokenClaims): Promise<string>;
+  /** Public keys for `/jwks.json`: the signer and retired keys not yet expired. */
+  publicJwks(): Promise<{ keys: Record<string, unknown>[] }>;
+  /** Creates a new signing key and retires the current one; returns the new `kid`. */
+  rotate(): Promise<string>;
+  /**
+   * Verifies an access token this server signed (signature with a published key, `typ`, `iss`,
+   * `exp`); the claims, or undefined when it is not a valid token of ours. For revocation and
+   * introspection.
+   */
+  verifyAccessToken(token: string): Promise<(AccessTokenClaims & { iss: string }) | undefined>;
+}
+
+/** What every endpoint receives besides the request. */
+export interface ServerContext {
+  options: ResolvedOptions;
+  store: AuthorizationStore;
+  log: Logger;
+  /**
+   * Records an audit event: the JSON log, the `onAuditEvent` hook and the admin page's trail.
+   * createServerContext always sets both; they are optional only so that contexts built by hand
+   * (page tests) need not.
+   */
+  audit?(event: AuditEventInput): void;
+  /** This instance's recent audit events (bounded, in memory). */
+  auditTrail?: AuditTrail;
+  now(): number;
+  hierarchy: ScopeHierarchy;
+  /** Served resources by canonical URI. */
+  resources: ReadonlyMap<string, ResourceOptions>;
+  /** Every scope this server knows (union of resource scopes, plus offline_access when refresh is on). */
+  scopes: ReadonlySet<string>;
+  clients: ClientResolver;
+  keys: KeyManager;
+  /** False only for plain-http loopback development: cookies then lose `Secure` and `__Host-`. */
+  secureCookies: boolean;
+  /**
+   * Step-up marks being written (`AuthorizationServer.requestStepUp`): a refresh waits for them, so
+   * a client that refreshes right after its 403 cannot overtake the mark in this process.
+   */
+  pendingStepUps?: Set<Promise<unknown>>;
+}
+
+/**
+ * What the host knows about a request beyond the request itself, passed to
+ * `AuthorizationServer.fetch`. The node adapter (`toNodeListener`, `listen`) passes it on its own;
+ * any other host passes it by hand (docs/authorization-server.md "Hosting").
+ */
+export interface FetchInfo {
+  /**
+   * The client's network address, as the host determined it (the socket, or a header only a
+   * trusted proxy sets). The rate limits of registration and login are kept per address; requests
+   * without one share a single bucket.
+   */
+  clientAddress?: string;
+}
+
+/** An endpoint: a web-standard request in, a response out. */
+export type Endpoint = (request: Request, context: ServerContext, info: FetchInfo) => Promise<Response>;

@@ -1,0 +1,61 @@
+/**
+ * The authorization server metadata document (RFC 8414 §2), also served for OpenID Connect
+ * Discovery.
+ */
+import type { ServerContext } from "../config/context.js";
+import { supportedGrantTypes } from "../grants/grant-types.js";
+import { endpointUrl } from "./paths.js";
+
+/** Client authentication methods the token endpoint accepts (RFC 6749 §2.3, RFC 7523 §2.2). */
+export const TOKEN_ENDPOINT_AUTH_METHODS = [
+  "none",
+  "client_secret_basic",
+  "client_secret_post",
+  "private_key_jwt",
+] as const;
+
+/** Signature algorithms accepted for `private_key_jwt` client assertions. */
+export const CLIENT_ASSERTION_ALGORITHMS = ["ES256", "ES384", "EdDSA", "PS256", "RS256"];
+
+/**
+ * Authorization server metadata (RFC 8414 §2). The same document answers OpenID Connect Discovery:
+ * Gatehouse issues no ID tokens, so it claims none of the OpenID-only fields.
+ *
+ * `issuer` is the configured string exactly (RFC 8414 §3.3: clients compare it as a string).
+ */
+export function buildMetadata(ctx: ServerContext): Record<string, unknown> {
+  const issuer = ctx.options.issuer;
+  const scopes = [...ctx.scopes];
+  const metadata: Record<string, unknown> = {
+    issuer,
+    authorization_endpoint: endpointUrl(issuer, "authorize"),
+    token_endpoint: endpointUrl(issuer, "token"),
+    jwks_uri: endpointUrl(issuer, "jwks"),
+  };
+  if (ctx.options.dynamicRegistration.enabled) {
+    metadata.registration_endpoint = endpointUrl(issuer, "register");
+  }
+  Object.assign(metadata, {
+    scopes_supported: scopes,
+    response_types_supported: ["code"],
+    response_modes_supported: ["query"],
+    grant_types_supported: supportedGrantTypes(ctx),
+    token_endpoint_auth_methods_supported: [...TOKEN_ENDPOINT_AUTH_METHODS],
+    token_endpoint_auth_signing_alg_values_supported: CLIENT_ASSERTION_ALGORITHMS,
+    revocation_endpoint: endpointUrl(issuer, "revoke"),
+    revocation_endpoint_auth_methods_supported: [...TOKEN_ENDPOINT_AUTH_METHODS],
+    revocation_endpoint_auth_signing_alg_values_supported: CLIENT_ASSERTION_ALGORITHMS,
+    introspection_endpoint: endpointUrl(issuer, "introspect"),
+    // RFC 7662 §2.1: introspection requires authentication, so `none` is not offered.
+    introspection_endpoint_auth_methods_supported: TOKEN_ENDPOINT_AUTH_METHODS.filter((m) => m !== "none"),
+    introspection_endpoint_auth_signing_alg_values_supported: CLIENT_ASSERTION_ALGORITHMS,
+    // PKCE: S256 only (OAuth 2.1 §4.1.1; the spec: clients refuse to proceed without this field).
+    code_challenge_methods_supported: ["S256"],
+    // RFC 9207 §3: every authorization response carries `iss`.
+    authorization_response_iss_parameter_supported: true,
+  });
+  if (ctx.options.clientMetadataDocuments.enabled) {
+    metadata.client_id_metadata_document_supported = true;
+  }
+  return metadata;
+}

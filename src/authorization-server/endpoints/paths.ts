@@ -1,0 +1,25 @@
+/**
+ * Endpoint paths, relative to the issuer's path. The well-known metadata paths are placed by
+ * RFC 8414 §3.1 (inserted before the issuer path) and OpenID Connect Discovery §4 (appended).
+ */
+export const ENDPOINT_PATHS = {
+  authorize: "/authorize",
+  token: "/token",
+  register: "/register",
+  revoke: "/revoke",
+  introspect: "/introspect",
+  jwks: "/jwks.json",
+  login: "/login",
+  consent: "/consent",
+  account: "/account",
+  /** The account page's first address: GET redirects to `account`, the sign-out POST still works. */
+  logout: "/logout",
+  admin: "/admin",
+  health: "/health",
+} as const;
+
+export type EndpointName = keyof typeof ENDPOINT_PATHS;
+
+export function endpointUrl(issuer: string, name: EndpointName): string {
+  return `${issuer.replace(/\/$/, "")}${ENDPOINT_PATHS[name]}`;
+}

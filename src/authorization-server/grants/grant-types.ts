@@ -1,0 +1,42 @@
+/**
+ * The grant types of the token endpoint (OAuth 2.1 §4), in one table: it dispatches `grant_type`
+ * (endpoints/token.ts) and lists `grant_types_supported` in the metadata (RFC 8414 §2), so the two
+ * cannot disagree.
+ */
+import type { ClientRecord } from "../../storage/contract.js";
+import type { ServerContext } from "../config/context.js";
+import { authorizationCodeGrant } from "./authorization-code.js";
+import { clientCredentialsGrant } from "./client-credentials.js";
+import { refreshTokenGrant } from "./refresh-token.js";
+
+/** Answers a token request of one grant type, for an authenticated client (OAuth 2.1 §3.2.3). */
+export type GrantHandler = (
+  ctx: ServerContext,
+  client: ClientRecord,
+  form: Map<string, string>,
+) => Promise<Response>;
+
+interface GrantType {
+  name: string;
+  handler: GrantHandler;
+  /** Whether this server's configuration offers it. */
+  enabled(ctx: ServerContext): boolean;
+}
+
+/** In the order `grant_types_supported` lists them. */
+const GRANT_TYPES: readonly GrantType[] = [
+  { name: "authorization_code", handler: authorizationCodeGrant, enabled: () => true },
+  { name: "refresh_token", handler: refreshTokenGrant, enabled: (ctx) => ctx.options.refresh.enabled },
+  { name: "client_credentials", handler: clientCredentialsGrant, enabled: () => true },
+];
+
+/** The grant types this server's configuration allows (OAuth 2.1 §4). */
+export function supportedGrantTypes(ctx: ServerContext): string[] {
+  return GRANT_TYPES.filter((grant) => grant.enabled(ctx)).map((grant) => grant.name);
+}
+
+/** The handler of `grantType`, or undefined when this server does not offer it. */
+export function grantHandler(ctx: ServerContext, grantType: string): GrantHandler | undefined {
+  const grant = GRANT_TYPES.find((g) => g.name === grantType);
+  return grant?.enabled(ctx) ? grant.handler : undefined;
+}

@@ -1,0 +1,62 @@
+/**
+ * Superseded grants: a step-up's new grant retires the older grants it covers.
+ */
+import type { GrantRecord } from "../../storage/contract.js";
+import type { ServerContext } from "../config/context.js";
+
+/**
+ * Retires the grants a new one supersedes: same user, client and resource, approved in the same
+ * browser sign-in, with scopes the new grant covers (through the scope hierarchy). A step-up
+ * (spec "Client handling (scope upgrade)") creates a new grant with the union of the old and the
+ * challenged scopes; the old one would otherwise stay active with a live refresh token that its
+ * client no longer holds or revokes, and a logout would leave it behind (RFC 9700 §4.14: refresh
+ * tokens are credentials to limit).
+ *
+ * "Same sign-in" keeps other installations apart: a client id shared by several installations (a
+ * pre-registered client, a metadata document) signed in on another device or browser has its own
+ * grant, which a login here must not end. A grant approved in an earlier sign-in is left alone
+ * and ends by revocation or its idle lifetime.
+ *
+ * Runs after the new grant is committed; a failure here is logged and leaves the old grants as they
+ * were (they were valid a moment ago), never fails the token response.
+ */
+export async function retireSupersededGrants(ctx: ServerContext, grant: GrantRecord): Promise<void> {
+  if (grant.userId === undefined || grant.sessionHash === undefined) return;
+  try {
+    const candidates = await ctx.store.listGrants({
+      userId: grant.userId,
+      clientId: grant.clientId,
+      resource: grant.resource,
+      sessionHash: grant.sessionHash,
+      active: true,
+    });
+    const now = ctx.now();
+    for (const old of candidates) {
+      if (!supersedes(ctx, grant, old)) continue;
+      if (await ctx.store.revokeGrant(old.grantId, now)) {
+        ctx.audit?.({
+          type: "grant_superseded",
+          client_id: grant.clientId,
+          grant_id: old.grantId,
+          superseded_by: grant.grantId,
+        });
+      }
+    }
+  } catch (error) {
+    ctx.log.warn("grant_supersede_failed", {
+      client_id: grant.clientId,
+      grant_id: grant.grantId,
+      error: error instanceof Error ? error.name : "unknown",
+    });
+  }
+}
+
+function supersedes(ctx: ServerContext, newer: GrantRecord, old: GrantRecord): boolean {
+  return (
+    old.grantId !== newer.grantId &&
+    old.revokedAt === undefined &&
+    old.resource === newer.resource &&
+    old.sessionHash === newer.sessionHash &&
+    ctx.hierarchy.satisfies(newer.scopes, old.scopes)
+  );
+}

@@ -1,0 +1,223 @@
+/**
+ * The signing keys: creates, rotates and publishes them (`/jwks.json`), signs access tokens
+ * (RFC 9068) and verifies this server's own tokens for revocation and introspection.
+ */
+import {
+  calculateJwkThumbprint,
+  createLocalJWKSet,
+  exportJWK,
+  generateKeyPair,
+  importJWK,
+  type JWK,
+  jwtVerify,
+  SignJWT,
+} from "jose";
+import type { Logger } from "../../shared/log.js";
+import type { KeyEncryptionKeyring } from "../../shared/secret-envelope.js";
+import type { AuthorizationStore, SigningKeyRecord } from "../../storage/contract.js";
+import type { AccessTokenClaims, KeyManager } from "../config/context.js";
+import { openPrivateJwk, privateKeyProtection, sealPrivateJwk } from "./signing-key-envelope.js";
+
+/** How long a retired key stays published beyond the longest access token (clock skew, JWKS caches). */
+export const RETIRED_KEY_MARGIN_SECONDS = 300;
+
+export interface KeyManagerDeps {
+  store: AuthorizationStore;
+  issuer: string;
+  now(): number;
+  accessTokenTtlSeconds: number;
+  log: Logger;
+  /** How long the key list is cached in memory before storage is read again (default 5 s). */
+  cacheMs?: number;
+  /**
+   * Key-encryption keys: new private keys are stored sealed under the current one
+   * (./signing-key-envelope.ts). Without a keyring they are stored unencrypted.
+   */
+  keyring?: KeyEncryptionKeyring;
+}
+
+export interface ServerKeyManager extends KeyManager {
+  /** Creates the first signing key when storage holds none that can sign. */
+  ensureSigningKey(): Promise<void>;
+  /**
+   * Start-up: decrypts every stored private key (a `SigningKeyDecryptionError` naming the key id
+   * when one cannot be read: wrong or missing key-encryption key, altered envelope), warns about
+   * keys stored unencrypted, then {@link ensureSigningKey}.
+   */
+  prepareSigningKeys(): Promise<void>;
+}
+
+async function newKeyRecord(
+  now: number,
+  keyring: KeyEncryptionKeyring | undefined,
+): Promise<SigningKeyRecord> {
+  const { publicKey, privateKey } = await generateKeyPair("ES256", { extractable: true });
+  const publicJwk = await exportJWK(publicKey);
+  const privateJwk = await exportJWK(privateKey);
+  // RFC 7638 thumbprint as `kid`: stable, derived from the key, never guessable in advance.
+  const kid = await calculateJwkThumbprint(publicJwk);
+  const fullPrivateJwk = { ...privateJwk, kid, alg: "ES256" };
+  return {
+    kid,
+    alg: "ES256",
+    publicJwk: { ...publicJwk, kid, alg: "ES256", use: "sig" },
+    privateJwk: keyring ? { ...(await sealPrivateJwk(keyring, kid, fullPrivateJwk)) } : fullPrivateJwk,
+    createdAt: now,
+  };
+}
+
+/** The newest key not yet retired: every instance reading the same rows picks the same signer. */
+function currentSigner(keys: readonly SigningKeyRecord[]): SigningKeyRecord | undefined {
+  let best: SigningKeyRecord | undefined;
+  for (const k of keys) {
+    if (k.retiredAt !== undefined) continue;
+    if (!best || k.createdAt > best.createdAt || (k.createdAt === best.createdAt && k.kid > best.kid))
+      best = k;
+  }
+  return best;
+}
+
+/**
+ * Signing keys over the store: ES256, `kid` = JWK thumbprint, access tokens as RFC 9068 `at+jwt`.
+ * The key list is cached for a few seconds and re-read, so several instances sharing a database
+ * see a rotation quickly; a retired key stays in the JWKS until every token it signed has expired.
+ */
+export function createKeyManager(deps: KeyManagerDeps): ServerKeyManager {
+  const cacheMs = deps.cacheMs ?? 5000;
+  let cached: { keys: SigningKeyRecord[]; readAt: number } | undefined;
+  const imported = new Map<string, CryptoKey | Uint8Array>();
+
+  async function keys(): Promise<SigningKeyRecord[]> {
+    const t = deps.now();
+    if (cached && t - cached.readAt < cacheMs && t >= cached.readAt) return cached.keys;
+    const list = await deps.store.listSigningKeys();
+    cached = { keys: list, readAt: t };
+    return list;
+  }
+
+  function published(list: readonly SigningKeyRecord[]): SigningKeyRecord[] {
+    const t = deps.now();
+    return list.filter((k) => k.retiredAt === undefined || (k.expiresAt !== undefined && k.expiresAt > t));
+  }
+
+  async function signer(): Promise<SigningKeyRecord> {
+    let key = currentSigner(await keys());
+    if (!key) {
+      cached = undefined;
+      await manager.ensureSigningKey();
+      key = currentSigner(await keys());
+    }
+    if (!key) throw new Error("no signing key available");
+    return key;
+  }
+
+  async function privateKey(record: SigningKeyRecord): Promise<CryptoKey | Uint8Array> {
+    let key = imported.get(record.kid);
+    if (!key) {
+      key = await importJWK(await openPrivateJwk(record, deps.keyring), record.alg);
+      imported.set(record.kid, key);
+    }
+    return key;
+  }
+
+  const manager: ServerKeyManager = {
+    async prepareSigningKeys() {
+      const list = await deps.store.listSigningKeys();
+      const plaintext: string[] = [];
+      // Every stored key, retired ones included: a key that cannot be read is a configuration
+      // error to fix now, not a failure at the next rotation or on the first request.
+      for (const record of list) {
+        await openPrivateJwk(record, deps.keyring);
+        if (privateKeyProtection(record).kind === "plaintext") plaintext.push(record.kid);
+      }
+      if (!deps.keyring) {
+        deps.log.warn("signing_keys_unencrypted", {
+          message:
+            "No key-encryption key is configured: signing private keys are stored UNENCRYPTED. Set keyEncryptionKeys (gatehouse serve: GATEHOUSE_KEY_ENCRYPTION_KEY or --key-encryption-key-file).",
+        });
+      } else if (plaintext.length) {
+        deps.log.warn("signing_keys_plaintext", {
+          message:
+            "Some signing private keys are stored unencrypted: run `gatehouse keys rewrap` to encrypt them.",
+          kids: plaintext,
+        });
+      }
+      await manager.ensureSigningKey();
+    },
+
+    async ensureSigningKey() {
+      const list = await deps.store.listSigningKeys();
+      if (currentSigner(list)) {
+        cached = { keys: list, readAt: deps.now() };
+        return;
+      }
+      // Two instances starting together may both add a key; both stay valid and the newest signs.
+      const record = await newKeyRecord(deps.now(), deps.keyring);
+      await deps.store.addSigningKey(record);
+      deps.log.info("signing_key_created", { kid: record.kid });
+      cached = undefined;
+    },
+
+    /** RFC 9068 §2.2: iss, exp, aud, sub, client_id, iat, jti (and scope); header `typ: at+jwt`. */
+    async signAccessToken(claims: AccessTokenClaims) {
+      const record = await signer();
+      return new SignJWT({ ...claims, iss: deps.issuer })
+        .setProtectedHeader({ alg: record.alg, typ: "at+jwt", kid: record.kid })
+        .sign(await privateKey(record));
+    },
+
+    async publicJwks() {
+      return { keys: published(await keys()).map((k) => ({ ...k.publicJwk })) };
+    },
+
+    async rotate() {
+      const record = await newKeyRecord(deps.now(), deps.keyring);
+      const t = deps.now();
+      await deps.store.addSigningKey(record, {
+        retiredAt: t,
+        // Old tokens live at most accessTokenTtlSeconds; keep their key published past that.
+        expiresAt: t + (deps.accessTokenTtlSeconds + RETIRED_KEY_MARGIN_SECONDS) * 1000,
+      });
+      cached = undefined;
+      deps.log.info("signing_key_rotated", { kid: record.kid });
+      return record.kid;
+    },
+
+    async verifyAccessToken(token) {
+      if (typeof token !== "string" || token.split(".").length !== 3) return undefined;
+      const jwks = createLocalJWKSet((await manager.publicJwks()) as { keys: JWK[] });
+      try {
+        const { payload } = await jwtVerify(token, jwks, {
+          issuer: deps.issuer,
+          typ: "at+jwt",
+          algorithms: ["ES256", "EdDSA"],
+          currentDate: new Date(deps.now()),
+          requiredClaims: ["exp", "iat", "jti", "sub", "aud", "client_id"],
+        });
+        if (
+          typeof payload.jti !== "string" ||
+          typeof payload.sub !== "string" ||
+          typeof payload.aud !== "string" ||
+          typeof payload.client_id !== "string" ||
+          typeof payload.exp !== "number" ||
+          typeof payload.iat !== "number"
+        ) {
+          return undefined;
+        }
+        return {
+          iss: deps.issuer,
+          sub: payload.sub,
+          aud: payload.aud,
+          client_id: payload.client_id,
+          scope: typeof payload.scope === "string" ? payload.scope : "",
+          jti: payload.jti,
+          iat: payload.iat,
+          exp: payload.exp,
+        };
+      } catch {
+        return undefined;
+      }
+    },
+  };
+  return manager;
+}

@@ -1,0 +1,213 @@
+/**
+ * What the `login`, `fetch`, `logout` and `status` commands share: the config directory, the
+ * encrypted store, the browser user agent, error text that names the failing step, and the usage
+ * error / `--help` handling of their arguments. These four keep their own argument convention
+ * (`node:util` `parseArgs` in each command, hand-written help) rather than args.ts's
+ * `parseCommandArgs` / `formatUsage`; both word their usage errors through command-line-text.ts.
+ */
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { type AuthorizationFlowError, isAuthorizationFlowError } from "../client/errors.js";
+import { AuthClient, type CreateAuthFetchOptions } from "../client/flow/auth-client.js";
+import { explainNetworkError } from "../client/protocol/network-errors.js";
+import { EncryptedFileTokenStore } from "../client/stores/encrypted-file.js";
+import { browserSession } from "../client/user-agent/browser.js";
+import { explainParseArgsError, urlArgumentProblem } from "./command-line-text.js";
+
+/** `$GATEHOUSE_CONFIG_DIR`, else `$XDG_CONFIG_HOME/gatehouse`, else `~/.config/gatehouse`. */
+export function configDirectory(): string {
+  if (process.env.GATEHOUSE_CONFIG_DIR) return process.env.GATEHOUSE_CONFIG_DIR;
+  const base = process.env.XDG_CONFIG_HOME || join(homedir(), ".config");
+  return join(base, "gatehouse");
+}
+
+export function cliAuthClient(options: {
+  printOnly?: boolean;
+  clientMetadataUrl?: string;
+  clientId?: string;
+  clientSecret?: string;
+  issuer?: string;
+  print?: (line: string) => void;
+  /** Short progress lines for discovery. Default: when stderr is a terminal. */
+  progress?: boolean;
+  extra?: Partial<CreateAuthFetchOptions>;
+}): AuthClient {
+  const print = options.print ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const progress = options.progress ?? process.stderr.isTTY === true;
+  const store = new EncryptedFileTokenStore({ directory: configDirectory() });
+  return new AuthClient({
+    store,
+    clientName: "Gatehouse CLI",
+    authorizationSession: browserSession({
+      print,
+      timeoutHint: "run the command again, or use --print-url to open the URL yourself",
+      ...(options.printOnly && { printOnly: true }),
+    }),
+    ...(options.clientMetadataUrl && { clientMetadataUrl: options.clientMetadataUrl }),
+    ...(options.clientId &&
+      options.issuer && {
+        preregisteredClients: {
+          [options.issuer]: {
+            client_id: options.clientId,
+            ...(options.clientSecret && { client_secret: options.clientSecret }),
+          },
+        },
+      }),
+    onEvent: (event) => {
+      if (event.type === "authorization_started") {
+        print(
+          `${event.stepUp ? "Requesting more scope" : "Authorizing"} at ${event.issuer} for ${event.resource}${
+            event.scope ? ` (scope: ${event.scope})` : ""
+          }`,
+        );
+      } else if (event.type === "discovered") {
+        if (progress) print(`Found ${event.resource}: authorization server ${event.issuer}`);
+      } else if (event.type === "registered") {
+        print(`Client identity at ${event.issuer}: ${event.source}`);
+      } else if (event.type === "refreshed") {
+        print(`Refreshed the access token for ${event.resource}`);
+      }
+    },
+    ...options.extra,
+  });
+}
+
+/**
+ * What each kind of flow failure means for the person at the keyboard (the error codes themselves
+ * are for programs: `AuthorizationFlowError.code`). Transport failures get their own hint above;
+ * an OAuth error carries the server's error code in brackets.
+ */
+const KIND_HINTS: Partial<Record<AuthorizationFlowError["kind"], string>> = {
+  nonconforming: " — the server does not follow the MCP authorization spec here; tell its operator",
+  refused: " — gatehouse stopped here because going on would be unsafe",
+};
+
+/**
+ * One readable line for any error, naming the step and, for a transport failure, what to do next
+ * (nothing listening, a name that does not resolve, an untrusted certificate, a timeout). `url` is
+ * the URL the command was asked to reach; a failure inside the flow names its own URL instead.
+ * Never a token.
+ */
+export function describeError(error: unknown, options: { url?: string | URL } = {}): string {
+  if (isAuthorizationFlowError(error)) {
+    const oauth = error.oauthError ? ` [${error.oauthError.error}]` : "";
+    let detail = "";
+    if (error.kind === "transport") {
+      const network = explainNetworkError(error, error.url ?? options.url);
+      if (network) detail = ` — ${network.hint}`;
+    } else if (error.code === "user_agent_failed" && error.cause instanceof Error) {
+      detail = ` (${error.cause.message})`;
+    }
+    return `${error.message}${oauth}${detail}${KIND_HINTS[error.kind] ?? ""}`;
+  }
+  const network = explainNetworkError(error, options.url);
+  if (network) {
+    const code = network.code && !network.hint.includes(network.code) ? ` (${network.code})` : "";
+    return `${network.hint}${code}`;
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * Parses a command's arguments with `parse` (a `node:util` `parseArgs` call): when it throws, the
+ * message and `help` go to stderr and the result is exit status 2; with `--help`, `help` goes to
+ * stdout and the result is 0. Otherwise the parsed arguments are returned.
+ */
+export function parseCommandLine<T extends { values: { help?: boolean | undefined } }>(
+  command: string,
+  help: string,
+  parse: () => T,
+): T | number {
+  let parsed: T;
+  try {
+    parsed = parse();
+  } catch (error) {
+    usageError(command, explainParseArgsError(error, optionNamesIn(help)));
+    return 2;
+  }
+  if (parsed.values.help) {
+    process.stdout.write(help);
+    return 0;
+  }
+  return parsed;
+}
+
+/** The long option names a command's help text documents (`--force` → `force`). */
+function optionNamesIn(help: string): string[] {
+  return [...help.matchAll(/--([a-z][\w-]*)/g)].map((m) => m[1] ?? "");
+}
+
+/** A usage error: what is wrong, then where the usage is. The caller exits with status 2. */
+export function usageError(command: string, message: string): void {
+  process.stderr.write(`gatehouse ${command}: ${message}\n(see 'gatehouse ${command} --help')\n`);
+}
+
+/**
+ * The one URL argument of a command that takes exactly one (`what` names it in errors: "a
+ * resource URL"). When it is missing, doubled or not an http(s) URL, a usage error goes to stderr
+ * and the result is undefined: the command exits with status 2.
+ */
+export function urlArgument(command: string, positionals: string[], what: string): string | undefined {
+  const [value, extra] = positionals;
+  if (!value) {
+    usageError(command, `${what} is required`);
+    return undefined;
+  }
+  if (extra !== undefined) {
+    usageError(command, `unexpected argument ${JSON.stringify(extra)} (${what} is given once)`);
+    return undefined;
+  }
+  const problem = urlArgumentProblem(value);
+  if (problem) {
+    usageError(command, problem);
+    return undefined;
+  }
+  return value;
+}
+
+/** How long the CLI's own probes (below) wait: they only add a hint, so they give up early. */
+const PROBE_TIMEOUT_MS = 5_000;
+
+/**
+ * Before `login` opens a browser: a resource path that does not exist (404 or 410 to an
+ * unauthenticated request) is a typo, and logging in "to" it would succeed against the origin's
+ * metadata while every later call fails. Returns the problem, or undefined. The body is never read.
+ */
+export async function missingResourceProblem(url: string): Promise<string | undefined> {
+  try {
+    const response = await fetch(url, { redirect: "manual", signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) });
+    await response.body?.cancel();
+    if (response.status !== 404 && response.status !== 410) return undefined;
+    return `${url} answered ${response.status} ${response.statusText || "Not Found"}: check the path (nothing is there to log in to)`;
+  } catch {
+    // Unreachable: the login itself reports that with the right hint.
+    return undefined;
+  }
+}
+
+/**
+ * After "no protected resource metadata" (RFC 9728 §3) or a 404: when the URL's origin serves
+ * authorization server metadata (RFC 8414 §3), the user most likely gave the authorization
+ * server's URL where the resource's is expected. Returns that hint, or undefined.
+ * `failure` is the error or the HTTP status the command got.
+ */
+export async function authorizationServerGivenHint(
+  failure: unknown,
+  url: string,
+): Promise<string | undefined> {
+  const noMetadata = isAuthorizationFlowError(failure) && failure.code === "prm_not_found";
+  if (!noMetadata && failure !== 404) return undefined;
+  const origin = new URL(url).origin;
+  try {
+    const response = await fetch(`${origin}/.well-known/oauth-authorization-server`, {
+      redirect: "manual",
+      signal: AbortSignal.timeout(PROBE_TIMEOUT_MS),
+    });
+    await response.body?.cancel();
+    if (response.status !== 200 || !/json/i.test(response.headers.get("content-type") ?? ""))
+      return undefined;
+    return `${origin} is an authorization server, not a protected resource: give the URL of the resource it protects (the MCP server's URL; for the demo, the notes URL it prints)`;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * The interactive authorization code grant (authorization flow steps 4-7): registration, the
+ * authorization request with PKCE, the user agent, the callback checks and the token request.
+ * Internal to the client.
+ */
+
+import { AuthorizationFlowError } from "../errors.js";
+import {
+  assertOpenableAuthorizationUrl,
+  createAuthorizationRequest,
+  validateAuthorizationResponse,
+} from "../protocol/authorization.js";
+import { resolveClient } from "../protocol/registration.js";
+import { exchangeAuthorizationCode, toStoredTokens } from "../protocol/tokens.js";
+import type { StoredServer, StoredTokens } from "../stores/types.js";
+import { type AuthState, bindTokens, dpopFor, keysFor } from "./state.js";
+
+/** Tokens for `resource` through the user agent; fails with `no_interactive_authorization` without one. */
+export async function authorizationCode(
+  state: AuthState,
+  server: StoredServer,
+  resource: string,
+  scope: string | undefined,
+  dpopWanted: boolean,
+): Promise<StoredTokens> {
+  if (!state.session) {
+    throw new AuthorizationFlowError(
+      "no_interactive_authorization",
+      "authorization is required but no user agent is configured (pass userAgent + redirectUri, or authorizationSession)",
+      { kind: "action", step: "user agent" },
+    );
+  }
+  const options = state.options;
+  const { metadata } = server;
+  const session = await state.session();
+  try {
+    // Step 4: registration, bound to this issuer.
+    const known = await state.store.get("client", metadata.issuer);
+    const client = await resolveClient({
+      issuer: metadata.issuer,
+      metadata,
+      store: state.store,
+      fetch: state.fetch,
+      redirectUri: session.redirectUri,
+      ...(options.preregisteredClients && { preregistered: options.preregisteredClients }),
+      ...(options.clientMetadataUrl && { clientMetadataUrl: options.clientMetadataUrl }),
+      ...(options.clientName && { clientName: options.clientName }),
+      ...(options.registrationMetadata && {
+        registrationMetadata: options.registrationMetadata,
+      }),
+    });
+    if (known?.client_id !== client.client_id) {
+      options.onEvent?.({ type: "registered", issuer: metadata.issuer, source: client.source });
+    }
+    state.clients.set(metadata.issuer, client);
+    // Step 5: PKCE, resource, state, scope; the issuer is recorded in `pending` before opening.
+    const { url, pending } = await createAuthorizationRequest({
+      metadata,
+      client,
+      redirectUri: session.redirectUri,
+      resource,
+      scope,
+      ...(server.discovered_via && { discoveredVia: server.discovered_via }),
+    });
+    assertOpenableAuthorizationUrl(url);
+    // Step 6: the user agent.
+    let callback: string | URL;
+    try {
+      callback = await session.open(url, {
+        issuer: pending.expectedIssuer,
+        issParameterSupported: pending.issParameterSupported,
+      });
+    } catch (cause) {
+      if (cause instanceof AuthorizationFlowError) throw cause;
+      throw new AuthorizationFlowError("user_agent_failed", "the user agent did not return a callback", {
+        kind: "action",
+        step: "user agent",
+        cause,
+      });
+    }
+    // Step 7: state, then iss, then the token request with code_verifier and resource.
+    const params = validateAuthorizationResponse(pending, metadata, callback);
+    const dpop = dpopWanted ? await dpopFor(state, metadata.issuer, client.client_id, true) : undefined;
+    const response = await exchangeAuthorizationCode(
+      { metadata, client, fetch: state.fetch, ...keysFor(state, client), ...(dpop && { dpop }) },
+      {
+        callbackParameters: params,
+        redirectUri: pending.redirectUri,
+        codeVerifier: pending.codeVerifier,
+        resource: pending.resource,
+        scope,
+      },
+    );
+    return await bindTokens(
+      toStoredTokens(response, {
+        issuer: metadata.issuer,
+        client_id: client.client_id,
+        resource,
+        requestedScope: scope,
+      }),
+      dpop,
+    );
+  } finally {
+    await session.close?.();
+  }
+}

@@ -1,0 +1,146 @@
+/**
+ * The state an {@link AuthClient} shares between its parts (refresh, resource requests, the
+ * authorization flow, logout), and the look-ups they all make: registrations, client keys,
+ * authorization server metadata, DPoP signers and the stored binding of a resource.
+ * Internal to the client; not exported from `src/client/index.ts`.
+ */
+import type { AuthorizationServerMetadata } from "../../shared/metadata.js";
+import type { SingleFlight } from "../../shared/single-flight.js";
+import { discoverAuthorizationServerVia, resourceMatchesServer } from "../protocol/discovery.js";
+import { createDPoPKey, DPoPSigner } from "../protocol/dpop.js";
+import type { FetchLike } from "../protocol/http.js";
+import { preregisteredClient } from "../protocol/registration.js";
+import type { ScopeStrategy } from "../protocol/step-up.js";
+import type { ClientKeyMaterial } from "../protocol/tokens.js";
+import type {
+  StoredClient,
+  StoredResource,
+  StoredServer,
+  StoredTokens,
+  TokenStore,
+} from "../stores/types.js";
+import type { AuthorizationSessionFactory } from "../user-agent/session.js";
+import type { CreateAuthFetchOptions } from "./options.js";
+
+/** One client instance's configuration, caches and in-flight work. */
+export interface AuthState {
+  readonly fetch: FetchLike;
+  readonly store: TokenStore;
+  readonly options: CreateAuthFetchOptions;
+  readonly strategy: ScopeStrategy;
+  readonly session: AuthorizationSessionFactory | undefined;
+  readonly refreshFlight: SingleFlight<StoredTokens | undefined>;
+  readonly authorizeFlight: SingleFlight<StoredTokens>;
+  readonly clients: Map<string, StoredClient>;
+  readonly keys: Map<string, ClientKeyMaterial | undefined>;
+  /** DPoP signers by issuer, and the nonces servers sent, by origin (RFC 9449 §8, §9). */
+  readonly signers: Map<string, DPoPSigner>;
+  readonly dpopNonces: Map<string, string>;
+  /** Best-effort work that no request waits for (see `AuthClient.idle`). */
+  readonly background: Set<Promise<void>>;
+}
+
+/** A stored resource that matches a server URL, with its newest tokens. */
+export interface Binding {
+  resource: StoredResource;
+  tokens: StoredTokens | undefined;
+}
+
+export function isDPoPToken(tokens: StoredTokens): boolean {
+  return tokens.token_type.toLowerCase() === "dpop";
+}
+
+/** Records the key a DPoP-bound token is bound to (a `Bearer` answer means the server did not bind it). */
+export async function bindTokens(
+  tokens: StoredTokens,
+  signer: DPoPSigner | undefined,
+): Promise<StoredTokens> {
+  if (!signer || !isDPoPToken(tokens)) return tokens;
+  return { ...tokens, dpop_jkt: await signer.thumbprint() };
+}
+
+/** The stored resource whose `resource` value matches `serverUrl` most specifically, and its tokens. */
+export async function bindingFor(state: AuthState, serverUrl: string): Promise<Binding | undefined> {
+  let best: StoredResource | undefined;
+  for (const [, record] of await state.store.list("resource")) {
+    if (!resourceMatchesServer(record.metadata.resource, serverUrl)) continue;
+    if (!best || record.metadata.resource.length > best.metadata.resource.length) best = record;
+  }
+  if (!best) return undefined;
+  const tokens = await tokensFor(state, best.metadata.resource, best.issuer);
+  return { resource: best, tokens };
+}
+
+async function tokensFor(
+  state: AuthState,
+  resource: string,
+  issuer: string,
+): Promise<StoredTokens | undefined> {
+  let found: StoredTokens | undefined;
+  for (const [, tokens] of await state.store.list("tokens")) {
+    if (tokens.resource === resource && tokens.issuer === issuer) {
+      if (!found || tokens.obtained_at > found.obtained_at) found = tokens;
+    }
+  }
+  return found;
+}
+
+/**
+ * The DPoP signer of a registration (one key per issuer and client id), from memory or the
+ * store; with `create`, a new key is made and persisted before it is first used.
+ */
+export async function dpopFor(
+  state: AuthState,
+  issuer: string,
+  clientId: string,
+  create: boolean,
+): Promise<DPoPSigner | undefined> {
+  const cached = state.signers.get(issuer);
+  if (cached?.clientId === clientId) return cached;
+  let stored = await state.store.get("dpop", issuer);
+  if (stored && (stored.client_id !== clientId || stored.issuer !== issuer)) stored = undefined;
+  if (!stored) {
+    if (!create) return undefined;
+    stored = await createDPoPKey(issuer, clientId);
+    await state.store.set("dpop", issuer, stored);
+  }
+  const signer = new DPoPSigner(stored, state.dpopNonces);
+  state.signers.set(issuer, signer);
+  return signer;
+}
+
+export async function clientFor(
+  state: AuthState,
+  issuer: string,
+  clientId: string,
+): Promise<StoredClient | undefined> {
+  const cached = state.clients.get(issuer);
+  if (cached?.client_id === clientId) return cached;
+  const pre = state.options.preregisteredClients?.[issuer];
+  if (pre?.client_id === clientId) return preregisteredClient(issuer, pre);
+  const stored = await state.store.get("client", issuer);
+  return stored?.client_id === clientId && stored.issuer === issuer ? stored : undefined;
+}
+
+export function keysFor(state: AuthState, client: StoredClient): { keys?: ClientKeyMaterial } {
+  const keys = state.keys.get(client.issuer) ?? state.options.clientKeys;
+  return keys ? { keys } : {};
+}
+
+export async function serverMetadata(
+  state: AuthState,
+  issuer: string,
+  fresh: boolean,
+): Promise<AuthorizationServerMetadata> {
+  return (await serverRecord(state, issuer, fresh)).metadata;
+}
+
+/** The stored metadata of `issuer` and how it was discovered, discovering it unless cached. */
+export async function serverRecord(state: AuthState, issuer: string, fresh: boolean): Promise<StoredServer> {
+  const cached = fresh ? undefined : await state.store.get("server", issuer);
+  if (cached) return cached;
+  const { metadata, discoveredVia } = await discoverAuthorizationServerVia({ issuer, fetch: state.fetch });
+  const record: StoredServer = { metadata, discovered_via: discoveredVia, fetched_at: Date.now() };
+  await state.store.set("server", issuer, record);
+  return record;
+}

@@ -1,0 +1,120 @@
+/**
+ * SQL the SQLite and PostgreSQL stores run word for word (revocation and purge), written once with
+ * named parameters (`:now`) and rendered for each driver's placeholders. Each backend still runs
+ * them inside its own transaction: SQLite's group commit, PostgreSQL's transaction.
+ */
+
+import type { PurgeResult } from "../contract.js";
+
+/**
+ * `?`: one positional mark per occurrence (better-sqlite3, which does not bind numbered marks);
+ * `$n`: one numbered mark per distinct name (`pg`).
+ */
+export type PlaceholderStyle = "?" | "$n";
+
+/** A statement ready for the driver: its text and the values for its marks, in order. */
+export interface Statement {
+  readonly text: string;
+  readonly values: readonly unknown[];
+}
+
+/** A `:name` parameter; `::type` casts and `:=` are not parameters. */
+const PARAMETER = /(?<![:\w]):([A-Za-z_]\w*)/g;
+
+/** Renders `sql`'s named parameters in `style`, taking their values from `params`. */
+export function render(
+  sql: string,
+  params: Readonly<Record<string, unknown>>,
+  style: PlaceholderStyle,
+): Statement {
+  const names: string[] = [];
+  const values: unknown[] = [];
+  const text = sql.replace(PARAMETER, (_mark, name: string) => {
+    if (!Object.hasOwn(params, name)) throw new Error(`no value for SQL parameter :${name}`);
+    if (style === "?") {
+      values.push(params[name]);
+      return "?";
+    }
+    let index = names.indexOf(name);
+    if (index === -1) {
+      index = names.push(name) - 1;
+      values.push(params[name]);
+    }
+    return `$${index + 1}`;
+  });
+  return { text, values };
+}
+
+/**
+ * Revokes a grant and every token of it (OAuth 2.1 §4.1.3 on a replayed code, RFC 9700 §4.14.2 on
+ * a reused refresh token, RFC 7009 §2.1 on revocation), in this order: the grant row first, then
+ * its tokens, the lock order every PostgreSQL transaction keeps. The first statement's change count
+ * says whether the grant exists. An earlier revocation time is kept.
+ */
+export function revokeGrantStatements(style: PlaceholderStyle, grantId: string, now: number): Statement[] {
+  const params = { grantId, now };
+  return [
+    render(
+      "UPDATE grants SET revoked_at = coalesce(revoked_at, :now) WHERE grant_id = :grantId",
+      params,
+      style,
+    ),
+    render(
+      "UPDATE refresh_tokens SET revoked_at = coalesce(revoked_at, :now) WHERE grant_id = :grantId",
+      params,
+      style,
+    ),
+    render(
+      "UPDATE access_tokens SET revoked_at = coalesce(revoked_at, :now) WHERE grant_id = :grantId",
+      params,
+      style,
+    ),
+  ];
+}
+
+/** Revokes one access token (RFC 7009 §2.1); an earlier revocation time is kept. */
+export function revokeAccessTokenStatement(style: PlaceholderStyle, jti: string, now: number): Statement {
+  return render(
+    "UPDATE access_tokens SET revoked_at = coalesce(revoked_at, :now) WHERE jti = :jti",
+    { jti, now },
+    style,
+  );
+}
+
+/** Grants past their absolute lifetime, or revoked with no access token still live. */
+const PURGEABLE_GRANTS = `SELECT g.grant_id FROM grants g WHERE g.expires_at <= :now OR (g.revoked_at IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM access_tokens a WHERE a.grant_id = g.grant_id AND a.expires_at > :now))`;
+
+const PURGE: readonly { sql: string; counts?: keyof PurgeResult }[] = [
+  { counts: "codes", sql: "DELETE FROM authorization_codes WHERE expires_at <= :now" },
+  {
+    counts: "refreshTokens",
+    sql: `DELETE FROM refresh_tokens WHERE expires_at <= :now OR grant_id IN (${PURGEABLE_GRANTS})`,
+  },
+  // A revoked grant without live access tokens has only expired ones, caught by the first test.
+  {
+    counts: "accessTokens",
+    sql: `DELETE FROM access_tokens WHERE expires_at <= :now
+      OR grant_id IN (SELECT grant_id FROM grants WHERE expires_at <= :now)`,
+  },
+  { counts: "grants", sql: `DELETE FROM grants WHERE grant_id IN (${PURGEABLE_GRANTS})` },
+  { counts: "interactions", sql: "DELETE FROM interactions WHERE expires_at <= :now" },
+  { counts: "sessions", sql: "DELETE FROM sessions WHERE expires_at <= :now" },
+  { counts: "clients", sql: "DELETE FROM clients WHERE expires_at <= :now" },
+  { sql: "DELETE FROM rate_limits WHERE expires_at <= :now" },
+  { sql: "DELETE FROM cached_documents WHERE expires_at <= :now" },
+];
+
+/**
+ * The purge of everything past its lifetime at `now`, in order (tokens before the grants they
+ * belong to), each statement with the {@link PurgeResult} count it reports, if any.
+ */
+export function purgeStatements(
+  style: PlaceholderStyle,
+  now: number,
+): { statement: Statement; counts?: keyof PurgeResult }[] {
+  return PURGE.map(({ sql, counts }) => ({
+    statement: render(sql, { now }, style),
+    ...(counts && { counts }),
+  }));
+}

@@ -1,0 +1,135 @@
+/** Record builders for the storage contract suite. Every secret-bearing field holds a SHA-256 hash. */
+
+import { randomToken, sha256Base64url } from "../../shared/crypto.js";
+import type {
+  AuthorizationCodeRecord,
+  AuthorizationStore,
+  ClientRecord,
+  InteractionRecord,
+  IssuedTokens,
+  SessionRecord,
+  SigningKeyRecord,
+} from "../contract.js";
+
+export const T0 = 1_750_000_000_000;
+export const MINUTE = 60_000;
+export const HOUR = 60 * MINUTE;
+export const DAY = 24 * HOUR;
+
+export function id(prefix: string): string {
+  return `${prefix}-${randomToken(9)}`;
+}
+
+/** A raw secret and the hash the store sees. */
+export function secret(): { raw: string; hash: string } {
+  const raw = randomToken();
+  return { raw, hash: sha256Base64url(raw) };
+}
+
+export function client(overrides: Partial<ClientRecord> = {}): ClientRecord {
+  return {
+    clientId: id("client"),
+    source: "dynamic",
+    clientName: "Example <b>Client</b> ✓",
+    redirectUris: ["http://127.0.0.1:7777/callback", "https://app.example/cb"],
+    grantTypes: ["authorization_code", "refresh_token"],
+    responseTypes: ["code"],
+    tokenEndpointAuthMethod: "none",
+    metadata: { client_name: "Example", nested: { list: [1, "two", null] } },
+    createdAt: T0,
+    ...overrides,
+  };
+}
+
+export function code(overrides: Partial<AuthorizationCodeRecord> = {}): AuthorizationCodeRecord {
+  return {
+    codeHash: secret().hash,
+    grantId: id("grant"),
+    clientId: id("client"),
+    userId: id("user"),
+    redirectUri: "http://127.0.0.1:7777/callback",
+    redirectUriSent: true,
+    scopes: ["mcp:read", "mcp:write", "offline_access"],
+    resource: "https://mcp.example/mcp",
+    codeChallenge: sha256Base64url(randomToken()),
+    codeChallengeMethod: "S256",
+    refreshAllowed: true,
+    createdAt: T0,
+    expiresAt: T0 + MINUTE,
+    ...overrides,
+  };
+}
+
+export function tokens(
+  now: number,
+  options: { refresh?: boolean } = {},
+): IssuedTokens & { refreshRaw?: string } {
+  const refresh = secret();
+  return {
+    accessToken: { jti: id("jti"), createdAt: now, expiresAt: now + HOUR },
+    ...(options.refresh === false
+      ? {}
+      : {
+          refreshToken: { tokenHash: refresh.hash, createdAt: now, expiresAt: now + 30 * DAY },
+          refreshRaw: refresh.raw,
+        }),
+    grantExpiresAt: now + 90 * DAY,
+  };
+}
+
+export function session(overrides: Partial<SessionRecord> = {}): SessionRecord {
+  return { idHash: secret().hash, userId: id("user"), createdAt: T0, expiresAt: T0 + HOUR, ...overrides };
+}
+
+export function interaction(overrides: Partial<InteractionRecord> = {}): InteractionRecord {
+  return {
+    id: id("interaction"),
+    browserBindingHash: secret().hash,
+    clientId: id("client"),
+    redirectUri: "https://app.example/cb",
+    redirectUriSent: true,
+    scopes: ["mcp:read"],
+    resource: "https://mcp.example/mcp",
+    state: "s".repeat(500),
+    codeChallenge: sha256Base64url(randomToken()),
+    codeChallengeMethod: "S256",
+    csrfHash: secret().hash,
+    createdAt: T0,
+    expiresAt: T0 + 10 * MINUTE,
+    ...overrides,
+  };
+}
+
+export function signingKey(overrides: Partial<SigningKeyRecord> = {}): SigningKeyRecord {
+  return {
+    kid: id("kid"),
+    alg: "ES256",
+    publicJwk: { kty: "EC", crv: "P-256", x: randomToken(), y: randomToken() },
+    privateJwk: { kty: "EC", crv: "P-256", x: randomToken(), y: randomToken(), d: randomToken() },
+    createdAt: T0,
+    ...overrides,
+  };
+}
+
+const pass = () => undefined;
+
+/** Redeems a fresh code with a refresh token; returns what later tests need. */
+export async function issueGrant(
+  store: AuthorizationStore,
+  now = T0,
+  overrides: Partial<AuthorizationCodeRecord> = {},
+): Promise<{ code: AuthorizationCodeRecord; issued: ReturnType<typeof tokens>; grantId: string }> {
+  const record = code({ createdAt: now, expiresAt: now + MINUTE, ...overrides });
+  await store.insertAuthorizationCode(record);
+  const issued = tokens(now);
+  const result = await store.redeemAuthorizationCode(record.codeHash, now, pass, issued);
+  if (result.status !== "issued") throw new Error(`fixture redemption failed: ${result.status}`);
+  return { code: record, issued, grantId: record.grantId };
+}
+
+/** Counts how many of `results` have each `status`. */
+export function tally(results: { status: string }[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const r of results) counts[r.status] = (counts[r.status] ?? 0) + 1;
+  return counts;
+}

@@ -1,0 +1,202 @@
+/**
+ * The refresh policy (refresh-policy.ts, docs/authorization-server.md "Refresh policy"), superseded
+ * grants (grants/superseded-grants.ts) and the step-up refusal for co-hosted resources, through
+ * whole flows against a real server on loopback with a controlled clock.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { STEP_UP_REFRESH_WINDOW_MS } from "../../../src/authorization-server/grants/refresh-policy.js";
+import { sha256Base64url } from "../../../src/shared/crypto.js";
+import {
+  Agent,
+  approve,
+  type FlowServer,
+  publicClient,
+  redeem,
+  refresh,
+  signIn,
+  startAuthorization,
+  startFlowServer,
+  tokenId,
+} from "../support/flow-server.js";
+
+const DAY = 24 * 60 * 60 * 1000;
+const REDIRECT = "http://127.0.0.1:40001/callback";
+
+let server: FlowServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+/** Login + consent + token for `clientId` with `scope`; returns the token response. */
+async function logIn(agent: Agent, clientId: string, scope: string) {
+  const grant = await approve(agent, await signIn(agent, { clientId, redirectUri: REDIRECT, scope }));
+  const tokens = await redeem(server!.issuer, clientId, grant, REDIRECT);
+  expect(tokens.status).toBe(200);
+  return tokens.body;
+}
+
+async function activeGrants(clientId: string) {
+  return (await server!.store.listGrants({ clientId })).filter((g) => g.revokedAt === undefined);
+}
+
+describe("who gets a refresh token", () => {
+  it("a client that declared the refresh_token grant gets one without offline_access, with the shorter lifetimes", async () => {
+    server = await startFlowServer();
+    const clientId = await server.register({
+      redirect_uris: ["http://127.0.0.1/callback"],
+      token_endpoint_auth_method: "none",
+      grant_types: ["authorization_code", "refresh_token"],
+    });
+    const started = server.clock.now;
+    const body = await logIn(new Agent(server.http.url), clientId, "notes:read");
+    expect(body.refresh_token).toBeTruthy();
+    expect(body.scope).toBe("notes:read");
+    const [grant] = await activeGrants(clientId);
+    expect(grant!.expiresAt).toBe(started + 7 * DAY);
+    const token = await server.store.getRefreshToken(sha256Base64url(body.refresh_token!));
+    expect(token!.expiresAt).toBe(started + DAY);
+    // A rotated successor keeps the shorter idle lifetime.
+    server.clock.now += 1000;
+    const rotated = await refresh(server.issuer, clientId, body.refresh_token!);
+    expect(rotated.status).toBe(200);
+    const successor = await server.store.getRefreshToken(sha256Base64url(rotated.body.refresh_token!));
+    expect(successor!.expiresAt).toBe(server.clock.now + DAY);
+    // Past the idle lifetime without use: refused.
+    server.clock.now += DAY + 1000;
+    const late = await refresh(server.issuer, clientId, rotated.body.refresh_token!);
+    expect(late.status).toBe(400);
+    expect(late.body.error).toBe("invalid_grant");
+  });
+
+  it("with offline_access the grant gets the configured (longer) lifetimes", async () => {
+    server = await startFlowServer();
+    const clientId = await server.register({
+      redirect_uris: ["http://127.0.0.1/callback"],
+      token_endpoint_auth_method: "none",
+      grant_types: ["authorization_code", "refresh_token"],
+    });
+    const started = server.clock.now;
+    const body = await logIn(new Agent(server.http.url), clientId, "notes:read offline_access");
+    expect(body.refresh_token).toBeTruthy();
+    const [grant] = await activeGrants(clientId);
+    expect(grant!.expiresAt).toBe(started + 90 * DAY);
+    server.clock.now += 3 * DAY;
+    expect((await refresh(server.issuer, clientId, body.refresh_token!)).status).toBe(200);
+  });
+
+  it("a client that declared grant types without refresh_token gets none, even with offline_access", async () => {
+    server = await startFlowServer();
+    const clientId = await server.register({
+      redirect_uris: ["http://127.0.0.1/callback"],
+      token_endpoint_auth_method: "none",
+      grant_types: ["authorization_code"],
+    });
+    const body = await logIn(new Agent(server.http.url), clientId, "notes:read offline_access");
+    expect(body.refresh_token).toBeUndefined();
+  });
+
+  it("a pre-registered client without declared grant types gets one only with offline_access", async () => {
+    server = await startFlowServer({ clients: [publicClient({ grantTypes: [] })] });
+    const without = await logIn(new Agent(server.http.url), "cli", "notes:read");
+    expect(without.refresh_token).toBeUndefined();
+    const withOffline = await logIn(new Agent(server.http.url), "cli", "notes:read offline_access");
+    expect(withOffline.refresh_token).toBeTruthy();
+  });
+});
+
+describe("a step-up supersedes the grant it widens", () => {
+  it("login → step-up in the same sign-in retires the first grant; its refresh token is dead", async () => {
+    server = await startFlowServer({ clients: [publicClient()] });
+    const agent = new Agent(server.http.url);
+    const first = await logIn(agent, "cli", "notes:read");
+    const stepUp = await approve(
+      agent,
+      await startAuthorization(agent, {
+        clientId: "cli",
+        redirectUri: REDIRECT,
+        scope: "notes:read notes:write",
+      }),
+    );
+    const second = await redeem(server.issuer, "cli", stepUp, REDIRECT);
+    expect(second.status).toBe(200);
+    const active = await activeGrants("cli");
+    expect(active).toHaveLength(1);
+    expect(active[0]!.scopes.sort()).toEqual(["notes:read", "notes:write"]);
+    const old = await refresh(server.issuer, "cli", first.refresh_token!);
+    expect(old.body.error).toBe("invalid_grant");
+    // Revoking the one left (a logout) leaves nothing active.
+    await fetch(`${server.issuer}/revoke`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ token: second.body.refresh_token!, client_id: "cli" }).toString(),
+    });
+    expect(await activeGrants("cli")).toHaveLength(0);
+  });
+
+  it("another sign-in (another device or browser) keeps its own grant", async () => {
+    server = await startFlowServer({ clients: [publicClient()] });
+    const laptop = await logIn(new Agent(server.http.url), "cli", "notes:read");
+    await logIn(new Agent(server.http.url), "cli", "notes:read notes:write");
+    expect(await activeGrants("cli")).toHaveLength(2);
+    expect((await refresh(server.issuer, "cli", laptop.refresh_token!)).status).toBe(200);
+  });
+
+  it("a narrower grant in the same sign-in does not supersede a wider one", async () => {
+    server = await startFlowServer({ clients: [publicClient()] });
+    const agent = new Agent(server.http.url);
+    await logIn(agent, "cli", "notes:read notes:write");
+    const narrower = await approve(
+      agent,
+      await startAuthorization(agent, { clientId: "cli", redirectUri: REDIRECT, scope: "notes:read" }),
+    );
+    expect((await redeem(server.issuer, "cli", narrower, REDIRECT)).status).toBe(200);
+    expect(await activeGrants("cli")).toHaveLength(2);
+  });
+});
+
+describe("the step-up refusal for a co-hosted resource (MCP SDK v1 interop)", () => {
+  it("right after the gate refused a token for insufficient scope, its grant's refresh answers invalid_grant and nothing is revoked", async () => {
+    server = await startFlowServer({ clients: [publicClient()] });
+    const body = await logIn(new Agent(server.http.url), "cli", "notes:read");
+    expect(await server.as.requestStepUp(tokenId(body.access_token!))).toBe(true);
+    const refused = await refresh(server.issuer, "cli", body.refresh_token!);
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toBe("invalid_grant");
+    expect(await activeGrants("cli")).toHaveLength(1);
+    // After the window the same refresh token works: the rule never costs more than one consent.
+    server.clock.now += STEP_UP_REFRESH_WINDOW_MS;
+    const later = await refresh(server.issuer, "cli", body.refresh_token!);
+    expect(later.status).toBe(200);
+    // A refresh token issued after the refusal is not touched by it.
+    server.clock.now += 1000;
+    expect((await refresh(server.issuer, "cli", later.body.refresh_token!)).status).toBe(200);
+  });
+
+  it("a refresh sent before the mark's write finished still sees it (the gate does not await its hook)", async () => {
+    server = await startFlowServer({
+      clients: [publicClient()],
+      wrapStore: (store) => ({
+        ...store,
+        async requestStepUp(jti, now) {
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          return store.requestStepUp(jti, now);
+        },
+      }),
+    });
+    const body = await logIn(new Agent(server.http.url), "cli", "notes:read");
+    void server.as.requestStepUp(tokenId(body.access_token!));
+    const refused = await refresh(server.issuer, "cli", body.refresh_token!);
+    expect(refused.body.error).toBe("invalid_grant");
+  });
+
+  it("unknown token ids and revoked grants are not marked", async () => {
+    server = await startFlowServer({ clients: [publicClient()] });
+    expect(await server.as.requestStepUp("no-such-jti")).toBe(false);
+    expect(await server.as.requestStepUp(undefined)).toBe(false);
+    const body = await logIn(new Agent(server.http.url), "cli", "notes:read");
+    const [grant] = await activeGrants("cli");
+    await server.store.revokeGrant(grant!.grantId, server.clock.now);
+    expect(await server.as.requestStepUp(tokenId(body.access_token!))).toBe(false);
+  });
+});
