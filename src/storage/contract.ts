@@ -116,6 +116,12 @@ export interface AuthorizationCodeRecord {
   refreshAllowed: boolean;
   /** Hash of the browser session that approved the request; copied to the grant (see GrantRecord). */
   sessionHash?: string;
+  /**
+   * RFC 9449 §10: the JWK SHA-256 thumbprint (base64url) the authorization request named in
+   * `dpop_jkt`; the token request must then prove possession of that key. Stored for the token
+   * endpoint to compare; the grant's binding is what {@link IssuedTokens.grantDpopJkt} says.
+   */
+  dpopJkt?: string;
   createdAt: number;
   expiresAt: number;
   consumedAt?: number;
@@ -142,7 +148,61 @@ export interface GrantRecord {
    * insufficient scope ({@link AuthorizationStore.requestStepUp}).
    */
   stepUpRequestedAt?: number;
+  /**
+   * RFC 9449 §5: the JWK SHA-256 thumbprint (base64url) of the DPoP key the grant's refresh tokens
+   * are bound to (public clients); a refresh must prove possession of this key.
+   */
+  dpopJkt?: string;
 }
+
+/**
+ * An RFC 8628 device authorization: the device polls with the device code, the user approves at
+ * the verification page with the user code. Only hashes of both codes are stored.
+ */
+export interface DeviceAuthorizationRecord {
+  /** SHA-256 (base64url) of the device code. */
+  deviceCodeHash: string;
+  /** SHA-256 (base64url) of the normalized user code. */
+  userCodeHash: string;
+  clientId: string;
+  scopes: string[];
+  resource: string;
+  /** Seconds the client must wait between polls (RFC 8628 §3.5; raised by 5 on each slow_down). */
+  interval: number;
+  createdAt: number;
+  expiresAt: number;
+  lastPolledAt?: number;
+  status: "pending" | "approved" | "denied" | "consumed";
+  /** Set on approval. */
+  userId?: string;
+  /** Scopes the user approved (may be fewer than requested). */
+  approvedScopes?: string[];
+  /** Hash of the browser session that approved (copied to the grant like codes do). */
+  sessionHash?: string;
+  /** Set on approval: whether the grant may have a refresh token. */
+  refreshAllowed?: boolean;
+  /** The grant the approval will create, known in advance (like AuthorizationCodeRecord.grantId). */
+  grantId: string;
+  /** RFC 9449: the DPoP key thumbprint the device request was bound to, if any. */
+  dpopJkt?: string;
+}
+
+/** The user's answer at the verification page (RFC 8628 §3.3). */
+export type DeviceAuthorizationDecision =
+  | {
+      approved: true;
+      userId: string;
+      approvedScopes: string[];
+      sessionHash?: string;
+      refreshAllowed: boolean;
+    }
+  | { approved: false };
+
+export type PollDeviceAuthorizationResult =
+  | { status: "issued"; record: DeviceAuthorizationRecord; grant: GrantRecord; refreshIssued: boolean }
+  /** `tokens` refused: the authorization is now consumed, nothing was issued. */
+  | { status: "refused"; error: OAuthError }
+  | { status: "pending" | "slow_down" | "denied" | "expired" | "consumed" | "not_found" };
 
 export interface RefreshTokenRecord {
   tokenHash: string;
@@ -192,6 +252,11 @@ export interface IssuedTokens {
   refreshToken?: Omit<RefreshTokenRecord, "grantId" | "clientId" | "scopes" | "rotatedAt">;
   /** Absolute expiry of a grant created by a code redemption. */
   grantExpiresAt: number;
+  /**
+   * RFC 9449 §5: the DPoP key thumbprint a grant created by this issuance is bound to (the token
+   * endpoint decides it from the proof it verified). Ignored by a refresh rotation: the grant exists.
+   */
+  grantDpopJkt?: string;
 }
 
 export type RedeemCodeResult =
@@ -221,7 +286,13 @@ export interface PurgeResult {
   sessions: number;
   clients: number;
   grants: number;
+  /** Single-use markers past their expiry ({@link AuthorizationStore.useOnce}). */
+  markers: number;
+  deviceAuthorizations: number;
 }
+
+/** The longest key {@link AuthorizationStore.useOnce} accepts, in UTF-16 code units. */
+export const MAX_MARKER_KEY_LENGTH = 512;
 
 /**
  * Raised by a backend when the database cannot be reached or written (down, locked past the busy
@@ -313,7 +384,10 @@ export interface AuthorizationStore {
   ): Promise<RedeemCodeResult>;
 
   // Grants and tokens
-  /** For client_credentials: a grant plus its access token, no code, no refresh token. */
+  /**
+   * For client_credentials (and grants made without a code): a grant plus its access token, no
+   * refresh token. `grant.dpopJkt` is stored as given.
+   */
   createGrantWithAccessToken(grant: GrantRecord, accessToken: IssuedTokens["accessToken"]): Promise<void>;
   getGrant(grantId: string): Promise<GrantRecord | undefined>;
   /**
@@ -375,6 +449,51 @@ export interface AuthorizationStore {
     next: Record<string, unknown>,
   ): Promise<boolean>;
 
+  // Device authorizations (RFC 8628)
+  /** Raises {@link StorageConflictError} when the device code hash or the user code hash is taken. */
+  createDeviceAuthorization(record: DeviceAuthorizationRecord): Promise<void>;
+  /** A pending, unexpired authorization by user code (for the verification page). */
+  getDeviceAuthorizationByUserCode(
+    userCodeHash: string,
+    now: number,
+  ): Promise<DeviceAuthorizationRecord | undefined>;
+  /**
+   * pending -> approved (with userId, approvedScopes, sessionHash, refreshAllowed) or -> denied.
+   * False when not pending or expired. Atomic: of two concurrent decisions exactly one wins.
+   */
+  decideDeviceAuthorization(
+    userCodeHash: string,
+    decision: DeviceAuthorizationDecision,
+    now: number,
+  ): Promise<boolean>;
+  /**
+   * One poll of the token endpoint (RFC 8628 §3.4, §3.5), atomic: unknown -> not_found; expired ->
+   * expired; denied -> denied; consumed -> consumed (a second redemption); pending and polled sooner
+   * than `interval` seconds after the last poll -> slow_down (interval += 5, lastPolledAt = now);
+   * pending -> pending (lastPolledAt = now); approved -> `tokens(record)` runs inside the
+   * transaction: an OAuthError -> refused (the record is consumed, nothing issued); otherwise the
+   * record becomes consumed and the grant (grantId, userId, clientId, approvedScopes, resource,
+   * sessionHash, dpopJkt = `grantDpopJkt ?? record.dpopJkt`) is written with its access token, and
+   * its refresh token when `refreshAllowed`, in the same transaction -> issued. A throw from
+   * `tokens` changes nothing.
+   */
+  pollDeviceAuthorization(
+    deviceCodeHash: string,
+    now: number,
+    tokens: (record: DeviceAuthorizationRecord) => IssuedTokens | OAuthError,
+  ): Promise<PollDeviceAuthorizationResult>;
+
+  // Single-use markers (RFC 9449 §11.1 DPoP proof `jti`, RFC 7523 §3 assertion `jti`)
+  /**
+   * Records `key` as used until `expiresAt`. True when the key was not recorded (or its record had
+   * expired at `now`); false for a replay, which leaves the earlier record as it was. Atomic across
+   * instances: of concurrent calls with one key exactly one gets true. The key is opaque (callers
+   * namespace it, e.g. `dpop:as:<jkt>:<jti>`, hashed or not) but bounded: an empty key, one longer
+   * than {@link MAX_MARKER_KEY_LENGTH} or one containing U+0000 is refused with a
+   * `GatehouseTypeError` (`ERR_INVALID_OPTION`), so hash keys built from unbounded remote input.
+   */
+  useOnce(key: string, expiresAt: number, now: number): Promise<boolean>;
+
   // Rate limits (shared across instances)
   /** Adds one hit to `key` in the fixed window starting at `windowStart`; returns the new count. */
   hitRateLimit(key: string, windowStart: number, windowMs: number): Promise<number>;
@@ -383,6 +502,9 @@ export interface AuthorizationStore {
   getCachedDocument(url: string, now: number): Promise<{ body: string; expiresAt: number } | undefined>;
   putCachedDocument(url: string, body: string, expiresAt: number): Promise<void>;
 
-  /** Deletes expired codes, tokens, interactions, sessions, unused registrations; live grants stay. */
+  /**
+   * Deletes expired codes, tokens, interactions, sessions, unused registrations, single-use markers
+   * and device authorizations; live grants stay.
+   */
   purgeExpired(now: number): Promise<PurgeResult>;
 }

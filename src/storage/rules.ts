@@ -3,16 +3,21 @@
  * PostgreSQL stores cannot drift apart. Internal to `src/storage/`.
  */
 
-import type {
-  AccessTokenRecord,
-  AuthorizationCodeRecord,
-  AuthorizationStore,
-  GrantRecord,
-  IssuedTokens,
-  PurgeResult,
-  RedeemCodeResult,
-  RefreshTokenRecord,
-  RotateRefreshResult,
+import { GatehouseTypeError, OAuthError } from "../shared/errors.js";
+import {
+  type AccessTokenRecord,
+  type AuthorizationCodeRecord,
+  type AuthorizationStore,
+  type DeviceAuthorizationDecision,
+  type DeviceAuthorizationRecord,
+  type GrantRecord,
+  type IssuedTokens,
+  MAX_MARKER_KEY_LENGTH,
+  type PollDeviceAuthorizationResult,
+  type PurgeResult,
+  type RedeemCodeResult,
+  type RefreshTokenRecord,
+  type RotateRefreshResult,
 } from "./contract.js";
 
 /** A record expires at `expiresAt`: at that very millisecond it is already dead. */
@@ -64,7 +69,12 @@ export function tokensForRefresh(
  * The grant a code creates on redemption (its id was fixed when the code was issued). It keeps the
  * browser session that approved the code, which decides what a later grant supersedes.
  */
-function grantFromCode(code: AuthorizationCodeRecord, now: number, expiresAt: number): GrantRecord {
+function grantFromCode(
+  code: AuthorizationCodeRecord,
+  now: number,
+  expiresAt: number,
+  grantDpopJkt: string | undefined,
+): GrantRecord {
   return withoutUndefined({
     grantId: code.grantId,
     clientId: code.clientId,
@@ -74,6 +84,7 @@ function grantFromCode(code: AuthorizationCodeRecord, now: number, expiresAt: nu
     createdAt: now,
     expiresAt,
     sessionHash: code.sessionHash,
+    dpopJkt: grantDpopJkt,
   });
 }
 
@@ -165,7 +176,9 @@ export function judgeAuthorizationCode(
   const error = check(code);
   if (error) return { status: "refused", error };
   const issued = tokensForCode(tokens, { ...code });
-  return { status: "issue", grant: grantFromCode(code, now, issued.grantExpiresAt), tokens: issued };
+  // RFC 9449 §5: the token endpoint, having verified the proof, says which key the grant is bound to.
+  const grant = grantFromCode(code, now, issued.grantExpiresAt, issued.grantDpopJkt);
+  return { status: "issue", grant, tokens: issued };
 }
 
 /**
@@ -191,9 +204,128 @@ export function judgeRefreshToken(
   return { status: "ok", scopes: verdict.scopes ?? token.scopes };
 }
 
+/**
+ * Refuses a single-use marker key the stores cannot hold the same way: empty, longer than
+ * {@link MAX_MARKER_KEY_LENGTH} (the bounded column), or containing U+0000 (which PostgreSQL text
+ * cannot hold). Every backend calls it before touching anything.
+ */
+export function assertMarkerKey(key: string): void {
+  if (typeof key !== "string" || key.length === 0 || key.length > MAX_MARKER_KEY_LENGTH) {
+    throw new GatehouseTypeError(
+      "ERR_INVALID_OPTION",
+      `useOnce key must be a string of 1 to ${MAX_MARKER_KEY_LENGTH} characters (hash longer keys)`,
+    );
+  }
+  if (key.includes("\u0000"))
+    throw new GatehouseTypeError("ERR_INVALID_OPTION", "useOnce key must not contain U+0000");
+}
+
+/**
+ * Whether an existing single-use marker still blocks its key at `now` (RFC 9449 §11.1, RFC 7523 §3:
+ * a `jti` may be refused as a replay only while the server remembers it; a marker that expired may
+ * be recorded again).
+ */
+export function markerBlocks(expiresAt: number, now: number): boolean {
+  return !isExpired(expiresAt, now);
+}
+
+/**
+ * The record after the user's decision at the verification page (RFC 8628 §3.3), or undefined when
+ * the authorization may no longer be decided: it is not pending, or it expired.
+ */
+export function decideDevice(
+  record: DeviceAuthorizationRecord,
+  decision: DeviceAuthorizationDecision,
+  now: number,
+): DeviceAuthorizationRecord | undefined {
+  if (record.status !== "pending" || isExpired(record.expiresAt, now)) return undefined;
+  if (!decision.approved) return { ...record, status: "denied" };
+  return withoutUndefined({
+    ...record,
+    status: "approved",
+    userId: decision.userId,
+    approvedScopes: [...decision.approvedScopes],
+    sessionHash: decision.sessionHash,
+    refreshAllowed: decision.refreshAllowed,
+  });
+}
+
+/** RFC 8628 §3.5: each `slow_down` raises the polling interval by 5 seconds. */
+const SLOW_DOWN_STEP_SECONDS = 5;
+
+/**
+ * What a backend must do with one poll of a device authorization it found, decided here for all of
+ * them (RFC 8628 §3.5):
+ * - `expired`, `denied`, `consumed`: the caller changes nothing and answers that status.
+ * - `pending`, `slow_down`: the caller writes `record` (the poll time, and for `slow_down` the
+ *   interval raised by 5 seconds: the device polled sooner than `interval` after its last poll).
+ * - `refused`: `tokens` returned an error; the caller writes `record` (now consumed), issues nothing.
+ * - `issue`: the caller writes `record` (now consumed), `grant` and the `tokens` it was given.
+ * `tokens` runs here, before the caller writes anything, so a throw from it changes nothing.
+ */
+export function judgeDevicePoll(
+  stored: DeviceAuthorizationRecord,
+  now: number,
+  tokens: Parameters<AuthorizationStore["pollDeviceAuthorization"]>[2],
+):
+  | { status: "expired" | "denied" | "consumed" }
+  | { status: "pending" | "slow_down"; record: DeviceAuthorizationRecord }
+  | { status: "refused"; error: OAuthError; record: DeviceAuthorizationRecord }
+  | { status: "issue"; record: DeviceAuthorizationRecord; grant: GrantRecord; tokens: IssuedTokens } {
+  if (isExpired(stored.expiresAt, now)) return { status: "expired" };
+  if (stored.status === "denied" || stored.status === "consumed") return { status: stored.status };
+  if (stored.status === "pending") {
+    // A device whose clock reads before the last poll (another instance's clock) polled too soon too.
+    const tooSoon = stored.lastPolledAt !== undefined && now - stored.lastPolledAt < stored.interval * 1000;
+    if (!tooSoon) return { status: "pending", record: { ...stored, lastPolledAt: now } };
+    const interval = stored.interval + SLOW_DOWN_STEP_SECONDS;
+    return { status: "slow_down", record: { ...stored, interval, lastPolledAt: now } };
+  }
+  const consumed: DeviceAuthorizationRecord = { ...stored, status: "consumed", lastPolledAt: now };
+  const issued = tokens(structuredClone(stored));
+  if (issued instanceof OAuthError) return { status: "refused", error: issued, record: consumed };
+  const grant: GrantRecord = withoutUndefined({
+    grantId: stored.grantId,
+    clientId: stored.clientId,
+    userId: stored.userId,
+    scopes: [...(stored.approvedScopes ?? stored.scopes)],
+    resource: stored.resource,
+    createdAt: now,
+    expiresAt: issued.grantExpiresAt,
+    sessionHash: stored.sessionHash,
+    // RFC 9449 §5: the key the token endpoint verified, else the one the device request was bound to.
+    dpopJkt: issued.grantDpopJkt ?? stored.dpopJkt,
+  });
+  return { status: "issue", record: consumed, grant, tokens: issued };
+}
+
+/** The answer of a poll that issued, as every backend returns it. */
+export function devicePollIssued(
+  record: DeviceAuthorizationRecord,
+  grant: GrantRecord,
+  refreshIssued: boolean,
+): PollDeviceAuthorizationResult {
+  return {
+    status: "issued",
+    record: withoutUndefined(record),
+    grant: withoutUndefined(grant),
+    refreshIssued,
+  };
+}
+
 /** A {@link PurgeResult} with every count at zero, for a backend to fill in as it purges. */
 export function emptyPurgeResult(): PurgeResult {
-  return { codes: 0, refreshTokens: 0, accessTokens: 0, interactions: 0, sessions: 0, clients: 0, grants: 0 };
+  return {
+    codes: 0,
+    refreshTokens: 0,
+    accessTokens: 0,
+    interactions: 0,
+    sessions: 0,
+    clients: 0,
+    grants: 0,
+    markers: 0,
+    deviceAuthorizations: 0,
+  };
 }
 
 /** Drops properties whose value is `undefined` (shallow), so records compare equal across backends. */

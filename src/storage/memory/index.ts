@@ -15,9 +15,11 @@ import type {
   AuthorizationStore,
   ClientRecord,
   ConsentRecord,
+  DeviceAuthorizationRecord,
   GrantRecord,
   InteractionRecord,
   IssuedTokens,
+  PollDeviceAuthorizationResult,
   PurgeResult,
   RedeemCodeResult,
   RefreshTokenRecord,
@@ -29,12 +31,17 @@ import type {
 import { StorageConflictError } from "../contract.js";
 import {
   accessTokenFromGrant,
+  assertMarkerKey,
   compareBy,
+  decideDevice,
+  devicePollIssued,
   emptyPurgeResult,
   isExpired,
   issuedTokenRecords,
   judgeAuthorizationCode,
+  judgeDevicePoll,
   judgeRefreshToken,
+  markerBlocks,
   mergeScopes,
   sameJsonValue,
   tokensForRefresh,
@@ -64,6 +71,20 @@ export function createMemoryStore(): AuthorizationStore {
   const signingKeys = new Map<string, SigningKeyRecord>();
   const rateLimits = new Map<string, { windowStart: number; expiresAt: number; count: number }>();
   const documents = new Map<string, { body: string; expiresAt: number }>();
+  /** Single-use markers: key -> expiry. */
+  const markers = new Map<string, number>();
+  /** Device authorizations by device code hash, and the device code hash of each user code hash. */
+  const devices = new Map<string, DeviceAuthorizationRecord>();
+  const devicesByUserCode = new Map<string, string>();
+
+  /** Refuses a token write that would overwrite an existing record, before anything is written. */
+  function assertTokensFree(tokens: Omit<IssuedTokens, "grantExpiresAt">): void {
+    if (accessTokens.has(tokens.accessToken.jti))
+      throw new StorageConflictError("access token id already exists");
+    if (tokens.refreshToken && refreshTokens.has(tokens.refreshToken.tokenHash)) {
+      throw new StorageConflictError("refresh token hash already exists");
+    }
+  }
 
   function revokeGrantNow(grantId: string, now: number): boolean {
     const grant = grants.get(grantId);
@@ -229,11 +250,7 @@ export function createMemoryStore(): AuthorizationStore {
       // Nothing here rolls back: validate every write before touching anything, so a conflict
       // leaves the code unused and no partial state.
       if (grants.has(grant.grantId)) throw new StorageConflictError("grant already exists");
-      if (accessTokens.has(issued.accessToken.jti))
-        throw new StorageConflictError("access token id already exists");
-      if (issued.refreshToken && refreshTokens.has(issued.refreshToken.tokenHash)) {
-        throw new StorageConflictError("refresh token hash already exists");
-      }
+      assertTokensFree(issued);
       code.consumedAt = now;
       grants.set(grant.grantId, grant);
       const refreshIssued = writeTokens(grant, code.clientId, code.scopes, issued, code.refreshAllowed);
@@ -286,11 +303,7 @@ export function createMemoryStore(): AuthorizationStore {
       if (verdict.status !== "ok") return verdict;
       const { scopes } = verdict;
       const tokens = tokensForRefresh(tokensOrFn, token, grant);
-      if (accessTokens.has(tokens.accessToken.jti))
-        throw new StorageConflictError("access token id already exists");
-      if (tokens.refreshToken && refreshTokens.has(tokens.refreshToken.tokenHash)) {
-        throw new StorageConflictError("refresh token hash already exists");
-      }
+      assertTokensFree(tokens);
       // Without a successor the old token stays live (non-rotating refresh for confidential clients).
       if (tokens.refreshToken) token.rotatedAt ??= now;
       writeTokens(grant, token.clientId, scopes, tokens, true);
@@ -329,6 +342,68 @@ export function createMemoryStore(): AuthorizationStore {
       const key = signingKeys.get(kid);
       if (!key || !sameJsonValue(key.privateJwk, expected)) return false;
       key.privateJwk = copy(next);
+      return true;
+    },
+
+    async createDeviceAuthorization(record) {
+      if (devices.has(record.deviceCodeHash)) throw new StorageConflictError("device code already exists");
+      if (devicesByUserCode.has(record.userCodeHash))
+        throw new StorageConflictError("user code already exists");
+      devices.set(record.deviceCodeHash, copy(record));
+      devicesByUserCode.set(record.userCodeHash, record.deviceCodeHash);
+    },
+    async getDeviceAuthorizationByUserCode(userCodeHash, now) {
+      const deviceCodeHash = devicesByUserCode.get(userCodeHash);
+      const record = deviceCodeHash === undefined ? undefined : devices.get(deviceCodeHash);
+      if (record?.status !== "pending" || isExpired(record.expiresAt, now)) return undefined;
+      return copy(record);
+    },
+    async decideDeviceAuthorization(userCodeHash, decision, now) {
+      const deviceCodeHash = devicesByUserCode.get(userCodeHash);
+      const record = deviceCodeHash === undefined ? undefined : devices.get(deviceCodeHash);
+      const decided = record && decideDevice(record, copy(decision), now);
+      if (!decided) return false;
+      devices.set(decided.deviceCodeHash, copy(decided));
+      return true;
+    },
+    async pollDeviceAuthorization(deviceCodeHash, now, tokens): Promise<PollDeviceAuthorizationResult> {
+      const stored = devices.get(deviceCodeHash);
+      if (!stored) return { status: "not_found" };
+      const verdict = judgeDevicePoll(stored, now, tokens);
+      switch (verdict.status) {
+        case "expired":
+        case "denied":
+        case "consumed":
+          return { status: verdict.status };
+        case "pending":
+        case "slow_down":
+          devices.set(deviceCodeHash, copy(verdict.record));
+          return { status: verdict.status };
+        case "refused":
+          devices.set(deviceCodeHash, copy(verdict.record));
+          return { status: "refused", error: verdict.error };
+      }
+      const { record, grant, tokens: issued } = verdict;
+      // As for codes: check every write first, so a conflict leaves the authorization approved.
+      if (grants.has(grant.grantId)) throw new StorageConflictError("grant already exists");
+      assertTokensFree(issued);
+      devices.set(deviceCodeHash, copy(record));
+      grants.set(grant.grantId, copy(grant));
+      const refreshIssued = writeTokens(
+        grant,
+        grant.clientId,
+        grant.scopes,
+        issued,
+        record.refreshAllowed === true,
+      );
+      return devicePollIssued(copy(record), copy(grant), refreshIssued);
+    },
+
+    async useOnce(key, expiresAt, now) {
+      assertMarkerKey(key);
+      const existing = markers.get(key);
+      if (existing !== undefined && markerBlocks(existing, now)) return false;
+      markers.set(key, expiresAt);
       return true;
     },
 
@@ -385,6 +460,12 @@ export function createMemoryStore(): AuthorizationStore {
       result.interactions = sweep(interactions, (i) => isExpired(i.expiresAt, now));
       result.sessions = sweep(sessions, (s) => isExpired(s.expiresAt, now));
       result.clients = sweep(clients, (c) => c.expiresAt !== undefined && isExpired(c.expiresAt, now));
+      result.markers = sweep(markers, (expiresAt) => isExpired(expiresAt, now));
+      result.deviceAuthorizations = sweep(devices, (d) => {
+        if (!isExpired(d.expiresAt, now)) return false;
+        devicesByUserCode.delete(d.userCodeHash);
+        return true;
+      });
       sweep(rateLimits, (r) => isExpired(r.expiresAt, now));
       sweep(documents, (d) => isExpired(d.expiresAt, now));
       return result;

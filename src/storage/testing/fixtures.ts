@@ -5,6 +5,7 @@ import type {
   AuthorizationCodeRecord,
   AuthorizationStore,
   ClientRecord,
+  DeviceAuthorizationRecord,
   InteractionRecord,
   IssuedTokens,
   SessionRecord,
@@ -56,6 +57,25 @@ export function code(overrides: Partial<AuthorizationCodeRecord> = {}): Authoriz
     refreshAllowed: true,
     createdAt: T0,
     expiresAt: T0 + MINUTE,
+    ...overrides,
+  };
+}
+
+/** A pending RFC 8628 device authorization, polled every 5 seconds, live for 10 minutes. */
+export function deviceAuthorization(
+  overrides: Partial<DeviceAuthorizationRecord> = {},
+): DeviceAuthorizationRecord {
+  return {
+    deviceCodeHash: secret().hash,
+    userCodeHash: secret().hash,
+    clientId: id("client"),
+    scopes: ["mcp:read", "mcp:write", "offline_access"],
+    resource: "https://mcp.example/mcp",
+    interval: 5,
+    createdAt: T0,
+    expiresAt: T0 + 10 * MINUTE,
+    status: "pending",
+    grantId: id("grant"),
     ...overrides,
   };
 }

@@ -7,6 +7,7 @@ import {
   client,
   code,
   DAY,
+  deviceAuthorization,
   HOUR,
   id,
   interaction,
@@ -279,6 +280,14 @@ export function recordContract(ctx: StoreContext): void {
       const forever = client({ source: "preregistered" });
       await store.createClient(forever);
       await store.putCachedDocument("https://expired.example/c.json", "{}", now);
+      // Single-use markers and device authorizations: one expired, one live of each.
+      expect(await store.useOnce(`purge:${id("jti")}`, now, T0)).toBe(true);
+      const liveMarker = `purge:${id("jti")}`;
+      expect(await store.useOnce(liveMarker, now + 1, T0)).toBe(true);
+      const expiredDevice = deviceAuthorization({ expiresAt: now });
+      await store.createDeviceAuthorization(expiredDevice);
+      const liveDevice = deviceAuthorization({ expiresAt: now + MINUTE });
+      await store.createDeviceAuthorization(liveDevice);
 
       const result = await store.purgeExpired(now);
       expect(result).toEqual({
@@ -292,6 +301,8 @@ export function recordContract(ctx: StoreContext): void {
         sessions: 1,
         clients: 1,
         grants: 2,
+        markers: 1,
+        deviceAuthorizations: 1,
       });
       expect(await store.getGrant(consumed.grantId)).toBeDefined();
       expect(await store.getAccessToken(liveAccess.jti)).toBeDefined();
@@ -316,6 +327,17 @@ export function recordContract(ctx: StoreContext): void {
         [usedClient.clientId, pending.clientId, forever.clientId].sort(),
       );
       expect(await store.getCachedDocument("https://expired.example/c.json", now - 1)).toBeUndefined();
+      expect(await store.useOnce(liveMarker, now + HOUR, now)).toBe(false);
+      expect(await store.getDeviceAuthorizationByUserCode(liveDevice.userCodeHash, now)).toEqual(liveDevice);
+      expect(
+        await store.pollDeviceAuthorization(expiredDevice.deviceCodeHash, now, () => tokens(now)),
+      ).toEqual({
+        status: "not_found",
+      });
+      // The user code of a purged authorization is free again.
+      await store.createDeviceAuthorization(
+        deviceAuthorization({ userCodeHash: expiredDevice.userCodeHash, expiresAt: now + MINUTE }),
+      );
       expect(await store.purgeExpired(now)).toEqual({
         codes: 0,
         refreshTokens: 0,
@@ -324,6 +346,8 @@ export function recordContract(ctx: StoreContext): void {
         sessions: 0,
         clients: 0,
         grants: 0,
+        markers: 0,
+        deviceAuthorizations: 0,
       });
     });
   });
