@@ -155,4 +155,40 @@ ALTER TABLE grants ADD COLUMN session_hash text;
 ALTER TABLE grants ADD COLUMN step_up_requested_at bigint;
 `,
   },
+  {
+    version: 3,
+    description: "codes, grants: dpop_jkt; single_use_markers; device_authorizations",
+    // Rows written before this migration are not DPoP-bound (dpop_jkt NULL), which is what they were.
+    // The marker key is bounded like the contract says (MAX_MARKER_KEY_LENGTH, in characters).
+    sql: `
+ALTER TABLE authorization_codes ADD COLUMN dpop_jkt text;
+ALTER TABLE grants ADD COLUMN dpop_jkt text;
+
+CREATE TABLE single_use_markers (
+  marker_key varchar(512) PRIMARY KEY CHECK (marker_key <> ''),
+  expires_at bigint NOT NULL
+);
+CREATE INDEX single_use_markers_expires_at ON single_use_markers (expires_at);
+
+CREATE TABLE device_authorizations (
+  device_code_hash text PRIMARY KEY,
+  user_code_hash text NOT NULL UNIQUE,
+  client_id text NOT NULL,
+  scopes jsonb NOT NULL,
+  resource text NOT NULL,
+  poll_interval integer NOT NULL,
+  created_at bigint NOT NULL,
+  expires_at bigint NOT NULL,
+  last_polled_at bigint,
+  status text NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'consumed')),
+  user_id text,
+  approved_scopes jsonb,
+  session_hash text,
+  refresh_allowed boolean,
+  grant_id text NOT NULL,
+  dpop_jkt text
+);
+CREATE INDEX device_authorizations_expires_at ON device_authorizations (expires_at);
+`,
+  },
 ];

@@ -10,6 +10,7 @@ import type {
   AuthorizationCodeRecord,
   ClientRecord,
   ConsentRecord,
+  DeviceAuthorizationRecord,
   GrantRecord,
   InteractionRecord,
   RefreshTokenRecord,
@@ -142,6 +143,7 @@ export function rowToCode(row: Row): AuthorizationCodeRecord {
     codeChallengeMethod: "S256",
     refreshAllowed: Boolean(row.refresh_allowed),
     sessionHash: optStr(row.session_hash),
+    dpopJkt: optStr(row.dpop_jkt),
     createdAt: num(row.created_at),
     expiresAt: num(row.expires_at),
     consumedAt: optNum(row.consumed_at),
@@ -160,7 +162,63 @@ export function rowToGrant(row: Row): GrantRecord {
     revokedAt: optNum(row.revoked_at),
     sessionHash: optStr(row.session_hash),
     stepUpRequestedAt: optNum(row.step_up_requested_at),
+    dpopJkt: optStr(row.dpop_jkt),
   });
+}
+
+function optBool(value: unknown): boolean | undefined {
+  return value === null || value === undefined ? undefined : Boolean(value);
+}
+
+export function rowToDeviceAuthorization(row: Row): DeviceAuthorizationRecord {
+  return withoutUndefined({
+    deviceCodeHash: str(row.device_code_hash),
+    userCodeHash: str(row.user_code_hash),
+    clientId: str(row.client_id),
+    scopes: fromJson<string[]>(row.scopes),
+    resource: str(row.resource),
+    interval: num(row.poll_interval),
+    createdAt: num(row.created_at),
+    expiresAt: num(row.expires_at),
+    lastPolledAt: optNum(row.last_polled_at),
+    status: str(row.status) as DeviceAuthorizationRecord["status"],
+    userId: optStr(row.user_id),
+    approvedScopes: row.approved_scopes === null ? undefined : fromJson<string[]>(row.approved_scopes),
+    sessionHash: optStr(row.session_hash),
+    refreshAllowed: optBool(row.refresh_allowed),
+    grantId: str(row.grant_id),
+    dpopJkt: optStr(row.dpop_jkt),
+  });
+}
+
+/**
+ * The columns of a device authorization, in one order for its insert and for its update (which
+ * writes every column but the two code hashes). Booleans stay booleans (see {@link codeInsert}).
+ */
+export function deviceAuthorizationColumns(record: DeviceAuthorizationRecord): Record<string, unknown> {
+  return {
+    device_code_hash: record.deviceCodeHash,
+    user_code_hash: record.userCodeHash,
+    client_id: record.clientId,
+    scopes: toJson(record.scopes),
+    resource: record.resource,
+    poll_interval: record.interval,
+    created_at: record.createdAt,
+    expires_at: record.expiresAt,
+    last_polled_at: record.lastPolledAt ?? null,
+    status: record.status,
+    user_id: record.userId ?? null,
+    approved_scopes: record.approvedScopes === undefined ? null : toJson(record.approvedScopes),
+    session_hash: record.sessionHash ?? null,
+    refresh_allowed: record.refreshAllowed ?? null,
+    grant_id: record.grantId,
+    dpop_jkt: record.dpopJkt ?? null,
+  };
+}
+
+export function deviceAuthorizationInsert(record: DeviceAuthorizationRecord): RowInsert {
+  const columns = deviceAuthorizationColumns(record);
+  return { table: "device_authorizations", columns: Object.keys(columns), values: Object.values(columns) };
 }
 
 export function rowToRefreshToken(row: Row): RefreshTokenRecord {
@@ -216,6 +274,7 @@ export function grantInsert(grant: GrantRecord): RowInsert {
       "revoked_at",
       "session_hash",
       "step_up_requested_at",
+      "dpop_jkt",
     ],
     values: [
       grant.grantId,
@@ -228,6 +287,7 @@ export function grantInsert(grant: GrantRecord): RowInsert {
       grant.revokedAt ?? null,
       grant.sessionHash ?? null,
       grant.stepUpRequestedAt ?? null,
+      grant.dpopJkt ?? null,
     ],
   };
 }
@@ -281,6 +341,7 @@ export function codeInsert(code: AuthorizationCodeRecord): RowInsert {
       "code_challenge_method",
       "refresh_allowed",
       "session_hash",
+      "dpop_jkt",
       "created_at",
       "expires_at",
       "consumed_at",
@@ -298,6 +359,7 @@ export function codeInsert(code: AuthorizationCodeRecord): RowInsert {
       code.codeChallengeMethod,
       code.refreshAllowed,
       code.sessionHash ?? null,
+      code.dpopJkt ?? null,
       code.createdAt,
       code.expiresAt,
       code.consumedAt ?? null,

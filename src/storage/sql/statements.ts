@@ -4,7 +4,8 @@
  * them inside its own transaction: SQLite's group commit, PostgreSQL's transaction.
  */
 
-import type { PurgeResult } from "../contract.js";
+import type { DeviceAuthorizationRecord, PurgeResult } from "../contract.js";
+import { deviceAuthorizationColumns } from "./rows.js";
 
 /**
  * `?`: one positional mark per occurrence (better-sqlite3, which does not bind numbered marks);
@@ -81,6 +82,49 @@ export function revokeAccessTokenStatement(style: PlaceholderStyle, jti: string,
   );
 }
 
+/**
+ * Records a single-use marker (RFC 9449 §11.1, RFC 7523 §3) in one statement, which is what makes it
+ * atomic across connections: the insert wins for a new key; for a known key the row is replaced only
+ * when it has expired at `now` (`expires_at <= now`, the `isExpired` rule of ../rules.ts). Exactly
+ * one row changes when the key may be used, none for a replay.
+ */
+export function useOnceStatement(
+  style: PlaceholderStyle,
+  key: string,
+  expiresAt: number,
+  now: number,
+): Statement {
+  return render(
+    `INSERT INTO single_use_markers (marker_key, expires_at) VALUES (:key, :expiresAt)
+     ON CONFLICT (marker_key) DO UPDATE SET expires_at = excluded.expires_at
+     WHERE single_use_markers.expires_at <= :now`,
+    { key, expiresAt, now },
+    style,
+  );
+}
+
+/**
+ * Writes a device authorization as judged in ../rules.ts (decision, poll): every column but the two
+ * code hashes, which identify it. The caller holds the row (SQLite's write lock, PostgreSQL's
+ * `FOR UPDATE`) since it read it.
+ */
+export function updateDeviceAuthorizationStatement(
+  style: PlaceholderStyle,
+  record: DeviceAuthorizationRecord,
+): Statement {
+  const {
+    device_code_hash: deviceCodeHash,
+    user_code_hash: _userCode,
+    ...columns
+  } = deviceAuthorizationColumns(record);
+  const assignments = Object.keys(columns).map((column) => `${column} = :${column}`);
+  return render(
+    `UPDATE device_authorizations SET ${assignments.join(", ")} WHERE device_code_hash = :deviceCodeHash`,
+    { ...columns, deviceCodeHash },
+    style,
+  );
+}
+
 /** Grants past their absolute lifetime, or revoked with no access token still live. */
 const PURGEABLE_GRANTS = `SELECT g.grant_id FROM grants g WHERE g.expires_at <= :now OR (g.revoked_at IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM access_tokens a WHERE a.grant_id = g.grant_id AND a.expires_at > :now))`;
@@ -101,6 +145,8 @@ const PURGE: readonly { sql: string; counts?: keyof PurgeResult }[] = [
   { counts: "interactions", sql: "DELETE FROM interactions WHERE expires_at <= :now" },
   { counts: "sessions", sql: "DELETE FROM sessions WHERE expires_at <= :now" },
   { counts: "clients", sql: "DELETE FROM clients WHERE expires_at <= :now" },
+  { counts: "markers", sql: "DELETE FROM single_use_markers WHERE expires_at <= :now" },
+  { counts: "deviceAuthorizations", sql: "DELETE FROM device_authorizations WHERE expires_at <= :now" },
   { sql: "DELETE FROM rate_limits WHERE expires_at <= :now" },
   { sql: "DELETE FROM cached_documents WHERE expires_at <= :now" },
 ];

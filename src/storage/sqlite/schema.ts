@@ -153,4 +153,41 @@ ALTER TABLE grants ADD COLUMN session_hash TEXT;
 ALTER TABLE grants ADD COLUMN step_up_requested_at INTEGER;
 `,
   },
+  {
+    version: 3,
+    description: "codes, grants: dpop_jkt; single_use_markers; device_authorizations",
+    // Rows written before this migration are not DPoP-bound (dpop_jkt NULL), which is what they were.
+    // The marker key is bounded like the contract says (MAX_MARKER_KEY_LENGTH); the store refuses a
+    // longer key before it gets here, the CHECK keeps any other writer to the same bound.
+    sql: `
+ALTER TABLE authorization_codes ADD COLUMN dpop_jkt TEXT;
+ALTER TABLE grants ADD COLUMN dpop_jkt TEXT;
+
+CREATE TABLE single_use_markers (
+  marker_key TEXT PRIMARY KEY CHECK (length(marker_key) BETWEEN 1 AND 512),
+  expires_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX single_use_markers_expires_at ON single_use_markers (expires_at);
+
+CREATE TABLE device_authorizations (
+  device_code_hash TEXT PRIMARY KEY,
+  user_code_hash TEXT NOT NULL UNIQUE,
+  client_id TEXT NOT NULL,
+  scopes TEXT NOT NULL,
+  resource TEXT NOT NULL,
+  poll_interval INTEGER NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  last_polled_at INTEGER,
+  status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'consumed')),
+  user_id TEXT,
+  approved_scopes TEXT,
+  session_hash TEXT,
+  refresh_allowed INTEGER,
+  grant_id TEXT NOT NULL,
+  dpop_jkt TEXT
+) STRICT;
+CREATE INDEX device_authorizations_expires_at ON device_authorizations (expires_at);
+`,
+  },
 ];

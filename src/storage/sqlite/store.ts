@@ -14,14 +14,19 @@ import type {
   AuthorizationStore,
   GrantRecord,
   IssuedTokens,
+  PollDeviceAuthorizationResult,
   PurgeResult,
   RedeemCodeResult,
   RotateRefreshResult,
 } from "../contract.js";
 import {
+  assertMarkerKey,
+  decideDevice,
+  devicePollIssued,
   emptyPurgeResult,
   issuedTokenRecords,
   judgeAuthorizationCode,
+  judgeDevicePoll,
   judgeRefreshToken,
   mergeScopes,
   sameJsonValue,
@@ -31,6 +36,7 @@ import {
   accessTokenInsert,
   clientColumns,
   codeInsert,
+  deviceAuthorizationInsert,
   fromJson,
   grantInsert,
   insertSql,
@@ -42,6 +48,7 @@ import {
   rowToClient,
   rowToCode,
   rowToConsent,
+  rowToDeviceAuthorization,
   rowToGrant,
   rowToInteraction,
   rowToRefreshToken,
@@ -56,10 +63,17 @@ import {
   revokeAccessTokenStatement,
   revokeGrantStatements,
   type Statement,
+  updateDeviceAuthorizationStatement,
+  useOnceStatement,
 } from "../sql/statements.js";
 import { prepareFile, translate } from "./files.js";
 import { createGroupCommit, type GroupCommitStats } from "./group-commit.js";
 import { SQLITE_MIGRATIONS } from "./schema.js";
+
+/** SQLite has no booleans: they are bound as 0/1. */
+function sqliteValue(value: unknown): unknown {
+  return typeof value === "boolean" ? (value ? 1 : 0) : value;
+}
 
 export interface SqliteStoreOptions {
   /** Database file. Its directory is created (mode 0700) and a new file gets mode 0600. */
@@ -106,7 +120,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
   const one = (text: string, ...params: unknown[]) => sql(text).get(...params) as Row | undefined;
   const all = (text: string, ...params: unknown[]) => sql(text).all(...params) as Row[];
   const run = (text: string, ...params: unknown[]) => sql(text).run(...params).changes;
-  const exec = (statement: Statement) => run(statement.text, ...statement.values);
+  const exec = (statement: Statement) => run(statement.text, ...statement.values.map(sqliteValue));
 
   // Writes go through the group commit: one `BEGIN IMMEDIATE` transaction (one fsync) per batch of
   // operations, each in its own savepoint; a write settles only once its batch is durable.
@@ -127,12 +141,10 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     return grantChanges! > 0;
   }
 
-  /** SQLite has no booleans: they are bound as 0/1. */
   function insert(row: RowInsert): number {
-    const values = row.values.map((value) => (typeof value === "boolean" ? (value ? 1 : 0) : value));
     return run(
       insertSql(row, () => "?"),
-      ...values,
+      ...row.values.map(sqliteValue),
     );
   }
 
@@ -482,6 +494,68 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
         if (!row || !sameJsonValue(fromJson(row.private_jwk), expected)) return false;
         return run("UPDATE signing_keys SET private_jwk = ? WHERE kid = ?", toJson(next), kid) === 1;
       });
+    },
+
+    async createDeviceAuthorization(record) {
+      await write(() => insert(deviceAuthorizationInsert(record)));
+    },
+    async getDeviceAuthorizationByUserCode(userCodeHash, now) {
+      const row = await read(() =>
+        one(
+          "SELECT * FROM device_authorizations WHERE user_code_hash = ? AND status = 'pending' AND expires_at > ?",
+          userCodeHash,
+          now,
+        ),
+      );
+      return row && rowToDeviceAuthorization(row);
+    },
+    async decideDeviceAuthorization(userCodeHash, decision, now) {
+      // Read and write under the write lock (BEGIN IMMEDIATE): of two decisions only the first sees
+      // the authorization pending.
+      return write(() => {
+        const row = one("SELECT * FROM device_authorizations WHERE user_code_hash = ?", userCodeHash);
+        const decided = row && decideDevice(rowToDeviceAuthorization(row), decision, now);
+        if (!decided) return false;
+        exec(updateDeviceAuthorizationStatement("?", decided));
+        return true;
+      });
+    },
+    async pollDeviceAuthorization(deviceCodeHash, now, tokens): Promise<PollDeviceAuthorizationResult> {
+      return write((): PollDeviceAuthorizationResult => {
+        const row = one("SELECT * FROM device_authorizations WHERE device_code_hash = ?", deviceCodeHash);
+        if (!row) return { status: "not_found" };
+        // A throw from `tokens` (inside the judgement) rolls back this operation's savepoint.
+        const verdict = judgeDevicePoll(rowToDeviceAuthorization(row), now, tokens);
+        switch (verdict.status) {
+          case "expired":
+          case "denied":
+          case "consumed":
+            return { status: verdict.status };
+          case "pending":
+          case "slow_down":
+            exec(updateDeviceAuthorizationStatement("?", verdict.record));
+            return { status: verdict.status };
+          case "refused":
+            exec(updateDeviceAuthorizationStatement("?", verdict.record));
+            return { status: "refused", error: verdict.error };
+        }
+        const { record, grant, tokens: issued } = verdict;
+        exec(updateDeviceAuthorizationStatement("?", record));
+        insert(grantInsert(grant));
+        const refreshIssued = insertTokens(
+          grant,
+          grant.clientId,
+          grant.scopes,
+          issued,
+          record.refreshAllowed === true,
+        );
+        return devicePollIssued(record, grant, refreshIssued);
+      });
+    },
+
+    async useOnce(key, expiresAt, now) {
+      assertMarkerKey(key);
+      return (await write(() => exec(useOnceStatement("?", key, expiresAt, now)))) === 1;
     },
 
     async hitRateLimit(key, windowStart, windowMs) {

@@ -61,6 +61,8 @@ describe("shared statements", () => {
       "interactions",
       "sessions",
       "clients",
+      "markers",
+      "deviceAuthorizations",
     ];
     expect([...reported].sort()).toEqual([...every].sort());
     expect(reported.indexOf("refreshTokens")).toBeLessThan(reported.indexOf("grants"));
