@@ -7,11 +7,12 @@
  */
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { type AuthorizationFlowError, isAuthorizationFlowError } from "../client/errors.js";
+import { AuthorizationFlowError, isAuthorizationFlowError } from "../client/errors.js";
 import { AuthClient, type CreateAuthFetchOptions } from "../client/flow/auth-client.js";
 import { explainNetworkError } from "../client/protocol/network-errors.js";
 import { EncryptedFileTokenStore } from "../client/stores/encrypted-file.js";
 import { browserSession } from "../client/user-agent/browser.js";
+import type { AuthorizationSessionFactory } from "../client/user-agent/session.js";
 import { explainParseArgsError, urlArgumentProblem } from "./command-line-text.js";
 
 /** `$GATEHOUSE_CONFIG_DIR`, else `$XDG_CONFIG_HOME/gatehouse`, else `~/.config/gatehouse`. */
@@ -21,8 +22,57 @@ export function configDirectory(): string {
   return join(base, "gatehouse");
 }
 
+/**
+ * Why a browser login cannot work here, or undefined when it can. `--no-browser` says so; a
+ * `$BROWSER` the user set names the program that opens URLs, which gatehouse trusts to work;
+ * otherwise a person must be at a terminal (standard input and output both terminals) and, outside
+ * macOS and Windows, a graphical display must exist (`DISPLAY` or `WAYLAND_DISPLAY`), unless the
+ * URL is only printed (`--print-url`) for that person to open.
+ */
+export function noBrowserReason(
+  options: { noBrowser?: boolean; printOnly?: boolean },
+  env: NodeJS.ProcessEnv = process.env,
+  terminal: { stdin: boolean; stdout: boolean } = {
+    stdin: process.stdin.isTTY === true,
+    stdout: process.stdout.isTTY === true,
+  },
+): string | undefined {
+  if (options.noBrowser) return "--no-browser was given";
+  if (env.BROWSER?.trim()) return undefined;
+  if (!terminal.stdin || !terminal.stdout) return "standard input or output is not a terminal";
+  const desktop = process.platform === "darwin" || process.platform === "win32";
+  if (!desktop && !options.printOnly && !env.DISPLAY && !env.WAYLAND_DISPLAY) {
+    return "no graphical display: DISPLAY and WAYLAND_DISPLAY are unset";
+  }
+  return undefined;
+}
+
+/** The two ways to log in that work without a browser on this machine, for messages. */
+export function headlessLoginCommands(url: string): string {
+  return `run 'gatehouse login ${url}' where a browser can open, or 'gatehouse login --device ${url}' to approve on another device`;
+}
+
+/**
+ * An authorization session that refuses at once (before any registration or request), for a
+ * command that must not wait for a browser nobody can use (`fetch` without a login, headless).
+ */
+function refusingSession(url: string, reason: string): AuthorizationSessionFactory {
+  return async () => {
+    throw new AuthorizationFlowError(
+      "no_interactive_authorization",
+      `${url} needs a login and no browser can be opened here (${reason}); ${headlessLoginCommands(url)}`,
+      { kind: "action", step: "authorization" },
+    );
+  };
+}
+
 export function cliAuthClient(options: {
   printOnly?: boolean;
+  /**
+   * Refuse an interactive login at once, naming the login commands for `url`, instead of waiting
+   * for a browser (see {@link noBrowserReason}).
+   */
+  refuseInteractive?: { url: string; reason: string };
   clientMetadataUrl?: string;
   clientId?: string;
   clientSecret?: string;
@@ -38,11 +88,14 @@ export function cliAuthClient(options: {
   return new AuthClient({
     store,
     clientName: "Gatehouse CLI",
-    authorizationSession: browserSession({
-      print,
-      timeoutHint: "run the command again, or use --print-url to open the URL yourself",
-      ...(options.printOnly && { printOnly: true }),
-    }),
+    authorizationSession: options.refuseInteractive
+      ? refusingSession(options.refuseInteractive.url, options.refuseInteractive.reason)
+      : browserSession({
+          print,
+          timeoutHint:
+            "run the command again, use --print-url to open the URL yourself, or log in with 'gatehouse login --device <url>'",
+          ...(options.printOnly && { printOnly: true }),
+        }),
     ...(options.clientMetadataUrl && { clientMetadataUrl: options.clientMetadataUrl }),
     ...(options.clientId &&
       options.issuer && {

@@ -6,6 +6,7 @@ import {
   authorizationServerGivenHint,
   cliAuthClient,
   describeError,
+  noBrowserReason,
   parseCommandLine,
   urlArgument,
   usageError,
@@ -15,12 +16,18 @@ const HELP = `Usage: gatehouse fetch <url> [options]
 
 Calls a protected resource with the stored credentials (authorizing first if needed).
 
+Authorizing opens a browser and waits for you there (Ctrl-C cancels). Where no browser can be
+opened (--no-browser; no DISPLAY or WAYLAND_DISPLAY on Linux; standard input or output not a
+terminal; $BROWSER, when set, counts as a browser) it fails at once instead, naming the commands
+that log in first: 'gatehouse login <url>' elsewhere, or 'gatehouse login --device <url>'.
+
 Options (curl-like):
   -X, --request METHOD   HTTP method (default GET, or POST with --data)
   -H, --header "N: V"    add a request header (repeatable)
   -d, --data BODY        request body ("@file" reads a file, "@-" standard input)
   -i, --include          print the status line and response headers
   --print-url            never open a browser; print the authorization URL instead
+  --no-browser           never authorize interactively: fail when a login is needed
 
 Exit status: 0 a 2xx response; 22 any other HTTP status (as curl --fail; the body still goes
 to stdout, the status line to stderr); 1 the request or the authorization failed; 2 usage.
@@ -57,7 +64,12 @@ export async function run(args: string[]): Promise<number> {
     if (!headers.has("content-type")) headers.set("content-type", "application/x-www-form-urlencoded");
   }
   const method = values.request ?? (body !== undefined ? "POST" : "GET");
-  const client = cliAuthClient({ ...(values["print-url"] && { printOnly: true }) });
+  const printOnly = values["print-url"] === true;
+  const reason = noBrowserReason({ noBrowser: values["no-browser"] === true, printOnly });
+  const client = cliAuthClient({
+    ...(printOnly && { printOnly }),
+    ...(reason !== undefined && { refuseInteractive: { url, reason } }),
+  });
   try {
     const response = await client.fetch(url, { method, headers, ...(body !== undefined && { body }) });
     if (values.include) {
@@ -99,6 +111,7 @@ function parse(args: string[]) {
       data: { type: "string", short: "d" },
       include: { type: "boolean", short: "i" },
       "print-url": { type: "boolean" },
+      "no-browser": { type: "boolean" },
     },
   });
 }
