@@ -12,7 +12,10 @@
  * None ever carries a token, code or secret in its text.
  */
 
-/** Error codes from RFC 6749 §4.1.2.1/§5.2, RFC 6750 §3.1, RFC 7591 §3.2.2, RFC 8707 §2, RFC 7009. */
+/**
+ * Error codes from RFC 6749 §4.1.2.1/§5.2, RFC 6750 §3.1, RFC 7591 §3.2.2, RFC 8707 §2, RFC 7009,
+ * RFC 9449 §5, §8, §9 (DPoP).
+ */
 export type OAuthErrorCode =
   | "invalid_request"
   | "invalid_client"
@@ -29,7 +32,12 @@ export type OAuthErrorCode =
   | "invalid_target"
   | "invalid_redirect_uri"
   | "invalid_client_metadata"
-  | "unsupported_token_type";
+  | "authorization_pending"
+  | "slow_down"
+  | "expired_token"
+  | "unsupported_token_type"
+  | "invalid_dpop_proof"
+  | "use_dpop_nonce";
 
 /** Default HTTP status for each code (RFC 6749 §5.2, RFC 6750 §3.1). */
 const DEFAULT_STATUS: Record<OAuthErrorCode, number> = {
@@ -48,7 +56,14 @@ const DEFAULT_STATUS: Record<OAuthErrorCode, number> = {
   invalid_target: 400,
   invalid_redirect_uri: 400,
   invalid_client_metadata: 400,
+  // RFC 8628 §3.5: the device authorization grant's answers while a device polls.
+  authorization_pending: 400,
+  slow_down: 400,
+  expired_token: 400,
   unsupported_token_type: 400,
+  // RFC 9449 §5, §8 (token endpoint); a resource server answers both with 401 and a DPoP challenge (§7.1, §9).
+  invalid_dpop_proof: 400,
+  use_dpop_nonce: 400,
 };
 
 export interface OAuthErrorOptions {

@@ -2,6 +2,7 @@
  * `gatehouse/shared`: the primitives every role uses.
  */
 export * from "./crypto.js";
+export * from "./dpop-proof.js";
 export * from "./errors.js";
 export * from "./http.js";
 export * from "./log.js";
