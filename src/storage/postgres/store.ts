@@ -11,15 +11,20 @@ import type {
   AuthorizationStore,
   GrantRecord,
   IssuedTokens,
+  PollDeviceAuthorizationResult,
   PurgeResult,
   RedeemCodeResult,
   RotateRefreshResult,
 } from "../contract.js";
 import {
+  assertMarkerKey,
   authorizationCodeState,
+  decideDevice,
+  devicePollIssued,
   emptyPurgeResult,
   issuedTokenRecords,
   judgeAuthorizationCode,
+  judgeDevicePoll,
   judgeRefreshToken,
   mergeScopes,
   sameJsonValue,
@@ -29,6 +34,7 @@ import {
   accessTokenInsert,
   clientColumns,
   codeInsert,
+  deviceAuthorizationInsert,
   fromJson,
   grantInsert,
   insertSql,
@@ -39,6 +45,7 @@ import {
   rowToClient,
   rowToCode,
   rowToConsent,
+  rowToDeviceAuthorization,
   rowToGrant,
   rowToInteraction,
   rowToRefreshToken,
@@ -53,6 +60,8 @@ import {
   revokeAccessTokenStatement,
   revokeGrantStatements,
   type Statement,
+  updateDeviceAuthorizationStatement,
+  useOnceStatement,
 } from "../sql/statements.js";
 import { type Db, type Execute, openPool, type PostgresStoreOptions, type Query } from "./pool.js";
 import { POSTGRES_MIGRATIONS } from "./schema.js";
@@ -430,6 +439,77 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
         ]);
         return changed === 1;
       });
+    },
+
+    async createDeviceAuthorization(record) {
+      await insert(execute, deviceAuthorizationInsert(record));
+    },
+    async getDeviceAuthorizationByUserCode(userCodeHash, now) {
+      const row = await first(
+        "SELECT * FROM device_authorizations WHERE user_code_hash = $1 AND status = 'pending' AND expires_at > $2",
+        [userCodeHash, now],
+      );
+      return row && rowToDeviceAuthorization(row);
+    },
+    async decideDeviceAuthorization(userCodeHash, decision, now) {
+      // The row lock holds from the judgement to COMMIT: a concurrent decision waits, then finds
+      // the authorization no longer pending.
+      return transaction(async (tx) => {
+        const [row] = await tx.query(
+          "SELECT * FROM device_authorizations WHERE user_code_hash = $1 FOR UPDATE",
+          [userCodeHash],
+        );
+        const decided = row && decideDevice(rowToDeviceAuthorization(row), decision, now);
+        if (!decided) return false;
+        await exec(tx.execute, updateDeviceAuthorizationStatement("$n", decided));
+        return true;
+      });
+    },
+    async pollDeviceAuthorization(deviceCodeHash, now, tokens): Promise<PollDeviceAuthorizationResult> {
+      return transaction(async (tx): Promise<PollDeviceAuthorizationResult> => {
+        // Concurrent polls of one device code queue on this row lock: one issues, the others then
+        // read it consumed. The new grant is locked after it (nothing else locks a grant first).
+        const [row] = await tx.query(
+          "SELECT * FROM device_authorizations WHERE device_code_hash = $1 FOR UPDATE",
+          [deviceCodeHash],
+        );
+        if (!row) return { status: "not_found" };
+        // A throw from `tokens` (inside the judgement) aborts the transaction: nothing changes.
+        const verdict = judgeDevicePoll(rowToDeviceAuthorization(row), now, tokens);
+        switch (verdict.status) {
+          case "expired":
+          case "denied":
+          case "consumed":
+            return { status: verdict.status };
+          case "pending":
+          case "slow_down":
+            await exec(tx.execute, updateDeviceAuthorizationStatement("$n", verdict.record));
+            return { status: verdict.status };
+          case "refused":
+            await exec(tx.execute, updateDeviceAuthorizationStatement("$n", verdict.record));
+            return { status: "refused", error: verdict.error };
+        }
+        const { record, grant, tokens: issued } = verdict;
+        await exec(tx.execute, updateDeviceAuthorizationStatement("$n", record));
+        await insert(tx.execute, grantInsert(grant));
+        const refreshIssued = await insertTokens(
+          tx,
+          grant,
+          grant.clientId,
+          grant.scopes,
+          issued,
+          record.refreshAllowed === true,
+        );
+        return devicePollIssued(record, grant, refreshIssued);
+      });
+    },
+
+    async useOnce(key, expiresAt, now) {
+      assertMarkerKey(key);
+      // One statement, atomic across instances (a concurrent insert of the same key waits for the
+      // first to commit, then takes the conflict path). Run again after a dropped connection it
+      // fails closed: the first run's marker makes it a replay.
+      return (await exec(execute, useOnceStatement("$n", key, expiresAt, now))) === 1;
     },
 
     async hitRateLimit(key, windowStart, windowMs) {
