@@ -115,6 +115,28 @@ export interface DPoPProofRequest {
   url: string;
   /** The access token sent with the request, if any: the proof's `ath` must then be its hash (§4.3 point 10). */
   accessToken?: string;
+  /**
+   * The thumbprint the proof's key must have, when the request is bound to a key already (a
+   * token's `cnf.jkt`, RFC 9449 §6-7; a code's `dpop_jkt`, §10; a bound refresh token, §5). A
+   * mismatch throws {@link DPoPKeyMismatchError} before the proof is recorded as used, so a party
+   * without the key cannot fill the replay guard.
+   */
+  jkt?: string;
+}
+
+/**
+ * The proof is valid but signed with another key than the one the request is bound to. Its code
+ * is `invalid_dpop_proof` (what a token endpoint answers); a resource server answers
+ * `invalid_token` instead ("Invalid DPoP key binding", RFC 9449 §7.1).
+ */
+export class DPoPKeyMismatchError extends OAuthError {
+  constructor() {
+    super("invalid_dpop_proof", {
+      description: "The DPoP proof is not signed with the key the request is bound to",
+      detail: "DPoP key does not match the binding",
+    });
+    this.name = "DPoPKeyMismatchError";
+  }
 }
 
 /**
@@ -160,7 +182,8 @@ export interface DPoPProofVerifier {
    * Verifies the proof of one request. Throws {@link OAuthError}: `invalid_dpop_proof` for a
    * missing, malformed, mismatched, stale or replayed proof; `use_dpop_nonce` (with a `dpop-nonce`
    * header to send) when a nonce is required and the proof has none or an old one;
-   * `temporarily_unavailable` when the replay guard could not answer.
+   * {@link DPoPKeyMismatchError} when `request.jkt` names another key; `temporarily_unavailable`
+   * when the replay guard could not answer.
    */
   verify(request: DPoPProofRequest): Promise<VerifiedDPoPProof>;
   /** The nonce to send in `DPoP-Nonce` now, or `undefined` when nonces are not configured. */
@@ -444,6 +467,7 @@ export function dpopProofVerifier(options: DPoPProofVerifierOptions = {}): DPoPP
     algorithms,
     async verify(request) {
       const verified = check(request);
+      if (request.jkt !== undefined && request.jkt !== verified.jkt) throw new DPoPKeyMismatchError();
       // §11.1: a proof is used once. The key names the jti under its key, so nobody can use up
       // another key's jti; it is remembered for as long as the proof would be accepted.
       const key = `dpop-jti:${sha256Base64url(`${verified.jkt}\n${verified.jti}`)}`;

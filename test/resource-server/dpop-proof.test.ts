@@ -3,6 +3,7 @@ import { generateSecret, SignJWT } from "jose";
 import { describe, expect, it } from "vitest";
 import { createDPoPKey, DPoPSigner } from "../../src/client/protocol/dpop.js";
 import {
+  DPoPKeyMismatchError,
   type DPoPProofRequest,
   dpopProofVerifier,
   memoryReplayGuard,
@@ -249,6 +250,17 @@ describe("dpopProofVerifier: hostile proofs", () => {
     await expect(
       v.verify(request(await craftProof(key, { accessToken: TOKEN }), { accessToken: TOKEN })),
     ).resolves.toBeDefined();
+  });
+
+  it("refuses a key other than the binding's before recording the proof", async () => {
+    const key = await proofKey();
+    const bound = await proofKey();
+    const v = dpopProofVerifier();
+    const proof = await craftProof(key);
+    const error = await refused(v.verify(request(proof, { jkt: bound.jkt })), "invalid_dpop_proof");
+    expect(error).toBeInstanceOf(DPoPKeyMismatchError);
+    // Not recorded: the key's owner can still use it.
+    await expect(v.verify(request(proof, { jkt: key.jkt }))).resolves.toMatchObject({ jkt: key.jkt });
   });
 
   it("answers a replay guard failure with temporarily_unavailable, not a refusal of the proof", async () => {
