@@ -12,7 +12,7 @@ import type { OAuthErrorCode } from "../shared/errors.js";
 import type { Logger } from "../shared/log.js";
 
 /** Which rate limit refused a request (docs/authorization-server.md "Rate limits"). */
-export type RateLimitName = "registration" | "token" | "login";
+export type RateLimitName = "registration" | "token" | "login" | "device_code";
 /** What a rate limit counted by: the address, the client id, or a metadata document's host. */
 export type RateLimitKeyKind = "address" | "client" | "host" | "username";
 
@@ -28,7 +28,10 @@ export type AuditEvent = { at: number } & (
       type: "grant_issued";
       client_id: string;
       grant_id: string;
-      grant_type: "authorization_code" | "client_credentials";
+      grant_type:
+        | "authorization_code"
+        | "client_credentials"
+        | "urn:ietf:params:oauth:grant-type:device_code";
     }
   | { type: "grant_refreshed"; client_id: string; grant_id: string }
   | { type: "grant_revoked"; client_id: string; grant_id: string; by: "client" | "admin" }
@@ -38,6 +41,8 @@ export type AuditEvent = { at: number } & (
   | { type: "refresh_token_reused"; client_id: string }
   /** A redeemed authorization code came back (OAuth 2.1 §4.1.3): its grant is revoked. */
   | { type: "authorization_code_replayed"; client_id: string }
+  /** A redeemed device code came back (RFC 8628 §3.5 invalid_grant). */
+  | { type: "device_code_replayed"; client_id: string }
   | { type: "client_registered"; client_id: string; auth_method: string; address: string }
   | { type: "client_registration_refused"; error: OAuthErrorCode; address: string }
   | { type: "client_deleted"; client_id: string; by: "admin" }
@@ -65,6 +70,7 @@ const WARNING_EVENTS: ReadonlySet<AuditEventType> = new Set([
   "login_failed",
   "refresh_token_reused",
   "authorization_code_replayed",
+  "device_code_replayed",
   "client_registration_refused",
   "client_metadata_document_failed",
   "rate_limited",

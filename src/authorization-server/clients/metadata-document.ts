@@ -17,6 +17,7 @@ import { z } from "zod";
 import { OAuthError } from "../../shared/errors.js";
 import { fetchUrlProblem } from "../../shared/guarded-fetch.js";
 import type { ClientRecord, TokenEndpointAuthMethod } from "../../storage/contract.js";
+import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
 import { redirectUriProblem } from "./redirect-uri.js";
 
 /** True when `clientId` is meant as a metadata document URL (any case of the scheme). */
@@ -81,10 +82,11 @@ const documentSchema = z.object({
     }),
   client_uri: httpsUrl.optional(),
   logo_uri: httpsUrl.optional(),
+  // A document may add the device grant (RFC 8628) for a client that also runs the code flow.
   grant_types: z
-    .array(z.enum(["authorization_code", "refresh_token"]))
+    .array(z.enum(["authorization_code", "refresh_token", DEVICE_CODE_GRANT_TYPE]))
     .min(1)
-    .max(2)
+    .max(3)
     .refine((g) => g.includes("authorization_code"), "must include authorization_code")
     .optional(),
   response_types: z.array(z.literal("code")).min(1).max(1).optional(),

@@ -28,6 +28,11 @@ export interface ResolvedOptions {
    * only so that options built by hand (page tests) need not, and then there is no limit.
    */
   tokenRateLimit?: { perClientPerMinute: number; perAddressPerMinute: number };
+  /**
+   * The device authorization grant (RFC 8628). resolveOptions always sets it; optional only so that
+   * options built by hand (page tests) need not, and then the grant is off.
+   */
+  deviceAuthorization?: { enabled: boolean; ttlSeconds: number; intervalSeconds: number };
   clientMetadataDocuments: Required<
     Pick<NonNullable<AuthorizationServerOptions["clientMetadataDocuments"]>, "enabled">
   > &

@@ -69,6 +69,22 @@ export interface TokenRateLimitOptions {
   perAddressPerMinute?: number;
 }
 
+/**
+ * The device authorization grant (RFC 8628; docs/authorization-server.md "Device authorization"):
+ * a device without a usable browser shows a code that its user enters at `/device`.
+ */
+export interface DeviceAuthorizationOptions {
+  /**
+   * Default true. Only clients that registered the `urn:ietf:params:oauth:grant-type:device_code`
+   * grant type can use it; turn it off to refuse it to every client.
+   */
+  enabled?: boolean;
+  /** Lifetime of a device code and its user code, in seconds (default 600). */
+  ttlSeconds?: number;
+  /** Seconds a device waits between polls (RFC 8628 §3.2 `interval`; default 5). */
+  intervalSeconds?: number;
+}
+
 export interface AuthorizationServerOptions {
   /** Issuer identifier, exactly as it appears in metadata and `iss` (RFC 8414 §2). HTTPS. */
   issuer: string;
@@ -97,6 +113,7 @@ export interface AuthorizationServerOptions {
   clientMetadataDocuments?: ClientMetadataDocumentOptions;
   dynamicRegistration?: DynamicRegistrationOptions;
   tokenRateLimit?: TokenRateLimitOptions;
+  deviceAuthorization?: DeviceAuthorizationOptions;
   /** Clients known from configuration (`gatehouse clients add` writes them to storage instead). */
   clients?: ClientRecord[];
   /**

@@ -48,6 +48,11 @@ export const OPTION_LIMITS = {
   // 0 turns a token endpoint limit off.
   "tokenRateLimit.perClientPerMinute": { min: 0, max: 1_000_000 },
   "tokenRateLimit.perAddressPerMinute": { min: 0, max: 1_000_000 },
+  // RFC 8628 §3.2 `expires_in`: long enough to walk to another device and sign in, short enough
+  // that a user code (20^8 values, guessed at a bounded rate, §5.1) is not worth guessing.
+  "deviceAuthorization.ttlSeconds": { min: 60, max: 1800 },
+  // RFC 8628 §3.2 `interval` (default 5 s); polls faster than it get `slow_down` (§3.5).
+  "deviceAuthorization.intervalSeconds": { min: 1, max: 60 },
   "clientMetadataDocuments.maxBytes": { min: 256, max: 1024 * 1024 },
   "clientMetadataDocuments.timeoutMs": { min: 100, max: 60_000 },
   "clientMetadataDocuments.minCacheSeconds": { min: 0, max: DAY },
@@ -183,6 +188,7 @@ export function resolveOptions(
   }
   const dyn = options.dynamicRegistration ?? {};
   const tokenLimit = options.tokenRateLimit ?? {};
+  const device = options.deviceAuthorization ?? {};
   const cimd = options.clientMetadataDocuments ?? {};
   const trust = cimd.trust ?? { kind: "any-https" as const };
   if (!["any-https", "allow-list", "callback"].includes(trust.kind)) {
@@ -232,6 +238,11 @@ export function resolveOptions(
         "tokenRateLimit.perAddressPerMinute",
         6000,
       ),
+    },
+    deviceAuthorization: {
+      enabled: boolean(device.enabled, "deviceAuthorization.enabled", true),
+      ttlSeconds: limited(device.ttlSeconds, "deviceAuthorization.ttlSeconds", 600),
+      intervalSeconds: limited(device.intervalSeconds, "deviceAuthorization.intervalSeconds", 5),
     },
     clientMetadataDocuments: {
       ...cimd,

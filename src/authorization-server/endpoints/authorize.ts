@@ -250,7 +250,7 @@ function checkPkce(challenge: string | undefined, method: string | undefined): s
  * and one this server serves, compared as an exact string (DESIGN.md principle 4). One per request:
  * tokens carry a single audience.
  */
-function resolveResource(ctx: ServerContext, resources: string[]): string {
+export function resolveResource(ctx: ServerContext, resources: string[]): string {
   if (resources.length === 0) {
     throw new OAuthError("invalid_target", { description: "the resource parameter is required" });
   }
@@ -274,7 +274,7 @@ function resolveResource(ctx: ServerContext, resources: string[]): string {
  * the client: within its {@link scopeCeiling} when it has one, counted with the scopes the ceiling
  * implies through the hierarchy.
  */
-function resolveScopes(
+export function resolveScopes(
   ctx: ServerContext,
   client: ClientRecord,
   resourceUri: string,

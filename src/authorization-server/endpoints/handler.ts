@@ -10,10 +10,12 @@ import { StorageUnavailableError } from "../../storage/contract.js";
 import type { Endpoint, FetchInfo, ServerContext } from "../config/context.js";
 import { handleAdmin } from "../pages/admin.js";
 import { handleConsent } from "../pages/consent.js";
+import { handleDevice } from "../pages/device.js";
 import { handleLogin } from "../pages/login.js";
 import { handleAccount, handleLogout } from "../pages/logout.js";
 import { handleAuthorize } from "./authorize.js";
 import { preflightResponse, withCors } from "./cors.js";
+import { deviceAuthorizationSettings, handleDeviceAuthorization } from "./device-authorization.js";
 import { handleHealth } from "./health.js";
 import { handleIntrospect } from "./introspect.js";
 import { ENDPOINT_PATHS } from "./paths.js";
@@ -120,6 +122,11 @@ export function createHandler(
   add("account", ["GET", "POST"], handleAccount, false);
   add("logout", ["GET", "POST"], handleLogout, false);
   add("admin", ["GET", "POST"], handleAdmin, false);
+  if (deviceAuthorizationSettings(ctx.options)) {
+    // RFC 8628: the device's request (no browser, so no CORS) and the user's verification page.
+    add("deviceAuthorization", ["POST"], handleDeviceAuthorization, false);
+    add("device", ["GET", "POST"], handleDevice, false);
+  }
 
   return async function handle(request: Request, info: FetchInfo = {}): Promise<Response> {
     let pathname: string;

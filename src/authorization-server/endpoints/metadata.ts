@@ -57,5 +57,9 @@ export function buildMetadata(ctx: ServerContext): Record<string, unknown> {
   if (ctx.options.clientMetadataDocuments.enabled) {
     metadata.client_id_metadata_document_supported = true;
   }
+  if (ctx.options.deviceAuthorization?.enabled) {
+    // RFC 8628 §4.
+    metadata.device_authorization_endpoint = endpointUrl(issuer, "deviceAuthorization");
+  }
   return metadata;
 }

@@ -16,6 +16,10 @@ export const ENDPOINT_PATHS = {
   logout: "/logout",
   admin: "/admin",
   health: "/health",
+  /** RFC 8628 §3.1: where a device asks for its codes. */
+  deviceAuthorization: "/device_authorization",
+  /** RFC 8628 §3.3: the verification page, short enough to type (`verification_uri`). */
+  device: "/device",
 } as const;
 
 export type EndpointName = keyof typeof ENDPOINT_PATHS;

@@ -11,6 +11,7 @@ import { formatScope, isScopeToken } from "../../shared/scopes.js";
 import type { ClientRecord, TokenEndpointAuthMethod } from "../../storage/contract.js";
 import { redirectUriProblem } from "../clients/redirect-uri.js";
 import type { Endpoint, ServerContext } from "../config/context.js";
+import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
 import { clientRateLimitKey, RateLimitedError } from "../rate-limit.js";
 import { readJsonObject } from "./request-body.js";
 
@@ -34,8 +35,8 @@ const RegistrationRequest = z.object({
     .enum(["none", "client_secret_basic", "client_secret_post", "private_key_jwt"])
     .optional(),
   grant_types: z
-    .array(z.enum(["authorization_code", "refresh_token", "client_credentials"]))
-    .max(3)
+    .array(z.enum(["authorization_code", "refresh_token", "client_credentials", DEVICE_CODE_GRANT_TYPE]))
+    .max(4)
     .optional(),
   response_types: z.array(z.literal("code")).max(1).optional(),
   client_name: z.string().max(10_000).optional(),
@@ -122,8 +123,9 @@ async function register(request: Request, ctx: ServerContext, address: string): 
   const grantTypes = m.grant_types ?? ["authorization_code", "refresh_token"];
   if (grantTypes.length === 0) throw metadataError("grant_types must not be empty");
   const usesCode = grantTypes.includes("authorization_code");
-  if (grantTypes.includes("refresh_token") && !usesCode) {
-    throw metadataError("refresh_token requires the authorization_code grant type");
+  // A refresh token comes only from a grant a user approved: the code or the device grant (RFC 8628).
+  if (grantTypes.includes("refresh_token") && !usesCode && !grantTypes.includes(DEVICE_CODE_GRANT_TYPE)) {
+    throw metadataError("refresh_token requires the authorization_code or device_code grant type");
   }
   // RFC 7591 §2.1: response_types and grant_types must agree.
   const responseTypes = m.response_types ?? (usesCode ? ["code"] : []);

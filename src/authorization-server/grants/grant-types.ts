@@ -7,6 +7,7 @@ import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
 import { authorizationCodeGrant } from "./authorization-code.js";
 import { clientCredentialsGrant } from "./client-credentials.js";
+import { DEVICE_CODE_GRANT_TYPE, deviceCodeGrant } from "./device-code.js";
 import { refreshTokenGrant } from "./refresh-token.js";
 
 /** Answers a token request of one grant type, for an authenticated client (OAuth 2.1 §3.2.3). */
@@ -28,6 +29,11 @@ const GRANT_TYPES: readonly GrantType[] = [
   { name: "authorization_code", handler: authorizationCodeGrant, enabled: () => true },
   { name: "refresh_token", handler: refreshTokenGrant, enabled: (ctx) => ctx.options.refresh.enabled },
   { name: "client_credentials", handler: clientCredentialsGrant, enabled: () => true },
+  {
+    name: DEVICE_CODE_GRANT_TYPE,
+    handler: deviceCodeGrant,
+    enabled: (ctx) => ctx.options.deviceAuthorization?.enabled === true,
+  },
 ];
 
 /** The grant types this server's configuration allows (OAuth 2.1 §4). */

@@ -114,7 +114,8 @@ const BUILT_IN_SCOPE_WORDS: Readonly<Record<string, string>> = {
   [OFFLINE_ACCESS]: "Stay signed in: use this access when you are not using the application",
 };
 
-function scopeItem(ctx: ServerContext, scope: string, granted: boolean): SafeHtml {
+/** One scope as a list item: its words (operator's or built-in) and the protocol name. */
+export function scopeItem(ctx: ServerContext, scope: string, granted: boolean): SafeHtml {
   // Own properties only: a scope named like an Object.prototype member has no words.
   const wordsIn = (table: Readonly<Record<string, string>>) =>
     Object.hasOwn(table, scope) ? table[scope] : undefined;

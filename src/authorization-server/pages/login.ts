@@ -17,6 +17,7 @@ import {
 } from "./bound-interaction.js";
 import { describeClient } from "./client-info.js";
 import { readCookie, serializeCookie } from "./cookies.js";
+import { isDeviceReturnPath } from "./device.js";
 import { errorPage } from "./error-page.js";
 import { readPageForm } from "./form.js";
 import { formPage } from "./form-page.js";
@@ -53,12 +54,14 @@ type LoginContext =
   | { kind: "account"; binding: string; newBinding: boolean; returnTo?: string };
 
 /**
- * Where an account sign-in may return to besides the account page: only the admin page, matched
- * exactly as a path under the issuer, so `return` can never send the browser elsewhere.
+ * Where an account sign-in may return to besides the account page: only the admin page, or the
+ * device verification page (with a well-formed user code, pages/device.ts), matched exactly as
+ * paths under the issuer, so `return` can never send the browser elsewhere.
  */
 function allowedReturn(ctx: ServerContext, requested: string | undefined | null): string | undefined {
   const admin = issuerPath(ctx, ENDPOINT_PATHS.admin);
-  return requested === admin ? admin : undefined;
+  if (requested === admin) return admin;
+  return typeof requested === "string" && isDeviceReturnPath(ctx, requested) ? requested : undefined;
 }
 
 async function loginContext(

@@ -36,7 +36,13 @@ describe.each(REVISIONS)("metadata discovery (revision %s)", (revision) => {
       code_challenge_methods_supported: ["S256"],
       authorization_response_iss_parameter_supported: true,
       client_id_metadata_document_supported: true,
-      grant_types_supported: ["authorization_code", "refresh_token", "client_credentials"],
+      grant_types_supported: [
+        "authorization_code",
+        "refresh_token",
+        "client_credentials",
+        "urn:ietf:params:oauth:grant-type:device_code",
+      ],
+      device_authorization_endpoint: `${ISSUER}/device_authorization`,
     });
     expect(m.scopes_supported).toEqual(
       expect.arrayContaining(["notes:read", "other:read", "offline_access"]),

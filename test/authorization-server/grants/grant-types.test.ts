@@ -4,6 +4,7 @@
  * anything else is `unsupported_grant_type` (RFC 6749 §5.2), with refresh on and off.
  */
 import { describe, expect, it } from "vitest";
+import { DEVICE_CODE_GRANT_TYPE } from "../../../src/authorization-server/grants/device-code.js";
 import { makeServer, PUBLIC_CLIENT, postToken } from "../helpers.js";
 
 async function advertised(t: Awaited<ReturnType<typeof makeServer>>): Promise<string[]> {
@@ -20,8 +21,8 @@ describe("grant types: one table for dispatch and metadata", () => {
       const listed = await advertised(t);
       expect(listed).toEqual(
         refresh
-          ? ["authorization_code", "refresh_token", "client_credentials"]
-          : ["authorization_code", "client_credentials"],
+          ? ["authorization_code", "refresh_token", "client_credentials", DEVICE_CODE_GRANT_TYPE]
+          : ["authorization_code", "client_credentials", DEVICE_CODE_GRANT_TYPE],
       );
       for (const grantType of listed) {
         const { body } = await postToken(t, { grant_type: grantType, client_id: PUBLIC_CLIENT });

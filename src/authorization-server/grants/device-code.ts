@@ -1,0 +1,126 @@
+/**
+ * `grant_type=urn:ietf:params:oauth:grant-type:device_code` (RFC 8628 §3.4, §3.5): a device polls
+ * with its device code until the user has answered at the verification page, then receives the
+ * same tokens the authorization code grant issues.
+ */
+import { randomToken, sha256Base64url } from "../../shared/crypto.js";
+import { OAuthError } from "../../shared/errors.js";
+import { formatScope } from "../../shared/scopes.js";
+import type { ClientRecord, DeviceAuthorizationRecord, IssuedTokens } from "../../storage/contract.js";
+import type { ServerContext } from "../config/context.js";
+import { accessTokenScopes, newAccessToken, required, signAccessToken, tokenResponse } from "./common.js";
+import { grantLifetimes } from "./refresh-policy.js";
+import { retireSupersededGrants } from "./superseded-grants.js";
+
+/** RFC 8628 §3.4: the grant type a device polls the token endpoint with. */
+export const DEVICE_CODE_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code";
+
+/** Device codes are 256 random bits, base64url (endpoints/device-authorization.ts). */
+const DEVICE_CODE = /^[A-Za-z0-9_-]{43}$/;
+
+/** RFC 8628 §3.5 answers while there is nothing to issue: always 400 (RFC 6749 §5.2). */
+function pollError(
+  code: "authorization_pending" | "slow_down" | "access_denied" | "expired_token" | "invalid_grant",
+  description: string,
+  detail?: string,
+): OAuthError {
+  return new OAuthError(code, { status: 400, description, ...(detail === undefined ? {} : { detail }) });
+}
+
+/**
+ * Whether this authorization may be redeemed by `client`: the device code is bound to the client
+ * that asked for it (RFC 8628 §3.4 "client_id ... REQUIRED if the client is not authenticating";
+ * RFC 6749 §4.1.3 applied to the device code). Checked inside the store's transaction; a refusal
+ * consumes the authorization, as any redemption attempt of an authorization code does.
+ */
+function boundToClient(client: ClientRecord, record: DeviceAuthorizationRecord): OAuthError | undefined {
+  if (record.clientId === client.clientId) return undefined;
+  return pollError("invalid_grant", "device code is invalid", "device code was issued to another client");
+}
+
+/**
+ * `grant_type=urn:ietf:params:oauth:grant-type:device_code` (RFC 8628 §3.4). One atomic poll of
+ * the store decides the answer (§3.5): `authorization_pending` until the user answers,
+ * `slow_down` to a device that polls faster than its interval (which then grows by 5 seconds),
+ * `access_denied` after a denial, `expired_token` after `expires_in`, and `invalid_grant` for an
+ * unknown code or a second redemption. An approval issues what the code flow issues: the same
+ * access-token claims (RFC 9068), a refresh token under the same policy (refresh-policy.ts), and
+ * the retirement of grants the new one supersedes.
+ */
+export async function deviceCodeGrant(
+  ctx: ServerContext,
+  client: ClientRecord,
+  form: Map<string, string>,
+): Promise<Response> {
+  const deviceCode = required(form, "device_code");
+  const invalid = (detail: string) => pollError("invalid_grant", "device code is invalid", detail);
+  if (!DEVICE_CODE.test(deviceCode)) throw invalid("malformed device code");
+
+  const now = ctx.now();
+  const access = newAccessToken(ctx);
+  // Drawn before the transaction; written only when the approval allows refresh (refresh-policy.ts).
+  const refreshToken = ctx.options.refresh.enabled ? randomToken() : undefined;
+  const result = await ctx.store.pollDeviceAuthorization(
+    sha256Base64url(deviceCode),
+    now,
+    (record): IssuedTokens | OAuthError => {
+      const refused = boundToClient(client, record);
+      if (refused) return refused;
+      const { idleMs, absoluteMs } = grantLifetimes(ctx, record.approvedScopes ?? record.scopes);
+      return {
+        accessToken: access,
+        ...(refreshToken === undefined
+          ? {}
+          : {
+              refreshToken: {
+                tokenHash: sha256Base64url(refreshToken),
+                createdAt: now,
+                expiresAt: now + Math.min(idleMs, absoluteMs),
+              },
+            }),
+        grantExpiresAt: now + absoluteMs,
+      };
+    },
+  );
+  switch (result.status) {
+    case "issued":
+      break;
+    case "refused":
+      throw result.error;
+    case "pending":
+      throw pollError("authorization_pending", "the user has not answered yet");
+    case "slow_down":
+      throw pollError("slow_down", "polling too often: wait 5 seconds longer between requests");
+    case "denied":
+      throw pollError("access_denied", "the user denied the request");
+    case "expired":
+      throw pollError("expired_token", "the device code has expired; start again");
+    case "consumed":
+      ctx.audit?.({ type: "device_code_replayed", client_id: client.clientId });
+      throw invalid("device code already redeemed");
+    default:
+      throw invalid("unknown device code");
+  }
+  const { grant } = result;
+  if (grant.userId === undefined) throw new Error("device grant has no user");
+  const accessToken = await signAccessToken(ctx, access, {
+    sub: grant.userId,
+    clientId: client.clientId,
+    resource: grant.resource,
+    scopes: grant.scopes,
+  });
+  ctx.audit?.({
+    type: "grant_issued",
+    grant_type: DEVICE_CODE_GRANT_TYPE,
+    client_id: client.clientId,
+    grant_id: grant.grantId,
+  });
+  await retireSupersededGrants(ctx, grant);
+  const issuedRefresh = result.refreshIssued && refreshToken !== undefined;
+  return tokenResponse({
+    access_token: accessToken,
+    expires_in: ctx.options.accessTokenTtlSeconds,
+    scope: formatScope(issuedRefresh ? grant.scopes : accessTokenScopes(grant.scopes)),
+    ...(issuedRefresh ? { refresh_token: refreshToken } : {}),
+  });
+}
