@@ -207,7 +207,7 @@ function renderConfirm(
 <p class="muted">Signed in as <strong data-testid="username">${session.user.username}</strong>.
 <a href="${issuerPath(ctx, ENDPOINT_PATHS.account)}">Not you?</a></p>
 <p>Check that your device shows this code:</p>
-<p class="name" data-testid="user-code"><code>${displayUserCode(code)}</code></p>
+<h2 data-testid="user-code">${displayUserCode(code)}</h2>
 <p class="warning" data-testid="device-warning">Allow only if you started this on a device in front of you.
 If someone sent you this code or link, choose Deny: they would get access to your account.</p>
 ${facts}
