@@ -1,11 +1,13 @@
 /**
- * Keeping an access token usable: refresh ahead of expiry and after a rejection, single-flight
- * (RFC 6749 §6; RFC 9449 §5 for DPoP-bound refresh tokens). Internal to the client.
+ * Keeping an access token usable: refresh ahead of expiry and after a rejection (RFC 6749 §6;
+ * RFC 9449 §5 for DPoP-bound refresh tokens), once between every caller that shares the tokens:
+ * single-flight within this process, and under the store's lock (`TokenStore.withLock`) across
+ * processes, re-reading the stored tokens once the lock is held. Internal to the client.
  */
 import type * as oauth from "oauth4webapi";
 import { AuthorizationFlowError } from "../errors.js";
 import { refreshAccessToken, type TokenRequestContext, toStoredTokens } from "../protocol/tokens.js";
-import { type StoredTokens, tokensKey } from "../stores/types.js";
+import { type StoredTokens, type TokenStore, tokensKey } from "../stores/types.js";
 import { type AuthState, bindTokens, clientFor, dpopFor, keysFor, serverMetadata } from "./state.js";
 
 /**
@@ -24,18 +26,36 @@ function refreshLeadMs(tokens: StoredTokens, refreshSkewSeconds: number | undefi
 
 const DEFAULT_REFRESH_LEAD_SECONDS = 30;
 
+/** Whether `tokens` are inside their refresh lead (or past expiry); never for a token without `expires_at`. */
+function dueForRefresh(tokens: StoredTokens, refreshSkewSeconds: number | undefined): boolean {
+  const lead = refreshLeadMs(tokens, refreshSkewSeconds);
+  return tokens.expires_at !== undefined && tokens.expires_at - lead <= Date.now();
+}
+
 /** Refreshes ahead of expiry when possible; returns undefined when the token is unusable. */
 export async function freshTokens(state: AuthState, tokens: StoredTokens): Promise<StoredTokens | undefined> {
-  const lead = refreshLeadMs(tokens, state.options.refreshSkewSeconds);
-  if (tokens.expires_at === undefined || tokens.expires_at - lead > Date.now()) return tokens;
+  if (tokens.expires_at === undefined || !dueForRefresh(tokens, state.options.refreshSkewSeconds))
+    return tokens;
   if (!tokens.refresh_token) return tokens.expires_at > Date.now() ? tokens : undefined;
   return refreshTokens(state, tokens, false);
 }
 
 /**
- * Refresh, single-flight per issuer, client and resource: concurrent callers share one request.
- * The rotated refresh token is persisted before the new access token is used. `invalid_grant`
- * drops the refresh token and returns undefined, so the caller re-authorizes once.
+ * `task` under the store's cross-process lock for one token set, where the store has one; a store
+ * without `withLock` (a custom one) is refreshed under the in-process single flight alone.
+ */
+function underRefreshLock<T>(store: TokenStore, key: string, task: () => Promise<T>): Promise<T> {
+  return store.withLock ? store.withLock(`refresh ${key}`, task) : task();
+}
+
+/**
+ * Refresh, single-flight per issuer, client and resource: concurrent callers share one request,
+ * and other processes over the same store wait on its lock. Once the lock is held the stored
+ * tokens are read again: another process may have refreshed meanwhile, and its rotated refresh
+ * token is the only one still valid (presenting ours again would be reuse, RFC 9700 §4.14.2, and
+ * revoke the grant). The rotated refresh token is persisted, still under the lock, before the new
+ * access token is used. `invalid_grant` drops the refresh token and returns undefined, so the
+ * caller re-authorizes once.
  */
 export function refreshTokens(
   state: AuthState,
@@ -43,48 +63,63 @@ export function refreshTokens(
   afterRejection: boolean,
 ): Promise<StoredTokens | undefined> {
   const key = tokensKey(rejected.issuer, rejected.client_id, rejected.resource);
-  return state.refreshFlight.run(key, async () => {
-    const current = (await state.store.get("tokens", key)) ?? rejected;
-    // Someone else already replaced the rejected token: use theirs.
-    if (afterRejection && current.access_token !== rejected.access_token) return current;
-    if (!current.refresh_token) return undefined;
-    const metadata = await serverMetadata(state, current.issuer, false);
-    const client = await clientFor(state, current.issuer, current.client_id);
-    if (!client) return undefined;
-    // RFC 9449 §5: a refresh token issued with DPoP is bound to the same key.
-    const dpop = await dpopFor(state, current.issuer, current.client_id, false);
-    const ctx: TokenRequestContext = {
-      metadata,
-      client,
-      fetch: state.fetch,
-      ...keysFor(state, client),
-      ...(dpop && { dpop }),
-    };
-    let response: oauth.TokenEndpointResponse;
-    try {
-      response = await refreshAccessToken(ctx, {
-        refreshToken: current.refresh_token,
-        resource: current.resource,
-      });
-    } catch (error) {
-      if (error instanceof AuthorizationFlowError && error.kind === "oauth") {
-        // invalid_grant (or any refusal): the grant is gone; keep nothing that would loop.
-        const { refresh_token: _dropped, ...rest } = current;
-        await state.store.set("tokens", key, { ...rest, expires_at: 0 });
-        return undefined;
-      }
-      throw error;
+  return state.refreshFlight.run(key, () =>
+    underRefreshLock(state.store, key, () => refreshLocked(state, key, rejected, afterRejection)),
+  );
+}
+
+async function refreshLocked(
+  state: AuthState,
+  key: string,
+  rejected: StoredTokens,
+  afterRejection: boolean,
+): Promise<StoredTokens | undefined> {
+  const current = (await state.store.get("tokens", key)) ?? rejected;
+  // Someone else (this process or another) already replaced the token: use theirs, unless it was
+  // replaced by tokens that are themselves due (then they are refreshed with their own refresh token).
+  if (
+    current.access_token !== rejected.access_token &&
+    (afterRejection || !dueForRefresh(current, state.options.refreshSkewSeconds))
+  ) {
+    return current;
+  }
+  if (!current.refresh_token) return undefined;
+  const metadata = await serverMetadata(state, current.issuer, false);
+  const client = await clientFor(state, current.issuer, current.client_id);
+  if (!client) return undefined;
+  // RFC 9449 §5: a refresh token issued with DPoP is bound to the same key.
+  const dpop = await dpopFor(state, current.issuer, current.client_id, false);
+  const ctx: TokenRequestContext = {
+    metadata,
+    client,
+    fetch: state.fetch,
+    ...keysFor(state, client),
+    ...(dpop && { dpop }),
+  };
+  let response: oauth.TokenEndpointResponse;
+  try {
+    response = await refreshAccessToken(ctx, {
+      refreshToken: current.refresh_token,
+      resource: current.resource,
+    });
+  } catch (error) {
+    if (error instanceof AuthorizationFlowError && error.kind === "oauth") {
+      // invalid_grant (or any refusal): the grant is gone; keep nothing that would loop.
+      const { refresh_token: _dropped, ...rest } = current;
+      await state.store.set("tokens", key, { ...rest, expires_at: 0 });
+      return undefined;
     }
-    const next = await bindTokens(
-      toStoredTokens(
-        response,
-        { issuer: current.issuer, client_id: current.client_id, resource: current.resource },
-        current,
-      ),
-      dpop,
-    );
-    await state.store.set("tokens", key, next);
-    state.options.onEvent?.({ type: "refreshed", resource: current.resource, issuer: current.issuer });
-    return next;
-  });
+    throw error;
+  }
+  const next = await bindTokens(
+    toStoredTokens(
+      response,
+      { issuer: current.issuer, client_id: current.client_id, resource: current.resource },
+      current,
+    ),
+    dpop,
+  );
+  await state.store.set("tokens", key, next);
+  state.options.onEvent?.({ type: "refreshed", resource: current.resource, issuer: current.issuer });
+  return next;
 }

@@ -4,26 +4,55 @@
  *
  * - AES-256-GCM over the whole JSON document, with a fresh 96-bit IV per write and a fixed
  *   associated-data label, so a file from another program or version does not decrypt.
- * - The key comes from `GATEHOUSE_STORE_KEY` (32 bytes, base64url or hex) or from a key file
- *   created with mode 0600 next to the data (so copying only the data file leaks nothing).
+ * - The key comes from the `key` option or `GATEHOUSE_STORE_KEY` (32 bytes, base64url or hex);
+ *   otherwise `keyLocation` decides where it lives: the OS keychain (keychain.ts), or a key file
+ *   created with mode 0600 next to the data (so copying only the data file leaks nothing), or
+ *   `auto`: the keychain when one is reachable, else the file. The file's envelope records which
+ *   (`key`), so a store whose key is in the keychain is never given a fresh key file by mistake.
+ * - Moving to the keychain: a store found with a key file beside it is re-encrypted under a new
+ *   key kept in the keychain; the key file is removed only after the data re-reads under the
+ *   keychain's copy. Every step leaves a state the next start finishes (see `#adoptKeychainKey`).
  * - The directory is created 0700, files 0600; writes go to a temporary file that is fsynced and
  *   renamed over the old one, so a crash leaves either the old or the new document.
- * - Every operation re-reads the file first, so two processes lose at most a concurrent write.
+ * - Every read-modify-write holds the lock file `store.enc.lock` (file-lock.ts), so two processes
+ *   never drop each other's writes; `withLock` gives callers named locks in the same directory.
  */
-import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
 import { chmod, mkdir, open, readFile, rename, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { GatehouseTypeError } from "../../shared/errors.js";
+import { type FileLockOptions, withFileLock } from "./file-lock.js";
+import { KeychainKey, KeychainUnavailableError } from "./keychain.js";
 import type { StoreKind, StoreRecords, TokenStore } from "./types.js";
 
 const AAD = Buffer.from("gatehouse-client-store-v1");
 type Document = { [K in StoreKind]?: Record<string, StoreRecords[K]> };
 
+/** Where the key of the data file lives: given by the caller (option or environment), a file, the keychain. */
+type KeySource = "given" | "file" | "keychain";
+
+/** The file's JSON envelope. `key` is absent in files written before it was recorded (they used "file" or "given"). */
+interface Envelope {
+  v: number;
+  iv: string;
+  tag: string;
+  data: string;
+  key?: KeySource;
+}
+
 export interface EncryptedFileStoreOptions {
-  /** Directory holding `store.enc` and (unless a key is given) `store.key`. */
+  /** Directory holding `store.enc`, its lock files and (for a file key) `store.key`. */
   directory: string;
-  /** 32-byte key; defaults to `GATEHOUSE_STORE_KEY`, then to the key file. */
+  /** 32-byte key; defaults to `GATEHOUSE_STORE_KEY`, then to `keyLocation`. */
   key?: Uint8Array;
+  /**
+   * Where the key lives when neither `key` nor `GATEHOUSE_STORE_KEY` gives it: `file` (default),
+   * `store.key` beside the data; `keychain`, the OS keychain, an error when none is reachable;
+   * `auto`, the keychain when one is reachable, else the file (what {@link defaultTokenStore} uses).
+   */
+  keyLocation?: "file" | "keychain" | "auto";
+  /** Staleness and waiting of the lock files (file-lock.ts); defaults 30 s and 120 s. */
+  lock?: FileLockOptions;
 }
 
 function decodeKey(text: string): Buffer {
@@ -57,17 +86,49 @@ async function writeFileAtomic(path: string, data: string | Buffer): Promise<voi
   }
 }
 
+function decryptEnvelope(envelope: Envelope, key: Buffer): Buffer {
+  const decipher = createDecipheriv("aes-256-gcm", key, Buffer.from(envelope.iv, "base64url"));
+  decipher.setAAD(AAD);
+  decipher.setAuthTag(Buffer.from(envelope.tag, "base64url"));
+  return Buffer.concat([decipher.update(Buffer.from(envelope.data, "base64url")), decipher.final()]);
+}
+
+/** Whether `key` opens `envelope` (the GCM tag verifies). */
+function decryptsWith(envelope: Envelope, key: Buffer): boolean {
+  try {
+    decryptEnvelope(envelope, key);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
+    throw error;
+  }
+}
+
 export class EncryptedFileTokenStore implements TokenStore {
   readonly #dir: string;
   readonly #file: string;
   readonly #keyFile: string;
+  readonly #keyLocation: "file" | "keychain" | "auto";
+  readonly #lockOptions: FileLockOptions;
   #key: Buffer | undefined;
+  #keySource: KeySource = "given";
   #queue: Promise<unknown> = Promise.resolve();
 
   constructor(options: EncryptedFileStoreOptions) {
     this.#dir = options.directory;
     this.#file = join(options.directory, "store.enc");
     this.#keyFile = join(options.directory, "store.key");
+    this.#keyLocation = options.keyLocation ?? "file";
+    this.#lockOptions = options.lock ?? {};
     if (options.key) {
       if (options.key.length !== 32) {
         throw new GatehouseTypeError("ERR_INVALID_OPTION", "the store key must be 32 bytes");
@@ -92,67 +153,183 @@ export class EncryptedFileTokenStore implements TokenStore {
 
   async #getKey(): Promise<Buffer> {
     if (this.#key) return this.#key;
-    await this.#ensureDir();
-    try {
-      this.#key = decodeKey(await readFile(this.#keyFile, "utf8"));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-      const fresh = randomBytes(32);
+    const location = this.#keyLocation;
+    let keychain: KeychainKey | undefined;
+    if (location !== "file") {
       try {
-        const handle = await open(this.#keyFile, "wx", 0o600);
-        try {
-          await handle.writeFile(fresh.toString("base64url"));
-          await handle.sync();
-        } finally {
-          await handle.close();
-        }
-        this.#key = fresh;
-      } catch (createError) {
-        // Another process created it first: use theirs.
-        if ((createError as NodeJS.ErrnoException).code !== "EEXIST") throw createError;
-        this.#key = decodeKey(await readFile(this.#keyFile, "utf8"));
+        keychain = await KeychainKey.open(this.#dir);
+      } catch (error) {
+        if (location === "keychain" || !(error instanceof KeychainUnavailableError)) throw error;
       }
     }
+    if (keychain) {
+      const stored = await keychain.read();
+      // The common case needs no lock: the key is in the keychain and no key file is left over.
+      const key =
+        stored !== undefined && !(await exists(this.#keyFile))
+          ? decodeKey(stored)
+          : await this.#underDataLock(() => this.#adoptKeychainKey(keychain));
+      this.#key = key;
+      this.#keySource = "keychain";
+      return key;
+    }
+    this.#key = await this.#fileKey();
+    this.#keySource = "file";
     return this.#key;
   }
 
-  async #load(): Promise<Document> {
+  /** The key file beside the data, created (0600, exclusively) when there is none. */
+  async #fileKey(): Promise<Buffer> {
+    await this.#ensureDir();
+    const existing = await this.#readKeyFile();
+    if (existing) return existing;
+    const envelope = await this.#readEnvelope();
+    if (envelope?.key === "keychain") {
+      // A fresh key file would only make every later write fail to read the data.
+      throw new KeychainUnavailableError(
+        `${this.#file} is encrypted under a key kept in the OS keychain, which this store does not use or cannot reach; run where the keychain is available, or remove the file to sign in afresh`,
+      );
+    }
+    const fresh = randomBytes(32);
+    try {
+      const handle = await open(this.#keyFile, "wx", 0o600);
+      try {
+        await handle.writeFile(fresh.toString("base64url"));
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      return fresh;
+    } catch (createError) {
+      // Another process created it first: use theirs.
+      if ((createError as NodeJS.ErrnoException).code !== "EEXIST") throw createError;
+      return decodeKey(await readFile(this.#keyFile, "utf8"));
+    }
+  }
+
+  async #readKeyFile(): Promise<Buffer | undefined> {
+    try {
+      return decodeKey(await readFile(this.#keyFile, "utf8"));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * Under the data lock: the keychain's key, created when missing, and a key file left beside the
+   * data from before the keychain retired. The order makes every interruption recoverable:
+   * 1. a new key is written to the keychain and read back (a keychain that drops it stops here);
+   * 2. the data is decrypted with the old file key and written again under the keychain's key;
+   * 3. the data is read back with the keychain's copy; only then is the key file removed.
+   * A start that finds the key file still there either finds the data already readable with the
+   * keychain's key (step 3 was cut short) or starts again from step 2 with the same keychain key.
+   */
+  async #adoptKeychainKey(keychain: KeychainKey): Promise<Buffer> {
+    const stored = await keychain.read();
+    let key = stored === undefined ? undefined : decodeKey(stored);
+    const legacy = await this.#readKeyFile();
+    const envelope = await this.#readEnvelope();
+    if (!legacy) {
+      if (key) return key;
+      if (envelope) {
+        throw new Error(
+          `cannot decrypt ${this.#file}: its key is neither in the OS keychain nor in ${this.#keyFile} (was it written with GATEHOUSE_STORE_KEY?); set that key, or remove the file to sign in afresh`,
+        );
+      }
+      return this.#createKeychainKey(keychain);
+    }
+    if (envelope && !(key && decryptsWith(envelope, key))) {
+      // Throws on a damaged file: nothing has been changed yet.
+      const doc = this.#decrypt(envelope, legacy);
+      key ??= await this.#createKeychainKey(keychain);
+      await this.#write(doc, key, "keychain");
+      const reread = await keychain.read();
+      const check = await this.#readEnvelope();
+      if (reread === undefined || !check || !decryptsWith(check, decodeKey(reread))) {
+        throw new Error(`moving the key of ${this.#file} to the OS keychain could not be confirmed`);
+      }
+    }
+    key ??= await this.#createKeychainKey(keychain);
+    await unlink(this.#keyFile).catch((error: NodeJS.ErrnoException) => {
+      if (error.code !== "ENOENT") throw error;
+    });
+    return key;
+  }
+
+  /** A fresh key into the keychain, kept only once it reads back the same. */
+  async #createKeychainKey(keychain: KeychainKey): Promise<Buffer> {
+    const fresh = randomBytes(32);
+    await keychain.write(fresh.toString("base64url"));
+    const reread = await keychain.read();
+    if (reread === undefined || !decodeKey(reread).equals(fresh)) {
+      throw new Error(`the OS keychain did not keep the store key (${keychain.description})`);
+    }
+    return fresh;
+  }
+
+  async #readEnvelope(): Promise<Envelope | undefined> {
     let raw: string;
     try {
       raw = await readFile(this.#file, "utf8");
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return {};
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
       throw error;
     }
-    const key = await this.#getKey();
-    const envelope = JSON.parse(raw) as { v: number; iv: string; tag: string; data: string };
+    const envelope = JSON.parse(raw) as Envelope;
     if (envelope.v !== 1) throw new Error("unsupported store format version");
-    const decipher = createDecipheriv("aes-256-gcm", key, Buffer.from(envelope.iv, "base64url"));
-    decipher.setAAD(AAD);
-    decipher.setAuthTag(Buffer.from(envelope.tag, "base64url"));
-    let plain: Buffer;
+    return envelope;
+  }
+
+  #decrypt(envelope: Envelope, key: Buffer): Document {
     try {
-      plain = Buffer.concat([decipher.update(Buffer.from(envelope.data, "base64url")), decipher.final()]);
+      return JSON.parse(decryptEnvelope(envelope, key).toString("utf8")) as Document;
     } catch (cause) {
       throw new Error(`cannot decrypt ${this.#file}: wrong key or damaged file`, { cause });
     }
-    return JSON.parse(plain.toString("utf8")) as Document;
+  }
+
+  async #load(): Promise<Document> {
+    const envelope = await this.#readEnvelope();
+    if (!envelope) return {};
+    return this.#decrypt(envelope, await this.#getKey());
   }
 
   async #save(doc: Document): Promise<void> {
     const key = await this.#getKey();
+    await this.#write(doc, key, this.#keySource);
+  }
+
+  async #write(doc: Document, key: Buffer, source: KeySource): Promise<void> {
     await this.#ensureDir();
     const iv = randomBytes(12);
     const cipher = createCipheriv("aes-256-gcm", key, iv);
     cipher.setAAD(AAD);
     const data = Buffer.concat([cipher.update(JSON.stringify(doc), "utf8"), cipher.final()]);
-    const envelope = {
+    const envelope: Envelope = {
       v: 1,
       iv: iv.toString("base64url"),
       tag: cipher.getAuthTag().toString("base64url"),
       data: data.toString("base64url"),
+      key: source,
     };
     await writeFileAtomic(this.#file, JSON.stringify(envelope));
+  }
+
+  /** Holds `store.enc.lock` (other processes' read-modify-write cycles) around `task`. */
+  async #underDataLock<T>(task: () => Promise<T>): Promise<T> {
+    await this.#ensureDir();
+    return withFileLock(join(this.#dir, "store.enc.lock"), task, this.#lockOptions);
+  }
+
+  /**
+   * Runs `task` holding the lock file for `name` in the store's directory (`<hash>.lock`; the name
+   * itself, which may hold URLs, is not written anywhere), shared with other processes.
+   */
+  async withLock<T>(name: string, task: () => Promise<T>): Promise<T> {
+    await this.#ensureDir();
+    const digest = createHash("sha256").update(name).digest("base64url").slice(0, 32);
+    return withFileLock(join(this.#dir, `${digest}.lock`), task, this.#lockOptions);
   }
 
   /** Runs operations one at a time so that read-modify-write cycles in this process never interleave. */
@@ -172,21 +349,28 @@ export class EncryptedFileTokenStore implements TokenStore {
 
   set<K extends StoreKind>(kind: K, key: string, value: StoreRecords[K]): Promise<void> {
     return this.#serial(async () => {
-      const doc = await this.#load();
-      const table = (doc[kind] ?? {}) as Record<string, StoreRecords[K]>;
-      table[key] = value;
-      (doc as Record<string, unknown>)[kind] = table;
-      await this.#save(doc);
+      // The key first: finding it may itself take the data lock (the lock is not re-entrant).
+      await this.#getKey();
+      await this.#underDataLock(async () => {
+        const doc = await this.#load();
+        const table = (doc[kind] ?? {}) as Record<string, StoreRecords[K]>;
+        table[key] = value;
+        (doc as Record<string, unknown>)[kind] = table;
+        await this.#save(doc);
+      });
     });
   }
 
   delete(kind: StoreKind, key: string): Promise<void> {
     return this.#serial(async () => {
-      const doc = await this.#load();
-      const table = doc[kind] as Record<string, unknown> | undefined;
-      if (!table || !Object.hasOwn(table, key)) return;
-      delete table[key];
-      await this.#save(doc);
+      await this.#getKey();
+      await this.#underDataLock(async () => {
+        const doc = await this.#load();
+        const table = doc[kind] as Record<string, unknown> | undefined;
+        if (!table || !Object.hasOwn(table, key)) return;
+        delete table[key];
+        await this.#save(doc);
+      });
     });
   }
 
@@ -204,4 +388,24 @@ export class EncryptedFileTokenStore implements TokenStore {
       });
     });
   }
+}
+
+/**
+ * The encrypted file store with its key in the OS keychain (keychain.ts), never in a file beside
+ * the data; a store found with such a file is moved over on first use. Fails with
+ * `KeychainUnavailableError` where no keychain is reachable.
+ */
+export class KeychainTokenStore extends EncryptedFileTokenStore {
+  constructor(options: Omit<EncryptedFileStoreOptions, "keyLocation">) {
+    super({ ...options, keyLocation: "keychain" });
+  }
+}
+
+/**
+ * The store the command line uses: the encrypted file in `directory`, its key in the OS keychain
+ * when one is reachable, else in `store.key` beside it (`GATEHOUSE_STORE_KEY` still wins). The
+ * choice is made on first use, so constructing it costs nothing.
+ */
+export function defaultTokenStore(options: { directory: string }): EncryptedFileTokenStore {
+  return new EncryptedFileTokenStore({ directory: options.directory, keyLocation: "auto" });
 }

@@ -1,6 +1,6 @@
 /**
  * The in-memory `TokenStore`: `createAuthFetch`'s default, for a process that logs in each time it
- * starts.
+ * starts. Its `withLock` is an in-process mutex: the store is not shared with other processes.
  */
 import type { StoreKind, StoreRecords, TokenStore } from "./types.js";
 
@@ -10,6 +10,8 @@ import type { StoreKind, StoreRecords, TokenStore } from "./types.js";
  */
 export class MemoryTokenStore implements TokenStore {
   readonly #data = new Map<string, unknown>();
+  /** The tail of each named lock's queue of holders. */
+  readonly #locks = new Map<string, Promise<void>>();
 
   async get<K extends StoreKind>(kind: K, key: string): Promise<StoreRecords[K] | undefined> {
     const value = this.#data.get(`${kind}\u0000${key}`);
@@ -35,5 +37,24 @@ export class MemoryTokenStore implements TokenStore {
 
   async clear(): Promise<void> {
     this.#data.clear();
+  }
+
+  /** Holders of one name run one after another, in the order they asked. */
+  async withLock<T>(name: string, task: () => Promise<T>): Promise<T> {
+    const previous = this.#locks.get(name) ?? Promise.resolve();
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const tail = previous.then(() => mine);
+    this.#locks.set(name, tail);
+    await previous;
+    try {
+      return await task();
+    } finally {
+      release();
+      // The last holder leaves no entry behind.
+      if (this.#locks.get(name) === tail) this.#locks.delete(name);
+    }
   }
 }

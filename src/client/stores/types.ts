@@ -88,6 +88,15 @@ export interface TokenStore {
   list<K extends StoreKind>(kind: K): Promise<Array<[string, StoreRecords[K]]>>;
   /** Removes everything (logout). */
   clear(): Promise<void>;
+  /**
+   * Runs `task` while holding the exclusive lock `name`, shared with every process and
+   * `TokenStore` instance that opens the same storage; released when `task` settles. The client
+   * holds `refresh <tokens key>` around a refresh so that only one holder of a rotating refresh
+   * token presents it (RFC 9700 §4.14.2: a rotated token presented twice revokes the grant).
+   * Optional: a store without it is refreshed under the in-process single flight only.
+   * Not re-entrant: `task` must not take the same lock again.
+   */
+  withLock?<T>(name: string, task: () => Promise<T>): Promise<T>;
 }
 
 /** Key of a client registration: one per issuer (credentials never cross issuers). */
