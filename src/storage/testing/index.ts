@@ -8,7 +8,10 @@ import { afterAll, afterEach, beforeEach, describe } from "vitest";
 import type { AuthorizationStore } from "../contract.js";
 import { codeContract } from "./codes.js";
 import type { StoreContext } from "./context.js";
+import { deviceContract } from "./devices.js";
+import { dpopContract } from "./dpop.js";
 import { grantContract } from "./grants.js";
+import { markerContract } from "./markers.js";
 import { recordContract } from "./records.js";
 import { refreshContract } from "./refresh.js";
 import { signingKeyContract } from "./signing-keys.js";
@@ -83,5 +86,8 @@ export function runStorageContract(options: StorageContractOptions): void {
     codeContract(context);
     grantContract(context);
     refreshContract(context);
+    dpopContract(context);
+    markerContract(context);
+    deviceContract(context);
   });
 }

@@ -1,0 +1,416 @@
+/**
+ * Contract: RFC 8628 device authorizations. The verification page finds a pending authorization by
+ * its user code and decides it once; the device polls with its device code, is told to slow down
+ * when it polls sooner than its interval (RFC 8628 §3.5), and the one poll that finds it approved
+ * consumes it and writes the grant with its tokens, atomically, across instances.
+ */
+
+import { describe, expect, it } from "vitest";
+import { OAuthError } from "../../shared/errors.js";
+import type { DeviceAuthorizationRecord } from "../contract.js";
+import { StorageConflictError } from "../contract.js";
+import type { StoreContext } from "./context.js";
+import { DAY, deviceAuthorization, id, MINUTE, secret, T0, tally, tokens } from "./fixtures.js";
+
+const SECOND = 1000;
+
+/** The approval most tests give: fewer scopes than requested, a session, refresh allowed. */
+function approval(overrides: { refreshAllowed?: boolean; sessionHash?: string } = {}) {
+  return {
+    approved: true as const,
+    userId: id("user"),
+    approvedScopes: ["mcp:read", "offline_access"],
+    sessionHash: secret().hash,
+    refreshAllowed: true,
+    ...overrides,
+  };
+}
+
+const refuse = () => new OAuthError("invalid_grant", { description: "refused by the test" });
+const never = (): never => {
+  throw new Error("tokens must not be called");
+};
+
+export function deviceContract(ctx: StoreContext): void {
+  describe("device authorizations: verification page", () => {
+    it("finds a pending authorization by user code hash, with every field", async () => {
+      const store = ctx.store();
+      const record = deviceAuthorization({ dpopJkt: secret().hash, lastPolledAt: T0 + 1 });
+      await store.createDeviceAuthorization(record);
+      expect(await store.getDeviceAuthorizationByUserCode(record.userCodeHash, T0)).toStrictEqual(record);
+      // Hashes only: neither the device code hash nor another record's hash finds it.
+      expect(await store.getDeviceAuthorizationByUserCode(record.deviceCodeHash, T0)).toBeUndefined();
+      expect(await store.getDeviceAuthorizationByUserCode(secret().hash, T0)).toBeUndefined();
+    });
+
+    it("does not return it once expired, nor once decided", async () => {
+      const store = ctx.store();
+      const record = deviceAuthorization();
+      await store.createDeviceAuthorization(record);
+      expect(
+        await store.getDeviceAuthorizationByUserCode(record.userCodeHash, record.expiresAt - 1),
+      ).toBeDefined();
+      expect(
+        await store.getDeviceAuthorizationByUserCode(record.userCodeHash, record.expiresAt),
+      ).toBeUndefined();
+      expect(await store.decideDeviceAuthorization(record.userCodeHash, { approved: false }, T0)).toBe(true);
+      expect(await store.getDeviceAuthorizationByUserCode(record.userCodeHash, T0)).toBeUndefined();
+    });
+
+    it("refuses a second authorization with the same device code hash or user code hash", async () => {
+      const store = ctx.store();
+      const record = deviceAuthorization();
+      await store.createDeviceAuthorization(record);
+      await expect(
+        store.createDeviceAuthorization(deviceAuthorization({ deviceCodeHash: record.deviceCodeHash })),
+      ).rejects.toBeInstanceOf(StorageConflictError);
+      await expect(
+        store.createDeviceAuthorization(deviceAuthorization({ userCodeHash: record.userCodeHash })),
+      ).rejects.toBeInstanceOf(StorageConflictError);
+      expect(await store.getDeviceAuthorizationByUserCode(record.userCodeHash, T0)).toStrictEqual(record);
+    });
+
+    it("decides once: approve, then neither a second approval nor a denial changes it", async () => {
+      const store = ctx.store();
+      const record = deviceAuthorization();
+      await store.createDeviceAuthorization(record);
+      const decision = approval();
+      expect(await store.decideDeviceAuthorization(record.userCodeHash, decision, T0 + 1)).toBe(true);
+      expect(await store.decideDeviceAuthorization(record.userCodeHash, approval(), T0 + 2)).toBe(false);
+      expect(await store.decideDeviceAuthorization(record.userCodeHash, { approved: false }, T0 + 2)).toBe(
+        false,
+      );
+      const result = await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 3, () => tokens(T0 + 3));
+      expect(result).toMatchObject({
+        status: "issued",
+        record: {
+          status: "consumed",
+          userId: decision.userId,
+          approvedScopes: decision.approvedScopes,
+          sessionHash: decision.sessionHash,
+          refreshAllowed: true,
+        },
+      });
+    });
+
+    it("a denial is final: every later poll answers denied and issues nothing", async () => {
+      const store = ctx.store();
+      const record = deviceAuthorization();
+      await store.createDeviceAuthorization(record);
+      expect(await store.decideDeviceAuthorization(record.userCodeHash, { approved: false }, T0 + 1)).toBe(
+        true,
+      );
+      expect(await store.decideDeviceAuthorization(record.userCodeHash, approval(), T0 + 2)).toBe(false);
+      for (const at of [T0 + 3, T0 + 4, T0 + MINUTE]) {
+        expect(await store.pollDeviceAuthorization(record.deviceCodeHash, at, never)).toEqual({
+          status: "denied",
+        });
+      }
+      expect(await store.getGrant(record.grantId)).toBeUndefined();
+    });
+
+    it("cannot decide an expired or unknown authorization", async () => {
+      const store = ctx.store();
+      const record = deviceAuthorization();
+      await store.createDeviceAuthorization(record);
+      expect(await store.decideDeviceAuthorization(record.userCodeHash, approval(), record.expiresAt)).toBe(
+        false,
+      );
+      expect(await store.decideDeviceAuthorization(secret().hash, approval(), T0)).toBe(false);
+      expect(await store.decideDeviceAuthorization(record.deviceCodeHash, approval(), T0)).toBe(false);
+      expect(await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 1, never)).toEqual({
+        status: "pending",
+      });
+    });
+
+    it("of 20 concurrent decisions across instances exactly one wins", async () => {
+      const stores = await ctx.peers(4);
+      const record = deviceAuthorization();
+      await ctx.store().createDeviceAuthorization(record);
+      const decisions = Array.from({ length: 20 }, (_, i) =>
+        i % 2 === 0 ? approval() : { approved: false as const },
+      );
+      const results = await Promise.all(
+        decisions.map((d, i) =>
+          stores[i % stores.length]!.decideDeviceAuthorization(record.userCodeHash, d, T0 + 1),
+        ),
+      );
+      expect(results.filter(Boolean)).toHaveLength(1);
+      const winner = decisions[results.indexOf(true)]!;
+      const polled = await ctx
+        .store()
+        .pollDeviceAuthorization(record.deviceCodeHash, T0 + 2, () => tokens(T0 + 2));
+      if (winner.approved) {
+        expect(polled).toMatchObject({ status: "issued", grant: { userId: winner.userId } });
+      } else {
+        expect(polled).toEqual({ status: "denied" });
+      }
+    });
+  });
+
+  describe("device authorizations: polling", () => {
+    it("pending, then slow_down for a poll sooner than the interval (+5 s each time), then pending", async () => {
+      const store = ctx.store();
+      const record = deviceAuthorization({ interval: 5 });
+      await store.createDeviceAuthorization(record);
+      const poll = (at: number) => store.pollDeviceAuthorization(record.deviceCodeHash, at, never);
+      const stored = async () => store.getDeviceAuthorizationByUserCode(record.userCodeHash, T0);
+      // The first poll has no earlier poll to be too close to.
+      expect(await poll(T0 + SECOND)).toEqual({ status: "pending" });
+      expect(await stored()).toMatchObject({ interval: 5, lastPolledAt: T0 + SECOND });
+      expect(await poll(T0 + 6 * SECOND - 1)).toEqual({ status: "slow_down" });
+      expect(await stored()).toMatchObject({ interval: 10, lastPolledAt: T0 + 6 * SECOND - 1 });
+      // 9.999 s later is too soon for the raised interval of 10 s.
+      expect(await poll(T0 + 16 * SECOND - 2)).toEqual({ status: "slow_down" });
+      expect(await stored()).toMatchObject({ interval: 15, lastPolledAt: T0 + 16 * SECOND - 2 });
+      // Exactly the interval after the last poll is soon enough.
+      expect(await poll(T0 + 31 * SECOND - 2)).toEqual({ status: "pending" });
+      expect(await stored()).toMatchObject({ interval: 15, lastPolledAt: T0 + 31 * SECOND - 2 });
+    });
+
+    it("approved: issues once, consuming the authorization and writing grant, access and refresh tokens", async () => {
+      const store = ctx.store();
+      const record = deviceAuthorization({ dpopJkt: secret().hash });
+      await store.createDeviceAuthorization(record);
+      const decision = approval();
+      await store.decideDeviceAuthorization(record.userCodeHash, decision, T0 + SECOND);
+      const issued = tokens(T0 + 10 * SECOND);
+      let seen: DeviceAuthorizationRecord | undefined;
+      const result = await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 10 * SECOND, (r) => {
+        seen = r;
+        return issued;
+      });
+      const approved: DeviceAuthorizationRecord = {
+        ...record,
+        status: "approved",
+        userId: decision.userId,
+        approvedScopes: decision.approvedScopes,
+        sessionHash: decision.sessionHash,
+        refreshAllowed: true,
+      };
+      expect(seen).toStrictEqual(approved);
+      const grant = {
+        grantId: record.grantId,
+        clientId: record.clientId,
+        userId: decision.userId,
+        scopes: decision.approvedScopes,
+        resource: record.resource,
+        createdAt: T0 + 10 * SECOND,
+        expiresAt: issued.grantExpiresAt,
+        sessionHash: decision.sessionHash,
+        dpopJkt: record.dpopJkt,
+      };
+      expect(result).toStrictEqual({
+        status: "issued",
+        record: { ...approved, status: "consumed", lastPolledAt: T0 + 10 * SECOND },
+        grant,
+        refreshIssued: true,
+      });
+      expect(await store.getGrant(record.grantId)).toStrictEqual(grant);
+      expect(await store.getAccessToken(issued.accessToken.jti)).toStrictEqual({
+        ...issued.accessToken,
+        grantId: record.grantId,
+        clientId: record.clientId,
+        userId: decision.userId,
+        scopes: decision.approvedScopes,
+        resource: record.resource,
+      });
+      expect(await store.getRefreshToken(issued.refreshToken!.tokenHash)).toStrictEqual({
+        ...issued.refreshToken,
+        grantId: record.grantId,
+        clientId: record.clientId,
+        scopes: decision.approvedScopes,
+      });
+      // A second redemption finds it consumed; tokens is not called and the grant stays live.
+      expect(await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 20 * SECOND, never)).toEqual({
+        status: "consumed",
+      });
+      expect((await store.getGrant(record.grantId))?.revokedAt).toBeUndefined();
+    });
+
+    it("approved without refresh: no refresh token is written even when tokens brings one", async () => {
+      const store = ctx.store();
+      const record = deviceAuthorization();
+      await store.createDeviceAuthorization(record);
+      await store.decideDeviceAuthorization(record.userCodeHash, approval({ refreshAllowed: false }), T0);
+      const issued = tokens(T0 + 1);
+      const result = await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 1, () => issued);
+      expect(result).toMatchObject({ status: "issued", refreshIssued: false });
+      expect(await store.getRefreshToken(issued.refreshToken!.tokenHash)).toBeUndefined();
+      expect(await store.getAccessToken(issued.accessToken.jti)).toBeDefined();
+    });
+
+    it("an approved poll is not slowed down: the grant is issued even right after the last poll", async () => {
+      const store = ctx.store();
+      const record = deviceAuthorization();
+      await store.createDeviceAuthorization(record);
+      expect(await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 1, never)).toEqual({
+        status: "pending",
+      });
+      await store.decideDeviceAuthorization(record.userCodeHash, approval(), T0 + 2);
+      const result = await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 3, () => tokens(T0 + 3));
+      expect(result.status).toBe("issued");
+    });
+
+    it("refused by tokens: the authorization is consumed and nothing is issued", async () => {
+      const store = ctx.store();
+      const record = deviceAuthorization();
+      await store.createDeviceAuthorization(record);
+      await store.decideDeviceAuthorization(record.userCodeHash, approval(), T0);
+      const error = refuse();
+      expect(await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 1, () => error)).toEqual({
+        status: "refused",
+        error,
+      });
+      expect(await store.getGrant(record.grantId)).toBeUndefined();
+      expect(await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 2, never)).toEqual({
+        status: "consumed",
+      });
+    });
+
+    it("a failure inside the poll rolls back: the authorization stays approved", async () => {
+      const store = ctx.store();
+      const record = deviceAuthorization();
+      await store.createDeviceAuthorization(record);
+      await store.decideDeviceAuthorization(record.userCodeHash, approval(), T0);
+      await expect(
+        store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 1, () => {
+          throw new Error("tokens crashed");
+        }),
+      ).rejects.toThrow("tokens crashed");
+      // A write that fails after the row was touched: the access token id is already taken.
+      const taken = tokens(T0);
+      await store.createGrantWithAccessToken(
+        {
+          grantId: id("grant"),
+          clientId: "other",
+          scopes: [],
+          resource: "https://r.example",
+          createdAt: T0,
+          expiresAt: T0 + DAY,
+        },
+        taken.accessToken,
+      );
+      const clash = { ...tokens(T0 + 2), accessToken: taken.accessToken };
+      await expect(
+        store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 2, () => clash),
+      ).rejects.toBeInstanceOf(StorageConflictError);
+      expect(await store.getGrant(record.grantId)).toBeUndefined();
+      expect(await store.getRefreshToken(clash.refreshToken!.tokenHash)).toBeUndefined();
+      const result = await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 3, () => tokens(T0 + 3));
+      expect(result.status).toBe("issued");
+    });
+
+    it("expired: at or past expiresAt every state answers expired and tokens is not called", async () => {
+      const store = ctx.store();
+      const pending = deviceAuthorization();
+      const approved = deviceAuthorization();
+      await store.createDeviceAuthorization(pending);
+      await store.createDeviceAuthorization(approved);
+      await store.decideDeviceAuthorization(approved.userCodeHash, approval(), T0);
+      for (const record of [pending, approved]) {
+        expect(await store.pollDeviceAuthorization(record.deviceCodeHash, record.expiresAt, never)).toEqual({
+          status: "expired",
+        });
+      }
+      expect(await store.getGrant(approved.grantId)).toBeUndefined();
+    });
+
+    it("not_found: an unknown device code hash, or a user code hash passed as one", async () => {
+      const store = ctx.store();
+      const record = deviceAuthorization();
+      await store.createDeviceAuthorization(record);
+      expect(await store.pollDeviceAuthorization(secret().hash, T0, never)).toEqual({ status: "not_found" });
+      expect(await store.pollDeviceAuthorization(record.userCodeHash, T0, never)).toEqual({
+        status: "not_found",
+      });
+    });
+
+    it("the grant is bound to the key the token endpoint names, else to the device request's key, else none", async () => {
+      const store = ctx.store();
+      const bound = deviceAuthorization({ dpopJkt: secret().hash });
+      const unbound = deviceAuthorization();
+      const named = deviceAuthorization();
+      for (const record of [bound, unbound, named]) {
+        await store.createDeviceAuthorization(record);
+        await store.decideDeviceAuthorization(record.userCodeHash, approval(), T0);
+      }
+      const pollKey = secret().hash;
+      await store.pollDeviceAuthorization(bound.deviceCodeHash, T0 + 1, () => tokens(T0 + 1));
+      await store.pollDeviceAuthorization(unbound.deviceCodeHash, T0 + 1, () => tokens(T0 + 1));
+      await store.pollDeviceAuthorization(named.deviceCodeHash, T0 + 1, () => ({
+        ...tokens(T0 + 1),
+        grantDpopJkt: pollKey,
+      }));
+      expect((await store.getGrant(bound.grantId))?.dpopJkt).toBe(bound.dpopJkt);
+      const unboundGrant = await store.getGrant(unbound.grantId);
+      expect(unboundGrant).toBeDefined();
+      expect(unboundGrant).not.toHaveProperty("dpopJkt");
+      expect((await store.getGrant(named.grantId))?.dpopJkt).toBe(pollKey);
+    });
+
+    it("of 30 concurrent polls of an approved authorization across instances exactly one issues", async () => {
+      const stores = await ctx.peers(4);
+      const record = deviceAuthorization();
+      await ctx.store().createDeviceAuthorization(record);
+      await ctx.store().decideDeviceAuthorization(record.userCodeHash, approval(), T0);
+      const attempts = Array.from({ length: 30 }, (_, i) => {
+        const issued = tokens(T0 + 1);
+        return {
+          issued,
+          run: stores[i % stores.length]!.pollDeviceAuthorization(
+            record.deviceCodeHash,
+            T0 + 1,
+            () => issued,
+          ),
+        };
+      });
+      const results = await Promise.all(attempts.map((a) => a.run));
+      expect(tally(results)).toEqual({ issued: 1, consumed: 29 });
+      for (const [i, attempt] of attempts.entries()) {
+        const access = await ctx.store().getAccessToken(attempt.issued.accessToken.jti);
+        if (results[i]!.status === "issued") expect(access?.grantId).toBe(record.grantId);
+        else expect(access).toBeUndefined();
+      }
+    });
+
+    it("of 30 concurrent polls of a pending authorization at one instant, one is pending and the rest slow down", async () => {
+      const stores = await ctx.peers(4);
+      const record = deviceAuthorization({ interval: 5 });
+      await ctx.store().createDeviceAuthorization(record);
+      const results = await Promise.all(
+        Array.from({ length: 30 }, (_, i) =>
+          stores[i % stores.length]!.pollDeviceAuthorization(record.deviceCodeHash, T0 + 1, never),
+        ),
+      );
+      expect(tally(results)).toEqual({ pending: 1, slow_down: 29 });
+      // Every slow_down raised the interval: none was lost to a race.
+      expect((await ctx.store().getDeviceAuthorizationByUserCode(record.userCodeHash, T0))?.interval).toBe(
+        5 + 29 * 5,
+      );
+    });
+
+    it("purgeExpired removes expired authorizations whatever their state, and frees their user code", async () => {
+      const store = ctx.store();
+      const consumed = deviceAuthorization();
+      const denied = deviceAuthorization();
+      const live = deviceAuthorization({ expiresAt: T0 + 20 * MINUTE });
+      for (const record of [consumed, denied, live]) await store.createDeviceAuthorization(record);
+      await store.decideDeviceAuthorization(consumed.userCodeHash, approval(), T0);
+      await store.pollDeviceAuthorization(consumed.deviceCodeHash, T0 + 1, () => tokens(T0 + 1));
+      await store.decideDeviceAuthorization(denied.userCodeHash, { approved: false }, T0);
+      const purged = await store.purgeExpired(T0 + 10 * MINUTE);
+      expect(purged.deviceAuthorizations).toBe(2);
+      // The grant the consumed one created is live and stays.
+      expect(purged.grants).toBe(0);
+      expect(await store.getGrant(consumed.grantId)).toBeDefined();
+      expect(await store.pollDeviceAuthorization(consumed.deviceCodeHash, T0 + 10 * MINUTE, never)).toEqual({
+        status: "not_found",
+      });
+      expect(await store.getDeviceAuthorizationByUserCode(live.userCodeHash, T0 + 10 * MINUTE)).toStrictEqual(
+        live,
+      );
+      await store.createDeviceAuthorization(deviceAuthorization({ userCodeHash: denied.userCodeHash }));
+    });
+  });
+}
