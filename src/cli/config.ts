@@ -66,6 +66,13 @@ export const configFileSchema = z.strictObject({
       unusedTtlSeconds: limitedInteger("dynamicRegistration.unusedTtlSeconds").optional(),
     })
     .optional(),
+  deviceAuthorization: z
+    .strictObject({
+      enabled: z.boolean().optional(),
+      ttlSeconds: limitedInteger("deviceAuthorization.ttlSeconds").optional(),
+      intervalSeconds: limitedInteger("deviceAuthorization.intervalSeconds").optional(),
+    })
+    .optional(),
   clientMetadataDocuments: z
     .strictObject({
       enabled: z.boolean().optional(),
@@ -318,6 +325,8 @@ export function buildServeConfig(parsed: ParsedArgs): ServeConfig {
   if (parsed.values["no-refresh-tokens"] === true) refresh.enabled = false;
   const registration = { ...file.dynamicRegistration };
   if (parsed.values["no-dynamic-registration"] === true) registration.enabled = false;
+  const device = { ...file.deviceAuthorization };
+  if (parsed.values["no-device-authorization"] === true) device.enabled = false;
   const cimd = { ...file.clientMetadataDocuments };
   if (parsed.values["no-client-metadata-documents"] === true) cimd.enabled = false;
   const trustHosts = stringList(parsed, "cimd-allow-host");
@@ -328,6 +337,7 @@ export function buildServeConfig(parsed: ParsedArgs): ServeConfig {
     allowInsecureLoopback: insecureLoopback,
     refreshTokens: refresh,
     dynamicRegistration: registration,
+    deviceAuthorization: device,
     clientMetadataDocuments: cimd,
   };
   if (file.scopeDescriptions) server.scopeDescriptions = file.scopeDescriptions;

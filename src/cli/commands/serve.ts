@@ -91,6 +91,10 @@ export const SERVE_OPTIONS: OptionSpecs = {
     description: "turn off dynamic client registration (RFC 7591)",
   },
   "no-client-metadata-documents": { type: "boolean", description: "turn off Client ID Metadata Documents" },
+  "no-device-authorization": {
+    type: "boolean",
+    description: "turn off the device authorization grant (RFC 8628) and its /device page",
+  },
   "cimd-allow-host": {
     type: "string",
     multiple: true,
