@@ -31,8 +31,25 @@ export type AuditEvent = { at: number } & (
       grant_type:
         | "authorization_code"
         | "client_credentials"
-        | "urn:ietf:params:oauth:grant-type:device_code";
+        | "urn:ietf:params:oauth:grant-type:device_code"
+        | "urn:ietf:params:oauth:grant-type:jwt-bearer";
+      /** For `jwt-bearer`: which kind of assertion, and the trusted issuer that signed it. */
+      assertion?: "identity_assertion" | "workload_identity";
+      assertion_issuer?: string;
+      /** For an identity assertion: the local user id it mapped to. */
+      user_id?: string;
     }
+  /** RFC 8693: a resource server exchanged a user's token for one for a downstream resource. */
+  | {
+      type: "token_exchanged";
+      client_id: string;
+      grant_id: string;
+      subject_client_id: string;
+      from_resource: string;
+      to_resource: string;
+    }
+  /** A jwt-bearer assertion was refused (RFC 7523 §3.1); `reason` names the check, never the assertion. */
+  | { type: "assertion_refused"; client_id: string; error: OAuthErrorCode; reason: string; assertion_issuer?: string }
   | { type: "grant_refreshed"; client_id: string; grant_id: string }
   | { type: "grant_revoked"; client_id: string; grant_id: string; by: "client" | "admin" }
   | { type: "grant_superseded"; client_id: string; grant_id: string; superseded_by: string }
@@ -73,6 +90,7 @@ const WARNING_EVENTS: ReadonlySet<AuditEventType> = new Set([
   "device_code_replayed",
   "client_registration_refused",
   "client_metadata_document_failed",
+  "assertion_refused",
   "rate_limited",
 ]);
 

@@ -33,4 +33,5 @@ export {
   type ResourceServer,
   type ResourceServerOptions,
 } from "./resource-server.js";
+export { type ExchangedToken, type ExchangeTokenOptions, exchangeToken } from "./token-exchange.js";
 export { type AccessTokenVerifier, type AuthInfo, REVISIONS, type Revision } from "./types.js";

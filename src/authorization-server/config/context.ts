@@ -6,7 +6,16 @@ import type { Logger } from "../../shared/log.js";
 import type { ScopeHierarchy } from "../../shared/scopes.js";
 import type { AuthorizationStore, ClientRecord } from "../../storage/contract.js";
 import type { AuditEventInput, AuditTrail } from "../audit.js";
-import type { AuthorizationServerOptions, ResourceOptions, Revision } from "./options.js";
+import type {
+  AuthorizationServerOptions,
+  EnterpriseAuthorizationOptions,
+  IdentityProviderOptions,
+  ResourceOptions,
+  Revision,
+  TokenExchangeOptions,
+  WorkloadIdentityOptions,
+  WorkloadIssuerOptions,
+} from "./options.js";
 
 /** Options with every default applied and checked (factories validate at start-up). */
 export interface ResolvedOptions {
@@ -39,6 +48,16 @@ export interface ResolvedOptions {
     NonNullable<AuthorizationServerOptions["clientMetadataDocuments"]>;
   scopeDescriptions: Record<string, string>;
   allowInsecureLoopback: boolean;
+  /** Present only when configured; each one enables its grant type (grants/grant-types.ts). */
+  tokenExchange?: TokenExchangeOptions;
+  enterpriseAuthorization?: Omit<EnterpriseAuthorizationOptions, "identityProviders"> & {
+    identityProviders: (IdentityProviderOptions & { algorithms: string[] })[];
+    maxAssertionLifetimeSeconds: number;
+  };
+  workloadIdentity?: Omit<WorkloadIdentityOptions, "issuers"> & {
+    issuers: (WorkloadIssuerOptions & { algorithms: string[]; singleUse: boolean })[];
+    maxAssertionLifetimeSeconds: number;
+  };
 }
 
 /**
@@ -59,6 +78,14 @@ export interface AccessTokenClaims {
   jti: string;
   iat: number;
   exp: number;
+  /** RFC 8693 §4.1: the actor chain of an exchanged token (the current actor outermost). */
+  act?: ActorClaim;
+}
+
+/** RFC 8693 §4.1 `act`: who acts, and (nested) who acted before it. */
+export interface ActorClaim {
+  sub: string;
+  act?: ActorClaim;
 }
 
 export interface KeyManager {

@@ -85,6 +85,113 @@ export interface DeviceAuthorizationOptions {
   intervalSeconds?: number;
 }
 
+/**
+ * A JWT issuer trusted for assertions at the token endpoint (docs/authorization-server.md
+ * "Enterprise-managed authorization", "Workload identity"): its identifier, its public keys and the
+ * signature algorithms it uses.
+ */
+export interface TrustedIssuerOptions {
+  /** The `iss` its assertions carry, compared as a plain string. */
+  issuer: string;
+  /** HTTPS URL of its JWK Set, fetched through the guarded fetch (bounded size and time), cached. */
+  jwksUri?: string;
+  /** Its public keys inline, instead of `jwksUri`. */
+  jwks?: { keys: Record<string, unknown>[] };
+  /** Accepted signature algorithms (default ES256, ES384, PS256, RS256, EdDSA); never HS* or none. */
+  algorithms?: string[];
+}
+
+/** An enterprise identity provider whose identity assertion grants (ID-JAG) this server accepts. */
+export interface IdentityProviderOptions extends TrustedIssuerOptions {
+  /** Client ids that may present its assertions; absent = any client the assertion names. */
+  clients?: string[];
+}
+
+/** Enterprise-managed authorization (`jwt-bearer` with ID-JAG assertions); off unless configured. */
+export interface EnterpriseAuthorizationOptions {
+  identityProviders: IdentityProviderOptions[];
+  /** Longest `exp - iat` accepted, in seconds (default 300). */
+  maxAssertionLifetimeSeconds?: number;
+  /** DANGEROUS, tests only: fetch JWKS from loopback and trust these CAs (see clientMetadataDocuments). */
+  dangerouslyAllowLoopbackForTesting?: { ca?: string[] };
+}
+
+/** Which workload (`sub` of a workload identity issuer) acts as which client, with which scopes. */
+export interface WorkloadSubjectOptions {
+  /** The assertion's `sub`, compared exactly. */
+  subject: string;
+  /** The client the workload acts as; it must be registered and send this `client_id`. */
+  clientId: string;
+  /** Scopes at most (absent: the client's own ceiling and the resource's scopes). */
+  scopes?: string[];
+}
+
+/** A workload identity issuer (a Kubernetes service-account issuer, a CI OIDC issuer, ...). */
+export interface WorkloadIssuerOptions extends TrustedIssuerOptions {
+  /** The `aud` its assertions must carry (default: this server's issuer). */
+  audience?: string;
+  subjects: WorkloadSubjectOptions[];
+  /**
+   * Refuse a `jti` seen before (RFC 7523 §3 "MAY"); assertions without `jti` are then refused.
+   * Default true. Turn off for issuers whose tokens are presented many times (projected
+   * service-account tokens), relying on their short lifetime instead.
+   */
+  singleUse?: boolean;
+}
+
+/** Workload identity federation (`jwt-bearer` with a workload's own JWT); off unless configured. */
+export interface WorkloadIdentityOptions {
+  issuers: WorkloadIssuerOptions[];
+  /** Longest `exp - iat` accepted, in seconds (default 3600). */
+  maxAssertionLifetimeSeconds?: number;
+  /** DANGEROUS, tests only: fetch JWKS from loopback and trust these CAs. */
+  dangerouslyAllowLoopbackForTesting?: { ca?: string[] };
+}
+
+/**
+ * One token exchange rule (RFC 8693): client `clientId` serves `fromResource`, and may exchange an
+ * access token issued for `fromResource` for one issued for any of `toResources`.
+ */
+export interface TokenExchangePolicy {
+  clientId: string;
+  fromResource: string;
+  toResources: string[];
+  /** Scopes the exchanged tokens may carry at most (absent: the target resource's scopes). */
+  scopes?: string[];
+}
+
+/** Token exchange for downstream calls (RFC 8693); off unless a policy is configured. */
+export interface TokenExchangeOptions {
+  policies: TokenExchangePolicy[];
+}
+
+/**
+ * DPoP at the token endpoint (RFC 9449; docs/authorization-server.md "DPoP"): a request with a
+ * valid `DPoP` proof gets tokens bound to the proof's key.
+ */
+export interface DPoPOptions {
+  /** Bind tokens to DPoP proofs and advertise it in the metadata (default true). */
+  enabled?: boolean;
+  /**
+   * JWS algorithms accepted for proofs, as `dpop_signing_alg_values_supported` lists them (RFC 9449
+   * §5.1; default ES256, EdDSA, RS256, PS256; ES384 and Ed25519 may be added). Asymmetric only:
+   * `none` and the HMAC algorithms are refused at start-up.
+   */
+  signingAlgorithms?: string[];
+  /**
+   * How far a proof's `iat` may be from the server's clock, either way, in seconds (RFC 9449
+   * §11.1: proofs are accepted only briefly; default 60).
+   */
+  iatWindowSeconds?: number;
+  /**
+   * Require a server-provided nonce in every proof (RFC 9449 §8; default false). Several instances
+   * agree on nonces only when they share `keyEncryptionKeys` (the nonce key is derived from the first).
+   */
+  requireNonce?: boolean;
+  /** A nonce is accepted for between one and two of these (default 300 s). */
+  nonceLifetimeSeconds?: number;
+}
+
 export interface AuthorizationServerOptions {
   /** Issuer identifier, exactly as it appears in metadata and `iss` (RFC 8414 §2). HTTPS. */
   issuer: string;
@@ -114,6 +221,13 @@ export interface AuthorizationServerOptions {
   dynamicRegistration?: DynamicRegistrationOptions;
   tokenRateLimit?: TokenRateLimitOptions;
   deviceAuthorization?: DeviceAuthorizationOptions;
+  dpop?: DPoPOptions;
+  /** Token exchange for downstream calls (RFC 8693); docs/authorization-server.md "Token exchange". */
+  tokenExchange?: TokenExchangeOptions;
+  /** ID-JAG assertions from enterprise identity providers; docs "Enterprise-managed authorization". */
+  enterpriseAuthorization?: EnterpriseAuthorizationOptions;
+  /** Workload JWTs from trusted issuers (RFC 7523); docs/authorization-server.md "Workload identity". */
+  workloadIdentity?: WorkloadIdentityOptions;
   /** Clients known from configuration (`gatehouse clients add` writes them to storage instead). */
   clients?: ClientRecord[];
   /**

@@ -8,7 +8,10 @@ import type { ServerContext } from "../config/context.js";
 import { authorizationCodeGrant } from "./authorization-code.js";
 import { clientCredentialsGrant } from "./client-credentials.js";
 import { DEVICE_CODE_GRANT_TYPE, deviceCodeGrant } from "./device-code.js";
+import { JWT_BEARER_GRANT } from "./jwt-assertion.js";
+import { jwtBearerEnabled, jwtBearerGrant } from "./jwt-bearer.js";
 import { refreshTokenGrant } from "./refresh-token.js";
+import { TOKEN_EXCHANGE_GRANT, tokenExchangeGrant } from "./token-exchange.js";
 
 /** Answers a token request of one grant type, for an authenticated client (OAuth 2.1 §3.2.3). */
 export type GrantHandler = (
@@ -34,6 +37,10 @@ const GRANT_TYPES: readonly GrantType[] = [
     handler: deviceCodeGrant,
     enabled: (ctx) => ctx.options.deviceAuthorization?.enabled === true,
   },
+  // RFC 8693: only with at least one configured policy (docs/authorization-server.md "Token exchange").
+  { name: TOKEN_EXCHANGE_GRANT, handler: tokenExchangeGrant, enabled: (ctx) => !!ctx.options.tokenExchange },
+  // RFC 7523: ID-JAG or workload identity, when either has a trusted issuer.
+  { name: JWT_BEARER_GRANT, handler: jwtBearerGrant, enabled: jwtBearerEnabled },
 ];
 
 /** The grant types this server's configuration allows (OAuth 2.1 §4). */

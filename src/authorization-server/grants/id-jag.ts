@@ -1,0 +1,131 @@
+/**
+ * Enterprise-managed authorization (the MCP `io.modelcontextprotocol/enterprise-managed-authorization`
+ * extension): an identity assertion JWT authorization grant (ID-JAG,
+ * draft-ietf-oauth-identity-assertion-authz-grant) from a configured enterprise identity provider,
+ * presented with the JWT bearer grant (RFC 7523 §2.1), becomes an access token for the user it
+ * names. The user is an external subject: `<issuer>|<sub>` (docs/authorization-server.md).
+ */
+import { randomToken } from "../../shared/crypto.js";
+import { OAuthError } from "../../shared/errors.js";
+import { formatScope, parseScope } from "../../shared/scopes.js";
+import type { ClientRecord } from "../../storage/contract.js";
+import type { ServerContext } from "../config/context.js";
+import { matchResource, newAccessToken, requestedScopes, signAccessToken, tokenResponse } from "./common.js";
+import {
+  assertedScopes,
+  ID_JAG_TYP,
+  invalidAssertion,
+  JWT_BEARER_GRANT,
+  scopesWithin,
+  useAssertionOnce,
+  verifyAssertion,
+} from "./jwt-assertion.js";
+
+/** The local user id of an identity provider's subject: provider and subject, never e-mail alone. */
+export function externalSubject(issuer: string, sub: string): string {
+  return `${issuer}|${sub}`;
+}
+
+/**
+ * The resource the grant is for: the request's `resource` (RFC 8707), or the assertion's when the
+ * request names none; the assertion's `resource` claim must name the same one.
+ */
+function grantedResource(ctx: ServerContext, form: Map<string, string>, claim: unknown): string {
+  const claimed = typeof claim === "string" ? [claim] : Array.isArray(claim) ? claim : [];
+  if (claimed.length === 0 || !claimed.every((r) => typeof r === "string")) {
+    throw invalidAssertion("assertion resource claim is missing or malformed");
+  }
+  const requested = form.get("resource");
+  const target = matchResource(ctx, requested ?? (claimed[0] as string));
+  const named = claimed.some((r) => {
+    try {
+      return matchResource(ctx, r as string) === target;
+    } catch {
+      return false;
+    }
+  });
+  if (!named) throw invalidAssertion("assertion was issued for another resource");
+  return target;
+}
+
+/**
+ * The identity assertion grant: a confidential client, an ID-JAG (`typ` oauth-id-jag+jwt) from a
+ * trusted identity provider whose `aud` is this issuer, whose `client_id` is the authenticated
+ * client and whose `resource` is the requested one; scopes within the request, the assertion, the
+ * resource and the client's ceiling; `jti` used once across instances; no refresh token (the client
+ * asks the identity provider again, which keeps the enterprise in control).
+ */
+export async function identityAssertionGrant(
+  ctx: ServerContext,
+  client: ClientRecord,
+  form: Map<string, string>,
+  assertion: string,
+): Promise<Response> {
+  const config = ctx.options.enterpriseAuthorization!;
+  // The ID-JAG names a client; only that client, proving who it is, may redeem it.
+  if (client.tokenEndpointAuthMethod === "none") {
+    throw new OAuthError("invalid_client", {
+      description: "identity assertions require client authentication",
+      status: 401,
+    });
+  }
+  const { payload, issuer } = await verifyAssertion(ctx, assertion, {
+    issuers: config.identityProviders,
+    audience: () => ctx.options.issuer,
+    typ: ID_JAG_TYP,
+    maxLifetimeSeconds: config.maxAssertionLifetimeSeconds,
+    requiredClaims: ["jti", "client_id", "resource"],
+    allowLoopback: config.dangerouslyAllowLoopbackForTesting,
+  });
+  if (payload.client_id !== client.clientId) throw invalidAssertion("assertion was issued to another client");
+  if (issuer.clients && !issuer.clients.includes(client.clientId)) {
+    throw new OAuthError("unauthorized_client", {
+      description: "client may not use this identity provider's assertions",
+    });
+  }
+  const resource = grantedResource(ctx, form, payload.resource);
+  const ceilings = [
+    new Set(ctx.resources.get(resource)!.scopes),
+    ...[assertedScopes(payload.scope)].filter((s) => s !== undefined),
+    ...(client.scope === undefined ? [] : [parseScope(client.scope)]),
+  ];
+  const scopes = scopesWithin(requestedScopes(form.get("scope")), ceilings);
+  // Last: a request refused for another reason does not burn the assertion.
+  await useAssertionOnce(ctx, "id-jag", payload);
+
+  const userId = externalSubject(issuer.issuer, payload.sub);
+  const access = newAccessToken(ctx);
+  const grantId = randomToken(16);
+  await ctx.store.createGrantWithAccessToken(
+    {
+      grantId,
+      clientId: client.clientId,
+      userId,
+      scopes,
+      resource,
+      createdAt: access.createdAt,
+      expiresAt: access.expiresAt,
+    },
+    access,
+  );
+  const accessToken = await signAccessToken(ctx, access, {
+    sub: userId,
+    clientId: client.clientId,
+    resource,
+    scopes,
+  });
+  ctx.audit?.({
+    type: "grant_issued",
+    grant_type: JWT_BEARER_GRANT,
+    client_id: client.clientId,
+    grant_id: grantId,
+    assertion: "identity_assertion",
+    assertion_issuer: issuer.issuer,
+    user_id: userId,
+  });
+  return tokenResponse({
+    access_token: accessToken,
+    expires_in: ctx.options.accessTokenTtlSeconds,
+    scope: formatScope(scopes),
+  });
+}

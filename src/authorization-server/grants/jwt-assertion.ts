@@ -1,0 +1,196 @@
+/**
+ * Verifying a JWT assertion from a configured trusted issuer (RFC 7523 §3), for both uses of the
+ * JWT bearer grant (./id-jag.ts, ./workload-identity.ts): the issuer's keys (fetched through the
+ * guarded fetch), the algorithm allow-list, audience, type, lifetime, single use of `jti` through
+ * the store, and the scope ceilings.
+ */
+import {
+  createLocalJWKSet,
+  createRemoteJWKSet,
+  customFetch,
+  decodeJwt,
+  type JWK,
+  type JWTPayload,
+  type JWTVerifyGetKey,
+  jwtVerify,
+} from "jose";
+import { sha256Base64url } from "../../shared/crypto.js";
+import { OAuthError } from "../../shared/errors.js";
+import { guardedFetch } from "../../shared/guarded-fetch.js";
+import { parseScope } from "../../shared/scopes.js";
+import type { ServerContext } from "../config/context.js";
+import type { TrustedIssuerOptions } from "../config/options.js";
+
+export const JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+
+/** The JOSE `typ` of an identity assertion JWT authorization grant (draft-ietf-oauth-identity-assertion-authz-grant). */
+export const ID_JAG_TYP = "oauth-id-jag+jwt";
+
+/** Clock skew tolerated on `exp`, `iat` and `nbf` of an assertion. */
+const CLOCK_TOLERANCE_SECONDS = 30;
+/** Bounds on what a trusted issuer's JWKS endpoint may send and take. */
+const JWKS_MAX_BYTES = 64 * 1024;
+const JWKS_TIMEOUT_MS = 5000;
+/** A `jti` or `sub` longer than this is refused rather than stored or hashed. */
+const MAX_IDENTIFIER_LENGTH = 255;
+
+/** A trusted issuer with its algorithm allow-list resolved. */
+type TrustedIssuer = TrustedIssuerOptions & { algorithms: string[] };
+
+/** RFC 7523 §3.1: an assertion that fails any check is `invalid_grant`. */
+export function invalidAssertion(description: string, detail?: string): OAuthError {
+  return new OAuthError("invalid_grant", { description, ...(detail ? { detail } : {}) });
+}
+
+/**
+ * Fetches a trusted issuer's JWKS through the guarded fetch: https only, no redirects, size and
+ * time bounded (the issuer is configured, but its endpoint is still a remote party).
+ */
+function jwksFetch(allowLoopback: { ca?: string[] } | undefined) {
+  return async (url: string, init: { signal?: AbortSignal }): Promise<Response> => {
+    const response = await guardedFetch(url, {
+      maxBytes: JWKS_MAX_BYTES,
+      timeoutMs: JWKS_TIMEOUT_MS,
+      accept: "application/jwk-set+json, application/json",
+      allowLoopback: allowLoopback ?? false,
+      ...(init.signal ? { signal: init.signal } : {}),
+    });
+    return new Response(response.body, { status: response.status, headers: response.headers });
+  };
+}
+
+/** Key sets per server and issuer: a remote set caches its keys and refetches on an unknown `kid`. */
+const keySets = new WeakMap<ServerContext, Map<string, JWTVerifyGetKey>>();
+
+function keySet(ctx: ServerContext, issuer: TrustedIssuer, allowLoopback: { ca?: string[] } | undefined) {
+  let sets = keySets.get(ctx);
+  if (!sets) {
+    sets = new Map();
+    keySets.set(ctx, sets);
+  }
+  let set = sets.get(issuer.issuer);
+  if (!set) {
+    set = issuer.jwks
+      ? createLocalJWKSet(issuer.jwks as { keys: JWK[] })
+      : createRemoteJWKSet(new URL(issuer.jwksUri!), {
+          timeoutDuration: JWKS_TIMEOUT_MS,
+          cooldownDuration: 30_000,
+          cacheMaxAge: 10 * 60_000,
+          [customFetch]: jwksFetch(allowLoopback),
+        });
+    sets.set(issuer.issuer, set);
+  }
+  return set;
+}
+
+export interface AssertionRules<I extends TrustedIssuer> {
+  /** The issuers trusted for this use, looked up by exact `iss`. */
+  issuers: readonly I[];
+  /** The `aud` the assertion must carry, per issuer. */
+  audience(issuer: I): string;
+  /** The JOSE `typ` it must carry, when the use has one. */
+  typ?: string;
+  maxLifetimeSeconds: number;
+  /** Claims that must be present besides `iss`, `sub`, `aud`, `exp` and `iat`. */
+  requiredClaims: string[];
+  allowLoopback: { ca?: string[] } | undefined;
+}
+
+/**
+ * RFC 7523 §3 checks of an assertion: `iss` a trusted issuer (exact string), signature with that
+ * issuer's keys under its algorithm allow-list (RFC 8725 §3.1: the algorithm is never taken from
+ * the token alone; HS* and `none` are refused at configuration), `aud`, `typ`, `exp` not past,
+ * `nbf` not future, `iat` not future and `exp - iat` within the lifetime bound. Every failure is
+ * `invalid_grant`; the reason goes to the private detail only.
+ */
+export async function verifyAssertion<I extends TrustedIssuer>(
+  ctx: ServerContext,
+  assertion: string,
+  rules: AssertionRules<I>,
+): Promise<{ payload: JWTPayload & { iss: string; sub: string; exp: number; iat: number }; issuer: I }> {
+  let claimedIssuer: unknown;
+  try {
+    claimedIssuer = decodeJwt(assertion).iss;
+  } catch {
+    throw invalidAssertion("assertion is not a JWT");
+  }
+  const issuer = rules.issuers.find((i) => i.issuer === claimedIssuer);
+  if (!issuer) throw invalidAssertion("assertion issuer is not trusted");
+  let payload: JWTPayload;
+  try {
+    ({ payload } = await jwtVerify(assertion, keySet(ctx, issuer, rules.allowLoopback), {
+      issuer: issuer.issuer,
+      audience: rules.audience(issuer),
+      algorithms: issuer.algorithms,
+      ...(rules.typ ? { typ: rules.typ } : {}),
+      currentDate: new Date(ctx.now()),
+      clockTolerance: CLOCK_TOLERANCE_SECONDS,
+      requiredClaims: ["iss", "sub", "aud", "exp", "iat", ...rules.requiredClaims],
+    }));
+  } catch (error) {
+    throw invalidAssertion(
+      "assertion is invalid",
+      error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+    );
+  }
+  const { sub, exp, iat } = payload;
+  if (typeof sub !== "string" || sub === "" || sub.length > MAX_IDENTIFIER_LENGTH) {
+    throw invalidAssertion("assertion sub is invalid");
+  }
+  const nowSeconds = Math.floor(ctx.now() / 1000);
+  // jose checks `iat` is a number; a future `iat` would stretch the lifetime bound below.
+  if (iat! > nowSeconds + CLOCK_TOLERANCE_SECONDS) throw invalidAssertion("assertion iat is in the future");
+  if (exp! - iat! > rules.maxLifetimeSeconds) throw invalidAssertion("assertion lifetime is too long");
+  return { payload: payload as JWTPayload & { iss: string; sub: string; exp: number; iat: number }, issuer };
+}
+
+/**
+ * Records the assertion's `jti` as used until it expires (RFC 7523 §3 item 7), in the store so that
+ * every instance sees it (DESIGN.md "One-time values across instances"); a second use is refused.
+ */
+export async function useAssertionOnce(
+  ctx: ServerContext,
+  kind: "id-jag" | "workload",
+  payload: { iss: string; exp: number; jti?: unknown },
+): Promise<void> {
+  const { jti } = payload;
+  if (typeof jti !== "string" || jti === "" || jti.length > MAX_IDENTIFIER_LENGTH) {
+    throw invalidAssertion("assertion jti is missing or invalid");
+  }
+  // The key is a hash: `iss` and `jti` come from the remote party, the store's key is bounded.
+  const key = `jwt-bearer:${kind}:${sha256Base64url(`${payload.iss}\n${jti}`)}`;
+  const expiresAt = (payload.exp + CLOCK_TOLERANCE_SECONDS) * 1000;
+  if (!(await ctx.store.useOnce(key, expiresAt, ctx.now()))) {
+    throw invalidAssertion("assertion was already used");
+  }
+}
+
+/**
+ * The scopes to issue: the requested ones when each is within every ceiling (`invalid_scope`
+ * otherwise, RFC 6749 §5.2), or, when none were requested, every scope of the first ceiling that
+ * all the others allow. An empty result is `invalid_scope`.
+ */
+export function scopesWithin(requested: Set<string> | undefined, ceilings: readonly Set<string>[]): string[] {
+  const allowed = (s: string) => ceilings.every((c) => c.has(s));
+  if (requested === undefined || requested.size === 0) {
+    const scopes = [...(ceilings[0] ?? [])].filter(allowed);
+    if (scopes.length === 0)
+      throw new OAuthError("invalid_scope", { description: "no scope may be granted" });
+    return scopes;
+  }
+  for (const s of requested) {
+    if (!allowed(s)) throw new OAuthError("invalid_scope", { description: "requested scope is not allowed" });
+  }
+  return [...requested];
+}
+
+/** A `scope` claim of an assertion, parsed; undefined when absent; malformed is `invalid_grant`. */
+export function assertedScopes(value: unknown): Set<string> | undefined {
+  if (value === undefined) return undefined;
+  try {
+    if (typeof value !== "string") throw new TypeError("scope claim is not a string");
+    return parseScope(value);
+  } catch {
+    throw invalidAssertion("assertion scope claim is malformed");
+  }
+}

@@ -1,0 +1,200 @@
+/**
+ * `grant_type=urn:ietf:params:oauth:grant-type:token-exchange` (RFC 8693) for downstream calls: a
+ * resource server that received a user's access token exchanges it for one issued for a downstream
+ * resource, naming itself in `act` (RFC 8693 §4.1). Which client serves which resource, and which
+ * resources it may exchange for, is the operator's `tokenExchange.policies`.
+ */
+import { decodeJwt } from "jose";
+import { randomToken } from "../../shared/crypto.js";
+import { OAuthError } from "../../shared/errors.js";
+import { jsonResponse, NO_STORE } from "../../shared/http.js";
+import { formatScope, parseScope } from "../../shared/scopes.js";
+import type { ClientRecord } from "../../storage/contract.js";
+import type { AccessTokenClaims, ActorClaim, ServerContext } from "../config/context.js";
+import type { TokenExchangePolicy } from "../config/options.js";
+import { accessTokenScopes, matchResource, requestedScopes, required } from "./common.js";
+import { scopesWithin } from "./jwt-assertion.js";
+
+export const TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange";
+/** RFC 8693 §3: the only token type this server takes as a subject and issues. */
+export const ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token";
+
+/** Deepest `act` chain accepted in a subject token: longer chains are refused, not truncated. */
+const MAX_ACTOR_DEPTH = 8;
+
+/** RFC 8693 §2.2.2: an invalid or unacceptable subject token is `invalid_request`. */
+function refusedSubject(description: string, detail?: string): OAuthError {
+  return new OAuthError("invalid_request", { description, ...(detail ? { detail } : {}) });
+}
+
+/** The actor chain of a verified subject token, or undefined; a malformed chain is refused. */
+function actorChain(value: unknown, depth = 1): ActorClaim | undefined {
+  if (value === undefined) return undefined;
+  if (depth > MAX_ACTOR_DEPTH) throw refusedSubject("subject_token actor chain is too deep");
+  if (typeof value !== "object" || value === null || typeof (value as ActorClaim).sub !== "string") {
+    throw refusedSubject("subject_token act claim is malformed");
+  }
+  const nested = actorChain((value as { act?: unknown }).act, depth + 1);
+  return { sub: (value as ActorClaim).sub, ...(nested ? { act: nested } : {}) };
+}
+
+/**
+ * The subject token as this server issued it: signature with one of our keys, `typ`, `iss` and
+ * `exp` (KeyManager.verifyAccessToken), then its record: not revoked, not expired, and its grant
+ * not revoked (the same judgement as introspection).
+ */
+async function verifySubjectToken(ctx: ServerContext, token: string) {
+  const claims = await ctx.keys.verifyAccessToken(token);
+  if (!claims) throw refusedSubject("subject_token is not a valid access token of this server");
+  const record = await ctx.store.getAccessToken(claims.jti);
+  if (!record || record.revokedAt !== undefined || record.expiresAt <= ctx.now()) {
+    throw refusedSubject("subject_token is not active");
+  }
+  const grant = await ctx.store.getGrant(record.grantId);
+  if (!grant || grant.revokedAt !== undefined) throw refusedSubject("subject_token is not active");
+  // The signature is verified above, so its payload can be read for the one claim not returned.
+  const act = actorChain(decodeJwt(token).act);
+  return { claims, record, act };
+}
+
+/**
+ * The one target of the new token (RFC 8693 §2.1 `resource` and `audience`). Gatehouse's tokens
+ * carry one audience, a resource it serves, so both parameters name resources and, when both are
+ * given, must name the same one.
+ */
+function targetResource(ctx: ServerContext, form: Map<string, string>): string {
+  const resource = form.get("resource");
+  const audience = form.get("audience");
+  if (resource === undefined && audience === undefined) {
+    throw new OAuthError("invalid_request", { description: "resource or audience is required" });
+  }
+  const fromResource = resource === undefined ? undefined : matchResource(ctx, resource);
+  const fromAudience = audience === undefined ? undefined : matchResource(ctx, audience);
+  if (fromResource !== undefined && fromAudience !== undefined && fromResource !== fromAudience) {
+    throw new OAuthError("invalid_target", { description: "resource and audience name different resources" });
+  }
+  return (fromResource ?? fromAudience)!;
+}
+
+/**
+ * Scopes of the new token: a subset of the subject token's, of the target resource's, of the
+ * policy's and of the client's ceiling; never wider (RFC 8693 §2.1 `scope`, §5 "narrowed").
+ */
+function exchangedScopes(
+  ctx: ServerContext,
+  client: ClientRecord,
+  policy: TokenExchangePolicy,
+  target: string,
+  subjectScope: string,
+  requested: Set<string> | undefined,
+): string[] {
+  return scopesWithin(requested, [
+    new Set(accessTokenScopes(parseScope(subjectScope))),
+    new Set(ctx.resources.get(target)!.scopes),
+    ...(policy.scopes ? [new Set(policy.scopes)] : []),
+    ...(client.scope === undefined ? [] : [parseScope(client.scope)]),
+  ]);
+}
+
+/**
+ * Token exchange (RFC 8693 §2): an authenticated confidential client, a subject access token of
+ * this server issued for a resource the client serves, a target that policy allows, scopes never
+ * wider, an `act` claim naming the client, and no refresh token.
+ */
+export async function tokenExchangeGrant(
+  ctx: ServerContext,
+  client: ClientRecord,
+  form: Map<string, string>,
+): Promise<Response> {
+  // RFC 8693 §2.1: client authentication; the exchanging party must be a service that proves who it is.
+  if (client.tokenEndpointAuthMethod === "none") {
+    throw new OAuthError("invalid_client", {
+      description: "token exchange requires client authentication",
+      status: 401,
+    });
+  }
+  const subjectToken = required(form, "subject_token");
+  if (required(form, "subject_token_type") !== ACCESS_TOKEN_TYPE) {
+    throw new OAuthError("invalid_request", {
+      description: `subject_token_type must be ${ACCESS_TOKEN_TYPE}`,
+    });
+  }
+  // Delegation is the authenticated client acting; a separate actor token is not taken (RFC 8693 §2.1).
+  if (form.has("actor_token") || form.has("actor_token_type")) {
+    throw new OAuthError("invalid_request", { description: "actor_token is not supported" });
+  }
+  const requestedType = form.get("requested_token_type");
+  if (requestedType !== undefined && requestedType !== ACCESS_TOKEN_TYPE) {
+    throw new OAuthError("invalid_request", {
+      description: `requested_token_type must be ${ACCESS_TOKEN_TYPE}`,
+    });
+  }
+  const requested = requestedScopes(form.get("scope"));
+  const target = targetResource(ctx, form);
+  const subject = await verifySubjectToken(ctx, subjectToken);
+
+  const policies = (ctx.options.tokenExchange?.policies ?? []).filter((p) => p.clientId === client.clientId);
+  // The subject token must have been issued for a resource this client serves: a service may only
+  // exchange tokens that were sent to it (RFC 8693 §2.2.2 "unacceptable based on policy").
+  const served = policies.filter((p) => p.fromResource === subject.claims.aud);
+  if (served.length === 0) {
+    throw refusedSubject("subject_token was not issued for a resource this client serves");
+  }
+  const policy = served.find((p) => p.toResources.includes(target));
+  if (!policy) {
+    throw new OAuthError("invalid_target", {
+      description: "this client may not exchange tokens for that resource",
+    });
+  }
+  const scopes = exchangedScopes(ctx, client, policy, target, subject.claims.scope, requested);
+
+  const now = ctx.now();
+  // The new token never outlives the one it was exchanged for.
+  const expiresAt = Math.min(now + ctx.options.accessTokenTtlSeconds * 1000, subject.record.expiresAt);
+  const access = { jti: randomToken(16), createdAt: now, expiresAt };
+  const grantId = randomToken(16);
+  await ctx.store.createGrantWithAccessToken(
+    {
+      grantId,
+      clientId: client.clientId,
+      ...(subject.record.userId === undefined ? {} : { userId: subject.record.userId }),
+      scopes,
+      resource: target,
+      createdAt: now,
+      expiresAt,
+    },
+    access,
+  );
+  // RFC 8693 §4.1: the current actor outermost, earlier actors nested inside it.
+  const act: ActorClaim = { sub: client.clientId, ...(subject.act ? { act: subject.act } : {}) };
+  const claims: AccessTokenClaims = {
+    sub: subject.claims.sub,
+    client_id: client.clientId,
+    aud: target,
+    scope: formatScope(scopes),
+    jti: access.jti,
+    iat: Math.floor(now / 1000),
+    exp: Math.floor(expiresAt / 1000),
+    act,
+  };
+  const accessToken = await ctx.keys.signAccessToken(claims);
+  ctx.audit?.({
+    type: "token_exchanged",
+    client_id: client.clientId,
+    grant_id: grantId,
+    subject_client_id: subject.claims.client_id,
+    from_resource: policy.fromResource,
+    to_resource: target,
+  });
+  // RFC 8693 §2.2.1: `issued_token_type` is required; no refresh token for a delegated call.
+  return jsonResponse(
+    {
+      access_token: accessToken,
+      issued_token_type: ACCESS_TOKEN_TYPE,
+      token_type: "Bearer",
+      expires_in: Math.max(0, Math.floor((expiresAt - now) / 1000)),
+      scope: formatScope(scopes),
+    },
+    { headers: NO_STORE },
+  );
+}

@@ -1,0 +1,92 @@
+/**
+ * Workload identity federation (the MCP `io.modelcontextprotocol/auth/wif` extension): a service
+ * without a user presents its own JWT from a configured workload identity issuer (a Kubernetes
+ * service-account issuer, a CI OIDC issuer) with the JWT bearer grant (RFC 7523 §2.1), and gets a
+ * token like client credentials: no user, no refresh token. The operator maps each issuer's
+ * subjects to the client they act as.
+ */
+import { randomToken } from "../../shared/crypto.js";
+import { formatScope, parseScope } from "../../shared/scopes.js";
+import type { ClientRecord } from "../../storage/contract.js";
+import type { ServerContext } from "../config/context.js";
+import {
+  matchResource,
+  newAccessToken,
+  requestedScopes,
+  required,
+  signAccessToken,
+  tokenResponse,
+} from "./common.js";
+import {
+  invalidAssertion,
+  JWT_BEARER_GRANT,
+  scopesWithin,
+  useAssertionOnce,
+  verifyAssertion,
+} from "./jwt-assertion.js";
+
+/**
+ * The workload grant: a JWT from a trusted workload issuer with the `aud` configured for it (this
+ * issuer by default), whose `sub` the operator mapped to the client that sent it; a resource
+ * (required, as for client credentials); scopes within the request, the mapping, the resource and
+ * the client's ceiling; `jti` used once unless the issuer is configured otherwise.
+ */
+export async function workloadIdentityGrant(
+  ctx: ServerContext,
+  client: ClientRecord,
+  form: Map<string, string>,
+  assertion: string,
+): Promise<Response> {
+  const config = ctx.options.workloadIdentity!;
+  const resource = matchResource(ctx, required(form, "resource"));
+  const { payload, issuer } = await verifyAssertion(ctx, assertion, {
+    issuers: config.issuers,
+    audience: (i) => i.audience ?? ctx.options.issuer,
+    maxLifetimeSeconds: config.maxAssertionLifetimeSeconds,
+    requiredClaims: [],
+    allowLoopback: config.dangerouslyAllowLoopbackForTesting,
+  });
+  // The assertion proves which workload is calling; the mapping decides which client it may be.
+  const mapping = issuer.subjects.find((s) => s.subject === payload.sub && s.clientId === client.clientId);
+  if (!mapping) throw invalidAssertion("this workload may not act as this client");
+  const ceilings = [
+    new Set(ctx.resources.get(resource)!.scopes),
+    ...(mapping.scopes ? [new Set(mapping.scopes)] : []),
+    ...(client.scope === undefined ? [] : [parseScope(client.scope)]),
+  ];
+  const scopes = scopesWithin(requestedScopes(form.get("scope")), ceilings);
+  if (issuer.singleUse !== false) await useAssertionOnce(ctx, "workload", payload);
+
+  const access = newAccessToken(ctx);
+  const grantId = randomToken(16);
+  await ctx.store.createGrantWithAccessToken(
+    {
+      grantId,
+      clientId: client.clientId,
+      scopes,
+      resource,
+      createdAt: access.createdAt,
+      expiresAt: access.expiresAt,
+    },
+    access,
+  );
+  const accessToken = await signAccessToken(ctx, access, {
+    sub: client.clientId,
+    clientId: client.clientId,
+    resource,
+    scopes,
+  });
+  ctx.audit?.({
+    type: "grant_issued",
+    grant_type: JWT_BEARER_GRANT,
+    client_id: client.clientId,
+    grant_id: grantId,
+    assertion: "workload_identity",
+    assertion_issuer: issuer.issuer,
+  });
+  return tokenResponse({
+    access_token: accessToken,
+    expires_in: ctx.options.accessTokenTtlSeconds,
+    scope: formatScope(scopes),
+  });
+}

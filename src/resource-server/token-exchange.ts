@@ -1,0 +1,224 @@
+/**
+ * Token exchange for downstream calls (RFC 8693), the resource server's side: a service that
+ * received a user's access token asks its authorization server for one issued for a downstream
+ * resource, instead of forwarding the token it received (the spec: the inbound token never reaches
+ * an upstream API). The answer is read with a byte cap and one deadline.
+ */
+import { GatehouseError, GatehouseTypeError, OAuthError, type OAuthErrorCode } from "../shared/errors.js";
+import { isLoopbackHost } from "../shared/resource-uri.js";
+import { formatScope, parseScope } from "../shared/scopes.js";
+
+const TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange";
+const ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token";
+/** The OAuth error codes an exchange may answer with (RFC 6749 §5.2, RFC 8693 §2.2.2). */
+const EXCHANGE_ERRORS: ReadonlySet<string> = new Set<OAuthErrorCode>([
+  "invalid_request",
+  "invalid_client",
+  "invalid_grant",
+  "unauthorized_client",
+  "unsupported_grant_type",
+  "invalid_scope",
+  "invalid_target",
+  "temporarily_unavailable",
+  "server_error",
+]);
+
+export interface ExchangeTokenOptions {
+  /** The authorization server's `token_endpoint` (https; plain http only on a loopback host). */
+  tokenEndpoint: string | URL;
+  /** This resource server's credentials at the authorization server (default `client_secret_basic`). */
+  clientAuth: {
+    clientId: string;
+    clientSecret: string;
+    method?: "client_secret_basic" | "client_secret_post";
+  };
+  /** The access token this service received (RFC 8693 `subject_token`). */
+  subjectToken: string;
+  /** The downstream resource (RFC 8693 §2.1 `resource`); give it, `audience`, or both. */
+  resource?: string;
+  /** The downstream audience (RFC 8693 §2.1 `audience`). */
+  audience?: string;
+  /** Scopes wanted for the downstream call (never wider than the subject token's). */
+  scope?: string | readonly string[];
+  /** Deadline for the whole call, body included, in ms (default 5000). */
+  timeoutMs?: number;
+  /** Cap on the response body in bytes (default 65536). */
+  maxResponseBytes?: number;
+  /** Fetch implementation (default the global fetch). */
+  fetch?: typeof fetch;
+}
+
+/** An exchanged token (RFC 8693 §2.2.1). */
+export interface ExchangedToken {
+  accessToken: string;
+  /** `urn:ietf:params:oauth:token-type:access_token`. */
+  issuedTokenType: string;
+  /** `Bearer` (or `DPoP`, as the server says). */
+  tokenType: string;
+  /** Seconds until it expires, when the server said. */
+  expiresIn?: number;
+  /** The scopes issued, when the server said. */
+  scopes?: string[];
+}
+
+/** RFC 6749 §2.3.1: client_id and secret are form-urlencoded before Basic encoding. */
+function basicCredentials(clientId: string, secret: string): string {
+  const enc = (v: string) => encodeURIComponent(v).replace(/%20/g, "+");
+  return `Basic ${Buffer.from(`${enc(clientId)}:${enc(secret)}`).toString("base64")}`;
+}
+
+function checkedEndpoint(value: string | URL): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new GatehouseTypeError(
+      "ERR_INVALID_OPTION",
+      "exchangeToken: tokenEndpoint must be an absolute URL",
+    );
+  }
+  if (url.protocol !== "https:" && !(url.protocol === "http:" && isLoopbackHost(url.hostname))) {
+    throw new GatehouseTypeError(
+      "ERR_INVALID_OPTION",
+      "exchangeToken: tokenEndpoint must be https (http only for loopback hosts)",
+    );
+  }
+  return url.href;
+}
+
+/** The body as text, refusing more than `maxBytes` (counted as they arrive, not as declared). */
+async function boundedText(response: Response, maxBytes: number): Promise<string> {
+  const declared = Number(response.headers.get("content-length"));
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    await response.body?.cancel().catch(() => {});
+    throw new GatehouseError("too_large", `token exchange response is larger than ${maxBytes} bytes`);
+  }
+  if (!response.body) return "";
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => {});
+      throw new GatehouseError("too_large", `token exchange response is larger than ${maxBytes} bytes`);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/**
+ * Exchanges `subjectToken` for an access token for a downstream resource (RFC 8693 §2.1), with
+ * client authentication (RFC 6749 §2.3.1). An OAuth error from the server is thrown as an
+ * {@link OAuthError} with its code (`invalid_target`: not allowed for that resource;
+ * `invalid_scope`: wider than allowed; `invalid_request`: the subject token is not acceptable);
+ * a transport failure or a non-conforming answer as a `GatehouseError` (`network`, `timeout`,
+ * `too_large`, `bad_body`, `http_status`). No token or secret is ever put in an error.
+ *
+ * What it does NOT check: the issued token itself (the downstream resource server verifies it).
+ */
+export async function exchangeToken(options: ExchangeTokenOptions): Promise<ExchangedToken> {
+  const endpoint = checkedEndpoint(options.tokenEndpoint);
+  const { clientId, clientSecret, method = "client_secret_basic" } = options.clientAuth ?? {};
+  if (
+    typeof clientId !== "string" ||
+    clientId === "" ||
+    typeof clientSecret !== "string" ||
+    clientSecret === ""
+  ) {
+    throw new GatehouseTypeError(
+      "ERR_INVALID_OPTION",
+      "exchangeToken: clientAuth needs clientId and clientSecret",
+    );
+  }
+  if (typeof options.subjectToken !== "string" || options.subjectToken === "") {
+    throw new GatehouseTypeError("ERR_INVALID_OPTION", "exchangeToken: subjectToken is required");
+  }
+  if (options.resource === undefined && options.audience === undefined) {
+    throw new GatehouseTypeError("ERR_INVALID_OPTION", "exchangeToken: give resource or audience");
+  }
+  const form = new URLSearchParams({
+    grant_type: TOKEN_EXCHANGE_GRANT,
+    subject_token: options.subjectToken,
+    subject_token_type: ACCESS_TOKEN_TYPE,
+    requested_token_type: ACCESS_TOKEN_TYPE,
+  });
+  if (options.resource !== undefined) form.set("resource", options.resource);
+  if (options.audience !== undefined) form.set("audience", options.audience);
+  if (options.scope !== undefined) {
+    const scope = typeof options.scope === "string" ? options.scope : formatScope(options.scope);
+    if (scope !== "") form.set("scope", scope);
+  }
+  const headers: Record<string, string> = {
+    "content-type": "application/x-www-form-urlencoded",
+    accept: "application/json",
+  };
+  if (method === "client_secret_post") {
+    form.set("client_id", clientId);
+    form.set("client_secret", clientSecret);
+  } else {
+    headers.authorization = basicCredentials(clientId, clientSecret);
+  }
+
+  const maxBytes = options.maxResponseBytes ?? 64 * 1024;
+  // One deadline for the request and the body.
+  const signal = AbortSignal.timeout(options.timeoutMs ?? 5000);
+  let status: number;
+  let text: string;
+  try {
+    const response = await (options.fetch ?? fetch)(endpoint, {
+      method: "POST",
+      headers,
+      body: form.toString(),
+      redirect: "manual",
+      signal,
+    });
+    status = response.status;
+    text = await boundedText(response, maxBytes);
+  } catch (error) {
+    if (error instanceof GatehouseError) throw error;
+    const timedOut = signal.aborted;
+    throw new GatehouseError(
+      timedOut ? "timeout" : "network",
+      timedOut ? "token exchange timed out" : `token exchange request failed: ${(error as Error).name}`,
+      { cause: error },
+    );
+  }
+  let body: Record<string, unknown>;
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+      throw new TypeError("not an object");
+    body = parsed as Record<string, unknown>;
+  } catch {
+    throw new GatehouseError("bad_body", `token exchange answered ${status} without a JSON object`);
+  }
+  if (status !== 200) {
+    // RFC 6749 §5.2: an error response names its code; the description is public text.
+    if (typeof body.error === "string" && EXCHANGE_ERRORS.has(body.error)) {
+      throw new OAuthError(body.error as OAuthErrorCode, {
+        ...(typeof body.error_description === "string" ? { description: body.error_description } : {}),
+        status,
+      });
+    }
+    throw new GatehouseError("http_status", `token exchange answered ${status}`);
+  }
+  const { access_token, issued_token_type, token_type, expires_in, scope } = body;
+  if (typeof access_token !== "string" || access_token === "" || typeof token_type !== "string") {
+    throw new GatehouseError("bad_body", "token exchange response lacks access_token or token_type");
+  }
+  // RFC 8693 §2.2.1: `issued_token_type` is REQUIRED; anything but an access token is not usable here.
+  if (issued_token_type !== ACCESS_TOKEN_TYPE) {
+    throw new GatehouseError("bad_body", "token exchange did not issue an access token");
+  }
+  return {
+    accessToken: access_token,
+    issuedTokenType: issued_token_type,
+    tokenType: token_type,
+    ...(typeof expires_in === "number" ? { expiresIn: expires_in } : {}),
+    ...(typeof scope === "string" ? { scopes: [...parseScope(scope)] } : {}),
+  };
+}
