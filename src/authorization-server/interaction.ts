@@ -81,13 +81,17 @@ export type ApprovedRequest = Pick<
   | "state"
   | "codeChallenge"
   | "codeChallengeMethod"
->;
+> & {
+  /** RFC 9449 §10: the `dpop_jkt` the code is bound to. */
+  dpopJkt?: string;
+};
 
 /**
  * Issues an authorization code (OAuth 2.1 §4.1.2): 256 random bits, stored only as its SHA-256,
- * short-lived, bound to client, redirect URI, PKCE challenge and resource. Returns the 303 to the
- * client's redirect URI with `code`, `state` and `iss`. `session` is the sign-in that approved it:
- * the grant remembers it, so a step-up approved in the same sign-in supersedes it.
+ * short-lived, bound to client, redirect URI, PKCE challenge, resource and `dpop_jkt` if any.
+ * Returns the 303 to the client's redirect URI with `code`, `state` and `iss`. `session` is the
+ * sign-in that approved it: the grant remembers it, so a step-up approved in the same sign-in
+ * supersedes it.
  */
 export async function issueCodeAndRedirect(
   ctx: ServerContext,
@@ -112,6 +116,7 @@ export async function issueCodeAndRedirect(
     codeChallengeMethod: request.codeChallengeMethod,
     refreshAllowed: refreshAllowed(ctx, client, request.scopes),
     sessionHash: session.idHash,
+    ...(request.dpopJkt === undefined ? {} : { dpopJkt: request.dpopJkt }),
     createdAt: now,
     expiresAt: now + ctx.options.codeTtlSeconds * 1000,
   });

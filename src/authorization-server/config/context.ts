@@ -48,6 +48,11 @@ export interface ResolvedOptions {
     NonNullable<AuthorizationServerOptions["clientMetadataDocuments"]>;
   scopeDescriptions: Record<string, string>;
   allowInsecureLoopback: boolean;
+  /**
+   * DPoP at the token endpoint (RFC 9449). resolveOptions always sets it; optional only so that
+   * options built by hand (page tests) need not, and then DPoP is off.
+   */
+  dpop?: ResolvedDPoPOptions;
   /** Present only when configured; each one enables its grant type (grants/grant-types.ts). */
   tokenExchange?: TokenExchangeOptions;
   enterpriseAuthorization?: Omit<EnterpriseAuthorizationOptions, "identityProviders"> & {
@@ -58,6 +63,17 @@ export interface ResolvedOptions {
     issuers: (WorkloadIssuerOptions & { algorithms: string[]; singleUse: boolean })[];
     maxAssertionLifetimeSeconds: number;
   };
+}
+
+/** {@link AuthorizationServerOptions.dpop} with defaults applied. */
+export interface ResolvedDPoPOptions {
+  enabled: boolean;
+  signingAlgorithms: string[];
+  iatWindowSeconds: number;
+  requireNonce: boolean;
+  nonceLifetimeSeconds: number;
+  /** Secret of the server nonces (grants/dpop-binding.ts); never logged, never sent. */
+  nonceSecret: Uint8Array;
 }
 
 /**
@@ -78,6 +94,8 @@ export interface AccessTokenClaims {
   jti: string;
   iat: number;
   exp: number;
+  /** RFC 9449 §6.1: the thumbprint of the DPoP key a bound token is bound to. */
+  cnf?: { jkt: string };
   /** RFC 8693 §4.1: the actor chain of an exchanged token (the current actor outermost). */
   act?: ActorClaim;
 }

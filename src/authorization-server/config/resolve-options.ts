@@ -2,12 +2,14 @@
  * The one place that decides the authorization server's option defaults and limits, and checks
  * the issuer and the served resources (DESIGN.md principle 5: a bad configuration fails at start-up).
  */
+import { DEFAULT_DPOP_ALGORITHMS, dpopProofVerifier } from "../../shared/dpop-proof.js";
 import { GatehouseTypeError } from "../../shared/errors.js";
 import { fetchUrlProblem } from "../../shared/guarded-fetch-url.js";
 import { canonicalResourceUri, isLoopbackHost } from "../../shared/resource-uri.js";
 import { DEFAULT_REVISION, isRevision } from "../../shared/revision.js";
 import { isScopeToken } from "../../shared/scopes.js";
-import type { ResolvedOptions } from "./context.js";
+import { dpopNonceSecret } from "../grants/dpop-binding.js";
+import type { ResolvedDPoPOptions, ResolvedOptions } from "./context.js";
 import type {
   AuthorizationServerOptions,
   EnterpriseAuthorizationOptions,
@@ -69,6 +71,10 @@ export const OPTION_LIMITS = {
   "clientMetadataDocuments.minCacheSeconds": { min: 0, max: DAY },
   "clientMetadataDocuments.maxCacheSeconds": { min: 0, max: 30 * DAY },
   maintenanceIntervalMs: { min: 0, max: 7 * DAY * 1000 },
+  // RFC 9449 §11.1: proofs are accepted for "a relatively brief period on the order of seconds or
+  // minutes"; the shared verifier allows at most ten minutes.
+  "dpop.iatWindowSeconds": { min: 1, max: 600 },
+  "dpop.nonceLifetimeSeconds": { min: 10, max: DAY },
   // An ID-JAG is a short-lived grant (a few minutes); a workload token lives as long as its issuer
   // makes it (service-account tokens: about an hour), but never more than a day here.
   "enterpriseAuthorization.maxAssertionLifetimeSeconds": { min: 10, max: 3600 },
@@ -155,6 +161,38 @@ export function checkResources(resources: unknown): Map<string, ResourceOptions>
     out.set(uri, { uri, scopes: [...scopes], ...(name === undefined ? {} : { name }) });
   }
   return out;
+}
+
+/**
+ * DPoP at the token endpoint (RFC 9449). The algorithms are checked by the shared proof verifier
+ * itself (src/shared/dpop-proof.ts decides which asymmetric algorithms exist), so the list
+ * advertised in `dpop_signing_alg_values_supported` is exactly what proofs are checked against.
+ */
+function resolveDPoP(options: Omit<AuthorizationServerOptions, "store" | "resources">): ResolvedDPoPOptions {
+  const dpop = options.dpop ?? {};
+  if (typeof dpop !== "object" || dpop === null) fail("dpop must be an object");
+  const signingAlgorithms = dpop.signingAlgorithms ?? [...DEFAULT_DPOP_ALGORITHMS];
+  if (!Array.isArray(signingAlgorithms) || !signingAlgorithms.every((a) => typeof a === "string")) {
+    fail("dpop.signingAlgorithms must be an array of JWS algorithm names");
+  }
+  const iatWindowSeconds = limited(dpop.iatWindowSeconds, "dpop.iatWindowSeconds", 60);
+  try {
+    dpopProofVerifier({ algorithms: signingAlgorithms, iatWindowSeconds });
+  } catch (cause) {
+    throw new GatehouseTypeError(
+      "ERR_INVALID_OPTION",
+      `dpop.signingAlgorithms is not accepted: ${(cause as Error).message}`,
+      { cause },
+    );
+  }
+  return {
+    enabled: boolean(dpop.enabled, "dpop.enabled", true),
+    signingAlgorithms: [...signingAlgorithms],
+    iatWindowSeconds,
+    requireNonce: boolean(dpop.requireNonce, "dpop.requireNonce", false),
+    nonceLifetimeSeconds: limited(dpop.nonceLifetimeSeconds, "dpop.nonceLifetimeSeconds", 300),
+    nonceSecret: dpopNonceSecret(options.issuer, options.keyEncryptionKeys),
+  };
 }
 
 /**
@@ -270,6 +308,7 @@ export function resolveOptions(
     },
     scopeDescriptions: { ...scopeDescriptions },
     allowInsecureLoopback,
+    dpop: resolveDPoP(options),
     ...resolveGrantExtensions(options),
   };
 }

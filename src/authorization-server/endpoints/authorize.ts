@@ -9,6 +9,7 @@ import type { ClientRecord } from "../../storage/contract.js";
 import { maySkipConsent, scopeCeiling } from "../clients/policy.js";
 import { matchRedirectUri, redirectUriProblem } from "../clients/redirect-uri.js";
 import type { Endpoint, ServerContext } from "../config/context.js";
+import { authorizationRequestJkt } from "../grants/dpop-binding.js";
 import {
   authorizationResponseUrl,
   csrfToken,
@@ -75,6 +76,8 @@ interface ValidatedRequest {
   resource: string;
   codeChallenge: string;
   prompt: Set<string>;
+  /** RFC 9449 §10: the DPoP key thumbprint the code is to be bound to. */
+  dpopJkt?: string;
 }
 
 async function authorize(request: Request, ctx: ServerContext): Promise<Response> {
@@ -112,6 +115,8 @@ async function authorize(request: Request, ctx: ServerContext): Promise<Response
       prompt: new Set((params.single.get("prompt") ?? "").split(" ").filter(Boolean)),
     };
     if (state !== undefined) validated.state = state;
+    const dpopJkt = authorizationRequestJkt(ctx, params.single.get("dpop_jkt"));
+    if (dpopJkt !== undefined) validated.dpopJkt = dpopJkt;
   } catch (error) {
     if (error instanceof OAuthError) return errorToClient(ctx, client, redirectUri, state, error);
     throw error;
@@ -366,6 +371,7 @@ async function continueInteraction(
           state: req.state,
           codeChallenge: req.codeChallenge,
           codeChallengeMethod: "S256",
+          ...(req.dpopJkt === undefined ? {} : { dpopJkt: req.dpopJkt }),
         },
         req.client,
         { userId: session.user.id, idHash: session.record.idHash },
@@ -373,6 +379,19 @@ async function continueInteraction(
     }
   }
 
+  if (req.dpopJkt !== undefined) {
+    // The interaction record cannot carry `dpop_jkt` to the code yet (storage contract): refuse
+    // rather than issue a code the client believes bound and is not (RFC 9449 §10).
+    return errorToClient(
+      ctx,
+      req.client,
+      req.redirectUri,
+      req.state,
+      new OAuthError("invalid_request", {
+        description: "dpop_jkt is accepted only when the user has already consented; retry without it",
+      }),
+    );
+  }
   const existingBinding = readCookie(request, "binding", ctx);
   const binding = existingBinding ?? randomToken(32);
   const id = newInteractionId();

@@ -57,6 +57,10 @@ export function buildMetadata(ctx: ServerContext): Record<string, unknown> {
   if (ctx.options.clientMetadataDocuments.enabled) {
     metadata.client_id_metadata_document_supported = true;
   }
+  if (ctx.options.dpop?.enabled) {
+    // RFC 9449 §5.1: the very list the token endpoint's proof verifier accepts.
+    metadata.dpop_signing_alg_values_supported = [...ctx.options.dpop.signingAlgorithms];
+  }
   if (ctx.options.deviceAuthorization?.enabled) {
     // RFC 8628 §4.
     metadata.device_authorization_endpoint = endpointUrl(issuer, "deviceAuthorization");

@@ -50,6 +50,8 @@ const RegistrationRequest = z.object({
   jwks_uri: z.string().optional(),
   software_id: str(200).optional(),
   software_version: str(200).optional(),
+  // RFC 9449 §5.2: the client always uses DPoP; the token endpoint then refuses requests without it.
+  dpop_bound_access_tokens: z.boolean().optional(),
 });
 
 function metadataError(description: string): OAuthError {
@@ -180,6 +182,9 @@ async function register(request: Request, ctx: ServerContext, address: string): 
     ...(m.jwks === undefined ? {} : { jwks: m.jwks }),
     ...(m.software_id === undefined ? {} : { software_id: m.software_id }),
     ...(m.software_version === undefined ? {} : { software_version: m.software_version }),
+    ...(m.dpop_bound_access_tokens === undefined
+      ? {}
+      : { dpop_bound_access_tokens: m.dpop_bound_access_tokens }),
   };
   const record: ClientRecord = {
     clientId,

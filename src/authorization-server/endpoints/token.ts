@@ -4,6 +4,7 @@
 import { OAuthError } from "../../shared/errors.js";
 import { authenticateClient } from "../clients/authentication.js";
 import type { Endpoint, ServerContext } from "../config/context.js";
+import { verifyTokenRequestProof, withDPoPNonce } from "../grants/dpop-binding.js";
 import { grantHandler } from "../grants/grant-types.js";
 import { clientRateLimitKey, enforceTokenRateLimit, tokenClientRateLimitKey } from "../rate-limit.js";
 import { endpointUrl } from "./paths.js";
@@ -38,8 +39,9 @@ async function markUsed(
 }
 
 /**
- * The token endpoint (OAuth 2.1 §3.2): form body only, client authentication, then one grant type.
- * Every response, success or error, carries `Cache-Control: no-store` (RFC 6749 §5.1).
+ * The token endpoint (OAuth 2.1 §3.2): form body only, client authentication, the DPoP proof if
+ * any (RFC 9449 §5), then one grant type. Every response, success or error, carries
+ * `Cache-Control: no-store` (RFC 6749 §5.1).
  */
 export const handleToken: Endpoint = async (request, ctx, info) => {
   const limits = ctx.options.tokenRateLimit ?? { perClientPerMinute: 0, perAddressPerMinute: 0 };
@@ -82,7 +84,10 @@ export const handleToken: Endpoint = async (request, ctx, info) => {
       description: "client is not allowed to use this grant_type",
     });
   }
-  const response = await handler(ctx, client, form);
+  // RFC 9449 §5: after client authentication, so a client that must send proofs (§5.2) is known
+  // and unauthenticated requests cost no store write; before the grant, which binds to the key.
+  const dpop = await verifyTokenRequestProof(request, ctx, client);
+  const response = await handler(ctx, client, form, dpop);
   await markUsed(ctx, client);
-  return response;
+  return withDPoPNonce(response, ctx);
 };

@@ -15,6 +15,7 @@ import {
   signAccessToken,
   tokenResponse,
 } from "./common.js";
+import { codeDPoPProblem, grantDPoPBinding, type TokenRequestDPoP } from "./dpop-binding.js";
 import { grantLifetimes } from "./refresh-policy.js";
 import { retireSupersededGrants } from "./superseded-grants.js";
 
@@ -31,12 +32,13 @@ function redirectUriMatches(code: AuthorizationCodeRecord, sent: string | undefi
 
 /**
  * The checks a code must pass at redemption (run by the store inside the redemption transaction):
- * bound to the client, the redirect URI, the PKCE verifier and the resource (OAuth 2.1 §4.1.3,
- * RFC 7636 §4.6, RFC 8707 §2). Exported for tests.
+ * bound to the client, the redirect URI, the PKCE verifier, the resource and, with `dpop_jkt`, the
+ * DPoP key (OAuth 2.1 §4.1.3, RFC 7636 §4.6, RFC 8707 §2, RFC 9449 §10). Exported for tests.
  */
 export function codeCheck(
   client: ClientRecord,
   form: { redirectUri: string | undefined; codeVerifier: string; resource: string },
+  dpop: TokenRequestDPoP = {},
 ): (code: AuthorizationCodeRecord) => OAuthError | undefined {
   return (code) => {
     const invalid = (detail: string) =>
@@ -54,7 +56,8 @@ export function codeCheck(
         description: "resource does not match the authorization request",
       });
     }
-    return undefined;
+    // RFC 9449 §10: a code bound with `dpop_jkt` needs a proof of that key.
+    return codeDPoPProblem(code.dpopJkt, dpop);
   };
 }
 
@@ -66,6 +69,7 @@ export async function authorizationCodeGrant(
   ctx: ServerContext,
   client: ClientRecord,
   form: Map<string, string>,
+  dpop: TokenRequestDPoP,
 ): Promise<Response> {
   const code = required(form, "code");
   const codeVerifier = required(form, "code_verifier");
@@ -83,10 +87,11 @@ export async function authorizationCodeGrant(
   const access = newAccessToken(ctx);
   // Drawn before the transaction; written only when the code allows refresh (refresh-policy.ts).
   const refreshToken = ctx.options.refresh.enabled ? randomToken() : undefined;
+  const bindGrantTo = grantDPoPBinding(client, dpop);
   const result = await ctx.store.redeemAuthorizationCode(
     sha256Base64url(code),
     now,
-    codeCheck(client, { redirectUri, codeVerifier, resource }),
+    codeCheck(client, { redirectUri, codeVerifier, resource }, dpop),
     (redeemed) => {
       const { idleMs, absoluteMs } = grantLifetimes(ctx, redeemed.scopes);
       return {
@@ -101,6 +106,8 @@ export async function authorizationCodeGrant(
               },
             }),
         grantExpiresAt: now + absoluteMs,
+        // RFC 9449 §5: a public client's refresh tokens are bound to the proof's key.
+        ...(bindGrantTo === undefined ? {} : { grantDpopJkt: bindGrantTo }),
       };
     },
   );
@@ -128,12 +135,12 @@ export async function authorizationCodeGrant(
   }
   const { grant } = result;
   if (grant.userId === undefined) throw new Error("code grant has no user");
-  const accessToken = await signAccessToken(ctx, access, {
-    sub: grant.userId,
-    clientId: client.clientId,
-    resource: grant.resource,
-    scopes: grant.scopes,
-  });
+  const accessToken = await signAccessToken(
+    ctx,
+    access,
+    { sub: grant.userId, clientId: client.clientId, resource: grant.resource, scopes: grant.scopes },
+    dpop.jkt,
+  );
   ctx.audit?.({
     type: "grant_issued",
     grant_type: "authorization_code",
@@ -142,10 +149,13 @@ export async function authorizationCodeGrant(
   });
   await retireSupersededGrants(ctx, grant);
   const issuedRefresh = result.refreshIssued && refreshToken !== undefined;
-  return tokenResponse({
-    access_token: accessToken,
-    expires_in: ctx.options.accessTokenTtlSeconds,
-    scope: formatScope(issuedRefresh ? grant.scopes : accessTokenScopes(grant.scopes)),
-    ...(issuedRefresh ? { refresh_token: refreshToken } : {}),
-  });
+  return tokenResponse(
+    {
+      access_token: accessToken,
+      expires_in: ctx.options.accessTokenTtlSeconds,
+      scope: formatScope(issuedRefresh ? grant.scopes : accessTokenScopes(grant.scopes)),
+      ...(issuedRefresh ? { refresh_token: refreshToken } : {}),
+    },
+    dpop.jkt,
+  );
 }

@@ -15,6 +15,7 @@ import {
   signAccessToken,
   tokenResponse,
 } from "./common.js";
+import type { TokenRequestDPoP } from "./dpop-binding.js";
 
 /**
  * `grant_type=client_credentials` (OAuth 2.1 §4.2): confidential clients only (§4.2.1), a resource
@@ -25,6 +26,7 @@ export async function clientCredentialsGrant(
   ctx: ServerContext,
   client: ClientRecord,
   form: Map<string, string>,
+  dpop: TokenRequestDPoP,
 ): Promise<Response> {
   if (client.tokenEndpointAuthMethod === "none") {
     throw new OAuthError("unauthorized_client", {
@@ -61,21 +63,20 @@ export async function clientCredentialsGrant(
     },
     access,
   );
-  const accessToken = await signAccessToken(ctx, access, {
-    sub: client.clientId,
-    clientId: client.clientId,
-    resource,
-    scopes,
-  });
+  const accessToken = await signAccessToken(
+    ctx,
+    access,
+    { sub: client.clientId, clientId: client.clientId, resource, scopes },
+    dpop.jkt,
+  );
   ctx.audit?.({
     type: "grant_issued",
     grant_type: "client_credentials",
     client_id: client.clientId,
     grant_id: grantId,
   });
-  return tokenResponse({
-    access_token: accessToken,
-    expires_in: ctx.options.accessTokenTtlSeconds,
-    scope: formatScope(scopes),
-  });
+  return tokenResponse(
+    { access_token: accessToken, expires_in: ctx.options.accessTokenTtlSeconds, scope: formatScope(scopes) },
+    dpop.jkt,
+  );
 }

@@ -51,11 +51,15 @@ export function newAccessToken(ctx: ServerContext): { jti: string; createdAt: nu
   return { jti: randomToken(16), createdAt: now, expiresAt: now + ctx.options.accessTokenTtlSeconds * 1000 };
 }
 
-/** Signs the RFC 9068 access token for a grant. */
+/**
+ * Signs the RFC 9068 access token for a grant. `dpopJkt`, the thumbprint of the key the token
+ * request proved (grants/dpop-binding.ts), binds it: `cnf.jkt` (RFC 9449 §6.1).
+ */
 export async function signAccessToken(
   ctx: ServerContext,
   token: { jti: string; createdAt: number; expiresAt: number },
   grant: { sub: string; clientId: string; resource: string; scopes: Iterable<string> },
+  dpopJkt?: string,
 ): Promise<string> {
   return ctx.keys.signAccessToken({
     sub: grant.sub,
@@ -65,19 +69,31 @@ export async function signAccessToken(
     jti: token.jti,
     iat: Math.floor(token.createdAt / 1000),
     exp: Math.floor(token.expiresAt / 1000),
+    ...(dpopJkt === undefined ? {} : { cnf: { jkt: dpopJkt } }),
   });
 }
 
-/** A successful token response (RFC 6749 §5.1): JSON, `Cache-Control: no-store`, `Pragma: no-cache`. */
-export function tokenResponse(body: {
-  access_token: string;
-  expires_in: number;
-  scope: string;
-  refresh_token?: string;
-}): Response {
+/**
+ * A successful token response (RFC 6749 §5.1): JSON, `Cache-Control: no-store`, `Pragma: no-cache`.
+ * `token_type` is `DPoP` for a token bound by {@link signAccessToken}'s `dpopJkt` (RFC 9449 §5:
+ * MUST), `Bearer` otherwise.
+ */
+export function tokenResponse(
+  body: {
+    access_token: string;
+    expires_in: number;
+    scope: string;
+    refresh_token?: string;
+  },
+  dpopJkt?: string,
+): Response {
   const { refresh_token, ...rest } = body;
   return jsonResponse(
-    { ...rest, token_type: "Bearer", ...(refresh_token === undefined ? {} : { refresh_token }) },
+    {
+      ...rest,
+      token_type: dpopJkt === undefined ? "Bearer" : "DPoP",
+      ...(refresh_token === undefined ? {} : { refresh_token }),
+    },
     { headers: NO_STORE },
   );
 }

@@ -8,16 +8,23 @@ import type { ServerContext } from "../config/context.js";
 import { authorizationCodeGrant } from "./authorization-code.js";
 import { clientCredentialsGrant } from "./client-credentials.js";
 import { DEVICE_CODE_GRANT_TYPE, deviceCodeGrant } from "./device-code.js";
+import type { TokenRequestDPoP } from "./dpop-binding.js";
 import { JWT_BEARER_GRANT } from "./jwt-assertion.js";
 import { jwtBearerEnabled, jwtBearerGrant } from "./jwt-bearer.js";
 import { refreshTokenGrant } from "./refresh-token.js";
 import { TOKEN_EXCHANGE_GRANT, tokenExchangeGrant } from "./token-exchange.js";
 
-/** Answers a token request of one grant type, for an authenticated client (OAuth 2.1 §3.2.3). */
+/**
+ * Answers a token request of one grant type, for an authenticated client (OAuth 2.1 §3.2.3).
+ * `dpop` is what the request's DPoP proof showed (already verified, grants/dpop-binding.ts): a
+ * handler that binds passes `dpop.jkt` to signAccessToken and tokenResponse; one that ignores it
+ * issues Bearer tokens, which RFC 9449 §5 allows.
+ */
 export type GrantHandler = (
   ctx: ServerContext,
   client: ClientRecord,
   form: Map<string, string>,
+  dpop: TokenRequestDPoP,
 ) => Promise<Response>;
 
 interface GrantType {

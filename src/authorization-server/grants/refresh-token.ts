@@ -15,13 +15,15 @@ import {
   signAccessToken,
   tokenResponse,
 } from "./common.js";
+import { refreshDPoPProblem, type TokenRequestDPoP } from "./dpop-binding.js";
 import { grantLifetimes, stepUpRefusal } from "./refresh-policy.js";
 
 /**
  * The checks a refresh token must pass (run by the store on the live token, inside the rotation):
  * same client (OAuth 2.1 §4.3.1 "bound to the client"), a scope no wider than granted (RFC 6749
  * §6; narrower is allowed, also through the scope hierarchy), the same resource (RFC 8707 §2),
- * grant still within its absolute lifetime, and no step-up just asked for by a co-hosted resource
+ * grant still within its absolute lifetime, a proof of the grant's DPoP key when it has one (RFC
+ * 9449 §5), and no step-up just asked for by a co-hosted resource
  * ({@link stepUpRefusal}). A refusal leaves the old token usable.
  */
 export function refreshCheck(
@@ -30,6 +32,7 @@ export function refreshCheck(
   scope: Set<string> | undefined,
   resource: string | undefined,
   now: number,
+  dpop: TokenRequestDPoP = {},
 ): (token: RefreshTokenRecord, grant: GrantRecord) => { error?: OAuthError; scopes?: string[] } {
   return (token, grant) => {
     const invalid = (detail: string) =>
@@ -40,6 +43,9 @@ export function refreshCheck(
       return invalid("refresh token belongs to another client");
     }
     if (grant.expiresAt <= now) return invalid("grant reached its absolute lifetime");
+    // RFC 9449 §5: a bound refresh token is used only with a proof of its key.
+    const unbound = refreshDPoPProblem(grant.dpopJkt, dpop);
+    if (unbound) return { error: unbound };
     const stepUp = stepUpRefusal(token, grant, now);
     if (stepUp) return { error: stepUp };
     if (resource !== undefined && resource !== grant.resource) {
@@ -64,6 +70,7 @@ export async function refreshTokenGrant(
   ctx: ServerContext,
   client: ClientRecord,
   form: Map<string, string>,
+  dpop: TokenRequestDPoP,
 ): Promise<Response> {
   const presented = required(form, "refresh_token");
   const scope = requestedScopes(form.get("scope"));
@@ -78,7 +85,7 @@ export async function refreshTokenGrant(
   const result = await ctx.store.rotateRefreshToken(
     sha256Base64url(presented),
     now,
-    refreshCheck(ctx, client, scope, resource, now),
+    refreshCheck(ctx, client, scope, resource, now, dpop),
     // The successor keeps the idle lifetime of its grant's kind (refresh-policy.ts) and never
     // outlives the grant.
     (_token, grant) => ({
@@ -109,17 +116,21 @@ export async function refreshTokenGrant(
       });
   }
   const { grant, scopes } = result;
-  const accessToken = await signAccessToken(ctx, access, {
-    sub: grant.userId ?? client.clientId,
-    clientId: client.clientId,
-    resource: grant.resource,
-    scopes,
-  });
+  // The new access token follows the proof of this request (RFC 9449 §5), bound refresh or not.
+  const accessToken = await signAccessToken(
+    ctx,
+    access,
+    { sub: grant.userId ?? client.clientId, clientId: client.clientId, resource: grant.resource, scopes },
+    dpop.jkt,
+  );
   ctx.audit?.({ type: "grant_refreshed", client_id: client.clientId, grant_id: grant.grantId });
-  return tokenResponse({
-    access_token: accessToken,
-    expires_in: ctx.options.accessTokenTtlSeconds,
-    scope: formatScope(scopes),
-    refresh_token: next,
-  });
+  return tokenResponse(
+    {
+      access_token: accessToken,
+      expires_in: ctx.options.accessTokenTtlSeconds,
+      scope: formatScope(scopes),
+      refresh_token: next,
+    },
+    dpop.jkt,
+  );
 }
