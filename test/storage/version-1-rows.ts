@@ -1,14 +1,26 @@
 /**
  * Rows as schema version 1 stored them (before redirect_uri_sent, session_hash and
  * step_up_requested_at existed), for the migration tests of the SQLite and PostgreSQL stores, and
- * the checks both run once migration 2 upgraded them.
+ * the checks both run once the later migrations upgraded them. The same rows are valid at version 2
+ * (its columns have defaults or may be null), so they also stand for a version-2 database that
+ * migration 3 (dpop_jkt, single-use markers, device authorizations) upgrades.
  * Written with explicit version-1 columns, so they do not follow later changes of the mappers.
  */
 
 import { expect } from "vitest";
 import type { AuthorizationStore } from "../../src/storage/contract.js";
 import { type RowInsert, toJson } from "../../src/storage/sql/rows.js";
-import { code, HOUR, id, interaction, T0, tokens } from "../../src/storage/testing/fixtures.js";
+import {
+  code,
+  deviceAuthorization,
+  HOUR,
+  id,
+  interaction,
+  MINUTE,
+  secret,
+  T0,
+  tokens,
+} from "../../src/storage/testing/fixtures.js";
 
 export interface Version1Rows {
   /** The code as the store reads it back after migration 2 (redirect_uri_sent defaulted). */
@@ -124,4 +136,30 @@ export async function expectVersion1RowsMigrated(
   if (result.status === "issued") expect(Object.keys(result.grant)).not.toContain("sessionHash");
   expect(await store.requestStepUp(rows.jti, T0 + 1)).toBe(true);
   expect((await store.getGrant(rows.grantId))?.stepUpRequestedAt).toBe(T0 + 1);
+  await expectMigration3Applied(store, rows);
+}
+
+/**
+ * Migration 3 on an upgraded database: grants and codes stored before it are not DPoP-bound (no
+ * `dpopJkt`, not an empty one), new ones keep their binding, and the single-use markers and device
+ * authorizations work.
+ */
+async function expectMigration3Applied(store: AuthorizationStore, rows: Version1Rows): Promise<void> {
+  const stored = await store.getGrant(rows.grantId);
+  expect(stored).toBeDefined();
+  expect(stored).not.toHaveProperty("dpopJkt");
+  const key = secret().hash;
+  const bound = code({ dpopJkt: key });
+  await store.insertAuthorizationCode(bound);
+  const redeemed = await store.redeemAuthorizationCode(bound.codeHash, T0, () => undefined, {
+    ...tokens(T0),
+    grantDpopJkt: key,
+  });
+  expect(redeemed).toMatchObject({ status: "issued", code: { dpopJkt: key }, grant: { dpopJkt: key } });
+  const marker = `dpop:as:${key}:${id("jti")}`;
+  expect(await store.useOnce(marker, T0 + MINUTE, T0)).toBe(true);
+  expect(await store.useOnce(marker, T0 + MINUTE, T0)).toBe(false);
+  const device = deviceAuthorization();
+  await store.createDeviceAuthorization(device);
+  expect(await store.getDeviceAuthorizationByUserCode(device.userCodeHash, T0)).toStrictEqual(device);
 }

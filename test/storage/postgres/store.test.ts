@@ -53,31 +53,38 @@ describe("PostgreSQL store", () => {
     expect(rows).toEqual(POSTGRES_MIGRATIONS.map((m) => ({ version: m.version })));
   });
 
-  it("migration 2 upgrades a version-1 schema: stored codes and interactions read redirectUriSent=true, stored grants take step-up requests", async () => {
-    const schema = schemas.next();
-    const legacy = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` });
-    await legacy.connect();
-    const rows = version1Rows((value) => value);
-    try {
-      await legacy.query(`CREATE SCHEMA ${schema}`);
-      await legacy.query(
-        "CREATE TABLE schema_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)",
-      );
-      await legacy.query(POSTGRES_MIGRATIONS.find((m) => m.version === 1)!.sql);
-      await legacy.query("INSERT INTO schema_migrations (version, applied_at) VALUES (1, $1)", [T0]);
-      for (const row of rows.inserts)
+  for (const legacyVersion of [1, 2]) {
+    it(`upgrades a version-${legacyVersion} schema in place: stored codes and interactions read redirectUriSent=true, stored grants take step-up requests and stay unbound, markers and device authorizations work`, async () => {
+      const schema = schemas.next();
+      const legacy = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` });
+      await legacy.connect();
+      const rows = version1Rows((value) => value);
+      try {
+        await legacy.query(`CREATE SCHEMA ${schema}`);
         await legacy.query(
-          insertSql(row, (n) => `$${n}`),
-          row.values,
+          "CREATE TABLE schema_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)",
         );
-    } finally {
-      await legacy.end();
-    }
+        for (const migration of POSTGRES_MIGRATIONS.filter((m) => m.version <= legacyVersion)) {
+          await legacy.query(migration.sql);
+          await legacy.query("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)", [
+            migration.version,
+            T0,
+          ]);
+        }
+        for (const row of rows.inserts)
+          await legacy.query(
+            insertSql(row, (n) => `$${n}`),
+            row.values,
+          );
+      } finally {
+        await legacy.end();
+      }
 
-    const store = open(schema);
-    await store.migrate();
-    await expectVersion1RowsMigrated(store, rows);
-  });
+      const store = open(schema);
+      await store.migrate();
+      await expectVersion1RowsMigrated(store, rows);
+    });
+  }
 
   it("refuses a schema name that is not a plain identifier", () => {
     expect(() =>

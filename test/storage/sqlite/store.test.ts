@@ -50,22 +50,30 @@ describe("SQLite store", () => {
     for (const s of stores) await s.close();
   });
 
-  it("migration 2 upgrades a version-1 file: stored codes and interactions read redirectUriSent=true, stored grants take step-up requests", async () => {
-    const path = freshPath();
-    mkdirSync(dirname(path), { recursive: true });
-    const legacy = new Database(path);
-    legacy.exec("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)");
-    legacy.exec(SQLITE_MIGRATIONS.find((m) => m.version === 1)!.sql);
-    legacy.prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (1, ?)").run(T0);
-    const rows = version1Rows((value) => (value ? 1 : 0));
-    for (const row of rows.inserts) legacy.prepare(insertSql(row, () => "?")).run(...row.values);
-    legacy.close();
+  for (const legacyVersion of [1, 2]) {
+    it(`upgrades a version-${legacyVersion} file in place: stored codes and interactions read redirectUriSent=true, stored grants take step-up requests and stay unbound, markers and device authorizations work`, async () => {
+      const path = freshPath();
+      mkdirSync(dirname(path), { recursive: true });
+      const legacy = new Database(path);
+      legacy.exec(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+      );
+      for (const migration of SQLITE_MIGRATIONS.filter((m) => m.version <= legacyVersion)) {
+        legacy.exec(migration.sql);
+        legacy
+          .prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)")
+          .run(migration.version, T0);
+      }
+      const rows = version1Rows((value) => (value ? 1 : 0));
+      for (const row of rows.inserts) legacy.prepare(insertSql(row, () => "?")).run(...row.values);
+      legacy.close();
 
-    const store = createSqliteStore({ path });
-    await store.migrate();
-    await expectVersion1RowsMigrated(store, rows);
-    await store.close();
-  });
+      const store = createSqliteStore({ path });
+      await store.migrate();
+      await expectVersion1RowsMigrated(store, rows);
+      await store.close();
+    });
+  }
 
   it("keeps data across reopen", async () => {
     const path = freshPath();
