@@ -20,6 +20,8 @@ export {
   type AuthEvent,
   type CreateAuthFetchOptions,
   createAuthFetch,
+  type DeviceAuthorizationOptions,
+  type DeviceAuthorizationPrompt,
   type LogoutOutcome,
   type LogoutResult,
 } from "./flow/auth-client.js";
@@ -37,6 +39,13 @@ export {
   type PendingAuthorization,
   validateAuthorizationResponse,
 } from "./protocol/authorization.js";
+export {
+  DEVICE_CODE_GRANT_TYPE,
+  type DeviceAuthorization,
+  type PollOptions as DeviceAuthorizationPollOptions,
+  pollDeviceAuthorization,
+  requestDeviceAuthorization,
+} from "./protocol/device-authorization.js";
 export {
   type DiscoveredAuthorizationServer,
   type DiscoveredResource,
@@ -68,7 +77,14 @@ export type { ClientKeyMaterial } from "./protocol/tokens.js";
 export { exchangeAuthorizationCode, refreshAccessToken } from "./protocol/tokens.js";
 
 export { credentialsFromEnvironment, type StdioCredentials, stdioServerEnvironment } from "./stdio-env.js";
-export { EncryptedFileTokenStore } from "./stores/encrypted-file.js";
+export {
+  defaultTokenStore,
+  type EncryptedFileStoreOptions,
+  EncryptedFileTokenStore,
+  KeychainTokenStore,
+} from "./stores/encrypted-file.js";
+export { type FileLockOptions, LockTimeoutError } from "./stores/file-lock.js";
+export { KeychainUnavailableError } from "./stores/keychain.js";
 export { MemoryTokenStore } from "./stores/memory.js";
 export type {
   StoredClient,

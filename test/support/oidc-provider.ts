@@ -49,6 +49,14 @@ export interface OidcProviderOptions {
    * own DPoP nonce (RFC 9449 §8).
    */
   dpop?: { requireNonce?: boolean };
+  /**
+   * The device authorization grant (RFC 8628): oidc-provider's `deviceFlow` feature, its
+   * verification pages at `/device`, device codes living `codeTtlSeconds` (its default 600).
+   * oidc-provider never answers `slow_down` (RFC 8628 §3.5); with `slowDownFirstPolls` the
+   * server in front of it does, to that many device-code polls, as a server with a polling rate
+   * limit would (the body it read goes on to oidc-provider as `req.body`, which it accepts).
+   */
+  deviceFlow?: { codeTtlSeconds?: number; slowDownFirstPolls?: number };
 }
 
 /** RFC 9449 §4.3 at the resource: returns the proof key's thumbprint, or why it is refused. */
@@ -109,6 +117,7 @@ export async function startOidcProvider(options: OidcProviderOptions = {}): Prom
     features: {
       devInteractions: { enabled: true },
       registration: { enabled: true },
+      ...(options.deviceFlow && { deviceFlow: { enabled: true } }),
       revocation: { enabled: true },
       dPoP: {
         enabled: true,
@@ -130,6 +139,9 @@ export async function startOidcProvider(options: OidcProviderOptions = {}): Prom
         },
       },
     },
+    ...(options.deviceFlow?.codeTtlSeconds !== undefined && {
+      ttl: { DeviceCode: options.deviceFlow.codeTtlSeconds },
+    }),
     pkce: { required: () => true },
     // No `issueRefreshToken` override: oidc-provider's default follows OpenID Connect Core §11
     // (a refresh token only for `offline_access`, which counts only with `prompt=consent`), so the
@@ -140,7 +152,21 @@ export async function startOidcProvider(options: OidcProviderOptions = {}): Prom
   // Expected configuration warnings (dev interactions, http issuer) are not test output.
   provider.on("server_error", () => {});
   const callback = provider.callback();
-  handler = (req, res) => {
+  let slowDowns = options.deviceFlow?.slowDownFirstPolls ?? 0;
+  handler = async (req, res) => {
+    if (slowDowns > 0 && req.method === "POST" && req.url === "/token") {
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      const body = Buffer.concat(chunks).toString("utf8");
+      if (new URLSearchParams(body).get("grant_type") === "urn:ietf:params:oauth:grant-type:device_code") {
+        slowDowns--;
+        res
+          .writeHead(400, { "content-type": "application/json", "cache-control": "no-store" })
+          .end(JSON.stringify({ error: "slow_down", error_description: "polling too fast" }));
+        return;
+      }
+      (req as IncomingMessage & { body?: string }).body = body;
+    }
     callback(req, res);
   };
 

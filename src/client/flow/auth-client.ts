@@ -20,7 +20,14 @@ import { freshTokens, refreshTokens } from "./refresh.js";
 import { isNonceChallenge, withToken } from "./resource-request.js";
 import { type AuthState, bindingFor } from "./state.js";
 
-export type { AuthEvent, CreateAuthFetchOptions, LogoutOutcome, LogoutResult } from "./options.js";
+export type {
+  AuthEvent,
+  CreateAuthFetchOptions,
+  DeviceAuthorizationOptions,
+  DeviceAuthorizationPrompt,
+  LogoutOutcome,
+  LogoutResult,
+} from "./options.js";
 
 /** Everything the wrapper does, also usable directly (the CLI's login, status and logout). */
 export class AuthClient {
@@ -34,6 +41,14 @@ export class AuthClient {
     const maxStepUps = options.maxStepUps ?? 2;
     if (!Number.isInteger(maxStepUps) || maxStepUps < 0) {
       throw new TypeError("maxStepUps must be a non-negative integer");
+    }
+    if (
+      options.deviceAuthorization &&
+      (options.authorizationSession || options.userAgent || options.redirectUri)
+    ) {
+      throw new TypeError(
+        "deviceAuthorization replaces the browser flow: do not also pass userAgent, redirectUri or authorizationSession",
+      );
     }
     let session: AuthorizationSessionFactory | undefined;
     if (options.authorizationSession) session = options.authorizationSession;

@@ -26,7 +26,7 @@ export async function authorizationCode(
   if (!state.session) {
     throw new AuthorizationFlowError(
       "no_interactive_authorization",
-      "authorization is required but no user agent is configured (pass userAgent + redirectUri, or authorizationSession)",
+      "authorization is required but no user agent is configured (pass userAgent + redirectUri, authorizationSession, or deviceAuthorization)",
       { kind: "action", step: "user agent" },
     );
   }

@@ -1,7 +1,7 @@
 /**
  * The authorization flow's orchestration (spec "Authorization flow" 1-9): discovery, scope
- * selection (initial or step-up), the DPoP decision, the grant (a configured `GrantProvider` or
- * the interactive code flow), then storing the tokens. Single-flight per resource and challenge.
+ * selection (initial or step-up), the DPoP decision, the grant (a configured `GrantProvider`, the
+ * device authorization grant, or the interactive code flow), then storing the tokens. Single-flight per resource and challenge.
  * Internal to the client.
  */
 
@@ -16,6 +16,7 @@ import {
 import { toStoredTokens } from "../protocol/tokens.js";
 import { type StoredTokens, tokensKey } from "../stores/types.js";
 import { authorizationCode } from "./authorization-code.js";
+import { deviceAuthorization } from "./device-authorization.js";
 import { revokeSuperseded } from "./logout.js";
 import { discoverForResource } from "./resource-discovery.js";
 import { type AuthState, bindTokens, dpopFor } from "./state.js";
@@ -100,6 +101,8 @@ async function runAuthorization(
       }),
       dpopWanted ? await dpopFor(state, metadata.issuer, result.client.client_id, false) : undefined,
     );
+  } else if (config.deviceAuthorization) {
+    tokens = await deviceAuthorization(state, server, resourceValue, scope, dpopWanted);
   } else {
     tokens = await authorizationCode(state, server, resourceValue, scope, dpopWanted);
   }

@@ -25,6 +25,31 @@ export type AuthEvent =
   | { type: "revocation_failed"; resource: string; issuer: string; reason: string }
   | { type: "registered"; issuer: string; source: StoredClient["source"] };
 
+/** What the user needs to approve a device authorization (RFC 8628 §3.3), handed to `onPrompt`. */
+export interface DeviceAuthorizationPrompt {
+  issuer: string;
+  resource: string;
+  /** The code to enter on the verification page. */
+  userCode: string;
+  /** The page to open, on any device (https, or http on loopback). */
+  verificationUri: string;
+  /** The page with the code filled in, when the server offers one: for a link or a QR code. */
+  verificationUriComplete?: string;
+  /** When the code stops working (ms since the epoch). */
+  expiresAt: number;
+}
+
+/**
+ * The device authorization grant (RFC 8628) as the interactive authorization: the user approves
+ * on another device (a phone, a laptop with a browser) while this client polls.
+ */
+export interface DeviceAuthorizationOptions {
+  /** Shows the user where to go and the code to enter; polling starts once it has returned. */
+  onPrompt: (prompt: DeviceAuthorizationPrompt) => void | Promise<void>;
+  /** Stops waiting for the approval; the request then rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
 export interface CreateAuthFetchOptions {
   /** The fetch used for every request, ours and the caller's. Default: global fetch. */
   fetch?: FetchLike;
@@ -42,6 +67,12 @@ export interface CreateAuthFetchOptions {
   userAgent?: (authorizationUrl: URL) => Promise<string | URL>;
   /** Alternative to `redirectUri` + `userAgent`: a fresh session per authorization (loopback). */
   authorizationSession?: AuthorizationSessionFactory;
+  /**
+   * Authorize with the device authorization grant (RFC 8628) instead of the browser code flow: for
+   * machines without a browser. Not together with `userAgent`, `redirectUri` or
+   * `authorizationSession`. The tokens are stored and refreshed like the code flow's.
+   */
+  deviceAuthorization?: DeviceAuthorizationOptions;
   /** HTTPS URL of this client's Client ID Metadata Document. */
   clientMetadataUrl?: string;
   /** Pre-registered clients, by exact issuer. */

@@ -202,6 +202,7 @@ export async function discoverAuthorizationServerVia(options: {
       const value = metadata[field];
       if (value !== undefined) assertSecureUrl(value, `${step}: ${field}`);
     }
+    if (metadata.device_authorization_endpoint !== undefined) deviceAuthorizationEndpoint(metadata, step);
     if (options.checkPkce !== false) assertPkceSupported(metadata, `${step} (PKCE check)`);
     return { metadata, discoveredVia: via };
   }
@@ -210,6 +211,30 @@ export async function discoverAuthorizationServerVia(options: {
     `no authorization server metadata found (tried ${tried.join("; ")})`,
     { kind: "nonconforming", step: `${issuerStep} metadata discovery (RFC 8414 §3)` },
   );
+}
+
+/**
+ * The `device_authorization_endpoint` of an authorization server (RFC 8628 §4), checked like the
+ * other endpoints: a string, https or loopback http. Discovery checks it when present; the device
+ * flow asks for it here and is refused, with a hint to use the browser, when the server has none.
+ */
+export function deviceAuthorizationEndpoint(metadata: AuthorizationServerMetadata, step: string): string {
+  const value = metadata.device_authorization_endpoint;
+  if (value === undefined) {
+    throw new AuthorizationFlowError(
+      "no_interactive_authorization",
+      `authorization server ${metadata.issuer} publishes no device_authorization_endpoint (RFC 8628 §4): it does not offer the device flow; log in with a browser instead`,
+      { kind: "action", step },
+    );
+  }
+  if (typeof value !== "string") {
+    throw new AuthorizationFlowError("invalid_document", "device_authorization_endpoint is not a string", {
+      kind: "nonconforming",
+      step,
+    });
+  }
+  assertSecureUrl(value, `${step}: device_authorization_endpoint`);
+  return value;
 }
 
 /**

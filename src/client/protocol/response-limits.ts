@@ -31,6 +31,8 @@ const BODY_CAPS = {
   "token response": 64 * KiB,
   /** RFC 8693 §2.2: the enterprise identity provider's answer, shaped like a token response. */
   "token exchange response": 64 * KiB,
+  /** RFC 8628 §3.2: two codes, two URIs and two numbers. */
+  "device authorization response": 16 * KiB,
   /** RFC 7009 §2.2: the content of a 200 is ignored; an error is a few members. */
   "revocation response": 16 * KiB,
 } as const;
