@@ -1,13 +1,19 @@
 /**
- * src/storage/rules.ts: the judgements every backend acts on. Here the code-redemption judgement
- * on its own (the contract suite then pins that memory, SQLite and PostgreSQL act on it alike).
+ * src/storage/rules.ts: the judgements every backend acts on. Here the code-redemption, device
+ * decision and poll judgements and the marker key bound on their own (the contract suite then pins that memory, SQLite and PostgreSQL act on it alike).
  */
 
 import { describe, expect, it } from "vitest";
-import { OAuthError } from "../../src/shared/errors.js";
+import { GatehouseTypeError, OAuthError } from "../../src/shared/errors.js";
 import type { AuthorizationCodeRecord } from "../../src/storage/contract.js";
-import { authorizationCodeState, judgeAuthorizationCode } from "../../src/storage/rules.js";
-import { code, DAY, MINUTE, T0, tokens } from "../../src/storage/testing/fixtures.js";
+import {
+  assertMarkerKey,
+  authorizationCodeState,
+  decideDevice,
+  judgeAuthorizationCode,
+  judgeDevicePoll,
+} from "../../src/storage/rules.js";
+import { code, DAY, deviceAuthorization, MINUTE, T0, tokens } from "../../src/storage/testing/fixtures.js";
 
 /** A check that passes every code and records each one it is given. */
 function recorder() {
@@ -109,5 +115,106 @@ describe("judgeAuthorizationCode", () => {
     };
     expect(() => judgeAuthorizationCode(code(), T0 + 1000, boom, tokens(T0))).toThrow("boom");
     expect(() => judgeAuthorizationCode(code(), T0 + 1000, () => undefined, boom)).toThrow("boom");
+  });
+});
+
+describe("judgeDevicePoll", () => {
+  const issue = () => tokens(T0);
+
+  it("expired is judged first, whatever the state; a record dies at the millisecond of expiresAt", () => {
+    for (const status of ["pending", "approved", "denied", "consumed"] as const) {
+      const record = deviceAuthorization({ status, userId: "u", approvedScopes: ["mcp:read"] });
+      expect(judgeDevicePoll(record, record.expiresAt, issue)).toEqual({ status: "expired" });
+    }
+    const record = deviceAuthorization();
+    expect(judgeDevicePoll(record, record.expiresAt - 1, issue).status).toBe("pending");
+  });
+
+  it("slow_down when sooner than the interval after the last poll, also for a clock behind the last poll", () => {
+    const record = deviceAuthorization({ interval: 5, lastPolledAt: T0 + 10_000 });
+    expect(judgeDevicePoll(record, T0 + 14_999, issue)).toEqual({
+      status: "slow_down",
+      record: { ...record, interval: 10, lastPolledAt: T0 + 14_999 },
+    });
+    expect(judgeDevicePoll(record, T0 + 9_000, issue)).toMatchObject({ status: "slow_down" });
+    expect(judgeDevicePoll(record, T0 + 15_000, issue)).toEqual({
+      status: "pending",
+      record: { ...record, lastPolledAt: T0 + 15_000 },
+    });
+  });
+
+  it("tokens runs only for an approved record, on a copy; an OAuthError refuses and consumes", () => {
+    const calls: unknown[] = [];
+    const record = deviceAuthorization({
+      status: "approved",
+      userId: "u",
+      approvedScopes: ["mcp:read"],
+      refreshAllowed: false,
+    });
+    const error = new OAuthError("invalid_grant");
+    const verdict = judgeDevicePoll(record, T0 + 1, (r) => {
+      calls.push(r);
+      r.approvedScopes!.push("mcp:admin");
+      return error;
+    });
+    expect(verdict).toEqual({
+      status: "refused",
+      error,
+      record: { ...record, status: "consumed", lastPolledAt: T0 + 1 },
+    });
+    expect(record.approvedScopes).toEqual(["mcp:read"]);
+    for (const status of ["pending", "denied", "consumed"] as const) {
+      judgeDevicePoll(deviceAuthorization({ status }), T0 + 1, (r) => {
+        calls.push(r);
+        return issue();
+      });
+    }
+    expect(calls).toHaveLength(1);
+  });
+
+  it("issues the approved scopes to the grant, bound to grantDpopJkt before the record's key", () => {
+    const record = deviceAuthorization({
+      status: "approved",
+      userId: "u",
+      approvedScopes: ["mcp:read"],
+      refreshAllowed: true,
+      dpopJkt: "record-key",
+    });
+    const bound = judgeDevicePoll(record, T0 + 1, () => ({ ...tokens(T0), grantDpopJkt: "poll-key" }));
+    expect(bound).toMatchObject({ status: "issue", grant: { scopes: ["mcp:read"], dpopJkt: "poll-key" } });
+    expect(judgeDevicePoll(record, T0 + 1, issue)).toMatchObject({ grant: { dpopJkt: "record-key" } });
+  });
+});
+
+describe("decideDevice", () => {
+  it("decides a pending, unexpired record only", () => {
+    const record = deviceAuthorization();
+    expect(decideDevice(record, { approved: false }, T0)).toEqual({ ...record, status: "denied" });
+    expect(decideDevice(record, { approved: false }, record.expiresAt)).toBeUndefined();
+    for (const status of ["approved", "denied", "consumed"] as const) {
+      expect(decideDevice({ ...record, status }, { approved: false }, T0)).toBeUndefined();
+    }
+    const approved = decideDevice(
+      record,
+      { approved: true, userId: "u", approvedScopes: ["a"], refreshAllowed: false },
+      T0,
+    );
+    expect(approved).toEqual({
+      ...record,
+      status: "approved",
+      userId: "u",
+      approvedScopes: ["a"],
+      refreshAllowed: false,
+    });
+  });
+});
+
+describe("assertMarkerKey", () => {
+  it("accepts 1 to 512 UTF-16 code units without U+0000, and refuses the rest as misuse", () => {
+    expect(() => assertMarkerKey("k")).not.toThrow();
+    expect(() => assertMarkerKey("k".repeat(512))).not.toThrow();
+    for (const key of ["", "k".repeat(513), "a\u0000"]) {
+      expect(() => assertMarkerKey(key)).toThrow(GatehouseTypeError);
+    }
   });
 });
