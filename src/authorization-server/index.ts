@@ -86,6 +86,7 @@ export type {
   AuthorizationServerOptions,
   ClientDocumentTrustPolicy,
   ClientMetadataDocumentOptions,
+  DeviceAuthorizationOptions,
   DynamicRegistrationOptions,
   ResourceOptions,
   Revision,
