@@ -1,6 +1,7 @@
 /**
  * src/storage/rules.ts: the judgements every backend acts on. Here the code-redemption, device
- * decision and poll judgements and the marker key bound on their own (the contract suite then pins that memory, SQLite and PostgreSQL act on it alike).
+ * decision and poll judgements and the marker key bound on their own (the contract suite then pins
+ * that memory, SQLite and PostgreSQL act on them alike).
  */
 
 import { describe, expect, it } from "vitest";
