@@ -3,7 +3,7 @@
  * be wrong on purpose (RFC 9449 §4.2): a key pair, its thumbprint, and proofs with any header or
  * claim changed.
  */
-import { randomUUID } from "node:crypto";
+import { createHmac, randomUUID } from "node:crypto";
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK, SignJWT } from "jose";
 
 export interface ProofKey {
@@ -55,13 +55,15 @@ export function unsignedProof(key: ProofKey, htu: string, nowMs: number): string
 }
 
 /** A proof MACed with HS256 under a key it names itself: symmetric, so refused (RFC 9449 §4.2). */
-export async function symmetricProof(htu: string, nowMs: number): Promise<string> {
-  const secret = new Uint8Array(32).fill(7);
-  return new SignJWT({ jti: randomUUID(), htm: "POST", htu, iat: Math.floor(nowMs / 1000) })
-    .setProtectedHeader({
-      alg: "HS256",
-      typ: "dpop+jwt",
-      jwk: { kty: "oct", k: Buffer.from(secret).toString("base64url") },
-    })
-    .sign(secret);
+export function symmetricProof(htu: string, nowMs: number): string {
+  const secret = Buffer.alloc(32, 7);
+  const encode = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url");
+  const header = encode({
+    alg: "HS256",
+    typ: "dpop+jwt",
+    jwk: { kty: "oct", k: secret.toString("base64url") },
+  });
+  const claims = encode({ jti: randomUUID(), htm: "POST", htu, iat: Math.floor(nowMs / 1000) });
+  const mac = createHmac("sha256", secret).update(`${header}.${claims}`).digest("base64url");
+  return `${header}.${claims}.${mac}`;
 }

@@ -82,7 +82,7 @@ describe("DPoP proofs the token endpoint refuses (RFC 9449 §4.3)", () => {
       ["iat two minutes old", await proof(key, TOKEN_URL, now, { iat: Math.floor(now / 1000) - 120 })],
       ["iat two minutes ahead", await proof(key, TOKEN_URL, now, { iat: Math.floor(now / 1000) + 120 })],
       ["alg none", unsignedProof(key, TOKEN_URL, now)],
-      ["HS256", await symmetricProof(TOKEN_URL, now)],
+      ["HS256", symmetricProof(TOKEN_URL, now)],
       ["typ JWT", await proof(key, TOKEN_URL, now, { typ: "JWT" })],
       ["not a JWT", "not-a-proof"],
     ];

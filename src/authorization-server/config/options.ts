@@ -220,7 +220,6 @@ export interface AuthorizationServerOptions {
   clientMetadataDocuments?: ClientMetadataDocumentOptions;
   dynamicRegistration?: DynamicRegistrationOptions;
   tokenRateLimit?: TokenRateLimitOptions;
-  dpop?: DPoPOptions;
   deviceAuthorization?: DeviceAuthorizationOptions;
   dpop?: DPoPOptions;
   /** Token exchange for downstream calls (RFC 8693); docs/authorization-server.md "Token exchange". */

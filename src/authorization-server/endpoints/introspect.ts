@@ -33,7 +33,9 @@ async function introspectAccessToken(
     exp: claims.exp,
     iat: claims.iat,
     jti: claims.jti,
-    token_type: "Bearer",
+    // RFC 9449 §6.2: a bound token's `cnf` goes to the resource server, and `token_type` MUST
+    // then be DPoP (a resource server must not accept it as a bearer token, §7.2).
+    ...(claims.cnf === undefined ? { token_type: "Bearer" } : { token_type: "DPoP", cnf: claims.cnf }),
   };
 }
 

@@ -213,6 +213,10 @@ export function createKeyManager(deps: KeyManagerDeps): ServerKeyManager {
           jti: payload.jti,
           iat: payload.iat,
           exp: payload.exp,
+          // RFC 9449 §6.1: a DPoP-bound token's key thumbprint, for introspection (§6.2).
+          ...(typeof (payload.cnf as { jkt?: unknown } | undefined)?.jkt === "string"
+            ? { cnf: { jkt: (payload.cnf as { jkt: string }).jkt } }
+            : {}),
         };
       } catch {
         return undefined;
