@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Makes sure what the test suite talks to is there: Debian's Chromium (for the page tests) and a
-# running local PostgreSQL (for the PostgreSQL backend). Installs or starts them when it can (root),
+# Makes sure what the test suite talks to is there: Debian's Chromium (for the page tests), D-Bus
+# and GNOME Keyring (a Secret Service for the keychain tests) and a running local PostgreSQL (for
+# the PostgreSQL backend). Installs or starts them when it can (root),
 # and otherwise says exactly what is missing; the tests that need them then fail with that message.
 set -u
 say() { printf 'ensure-test-services: %s\n' "$*" >&2; }
@@ -12,6 +13,18 @@ if ! command -v chromium >/dev/null 2>&1; then
       say "could not install chromium; browser tests will fail"
   else
     say "chromium is not installed (apt-get install chromium); browser tests will fail"
+  fi
+fi
+
+# The keychain tests (test/client/stores/keychain.test.ts) start their own D-Bus session bus and
+# gnome-keyring-daemon (a real Secret Service) and read items back with secret-tool.
+if [ "$(uname -s)" = Linux ] && ! { command -v dbus-daemon && command -v gnome-keyring-daemon && command -v secret-tool; } >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Debian's dbus, gnome-keyring and libsecret-tools for the keychain tests"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dbus gnome-keyring libsecret-tools >/dev/null) ||
+      say "could not install dbus, gnome-keyring, libsecret-tools; keychain tests will fail"
+  else
+    say "dbus, gnome-keyring or libsecret-tools is missing (apt-get install dbus gnome-keyring libsecret-tools); keychain tests will fail"
   fi
 fi
 

@@ -290,9 +290,11 @@ export class EncryptedFileTokenStore implements TokenStore {
   }
 
   async #load(): Promise<Document> {
+    if (!(await exists(this.#file))) return {};
+    // The key first: finding it may move the store to the keychain, rewriting the file.
+    const key = await this.#getKey();
     const envelope = await this.#readEnvelope();
-    if (!envelope) return {};
-    return this.#decrypt(envelope, await this.#getKey());
+    return envelope ? this.#decrypt(envelope, key) : {};
   }
 
   async #save(doc: Document): Promise<void> {
