@@ -5,7 +5,7 @@
  * token for another audience, revoked or expired subject token, wider scope, a resource outside
  * the policy, a subject token from another issuer).
  */
-import { generateKeyPair, SignJWT } from "jose";
+import { decodeJwt, generateKeyPair, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AuthorizationServer, createAuthorizationServer } from "../../src/authorization-server/index.js";
 import { type ListeningServer, listen } from "../../src/http/node.js";
@@ -13,6 +13,7 @@ import { createResourceServer, exchangeToken, jwtVerifier } from "../../src/reso
 import { randomToken, sha256Base64url } from "../../src/shared/crypto.js";
 import { GatehouseError, OAuthError } from "../../src/shared/errors.js";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
+import { proof, proofKey } from "./dpop-support.js";
 import { basic, client, memoryLogger, pkcePair, REDIRECT } from "./helpers.js";
 
 const TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange";
@@ -241,6 +242,26 @@ describe("token exchange (RFC 8693)", () => {
     } finally {
       clock.now -= 200_000;
     }
+  });
+});
+
+describe("token exchange with DPoP (RFC 9449)", () => {
+  it("binds the exchanged token to the key of the proof the service sent", async () => {
+    const key = await proofKey();
+    const { status, body } = await exchange(
+      await userToken(),
+      {},
+      {
+        ...basic(NOTES_SERVICE, NOTES_SECRET),
+        dpop: await proof(key, `${issuer}/token`, clock.now),
+      },
+    );
+    expect(status).toBe(200);
+    expect(body.token_type).toBe("DPoP");
+    expect(decodeJwt(body.access_token as string)).toMatchObject({
+      cnf: { jkt: key.jkt },
+      act: { sub: NOTES_SERVICE },
+    });
   });
 });
 

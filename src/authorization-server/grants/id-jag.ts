@@ -11,6 +11,7 @@ import { formatScope, parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
 import { matchResource, newAccessToken, requestedScopes, signAccessToken, tokenResponse } from "./common.js";
+import type { TokenRequestDPoP } from "./dpop-binding.js";
 import {
   assertedScopes,
   ID_JAG_TYP,
@@ -60,6 +61,7 @@ export async function identityAssertionGrant(
   client: ClientRecord,
   form: Map<string, string>,
   assertion: string,
+  dpop: TokenRequestDPoP,
 ): Promise<Response> {
   const config = ctx.options.enterpriseAuthorization!;
   // The ID-JAG names a client; only that client, proving who it is, may redeem it.
@@ -108,12 +110,17 @@ export async function identityAssertionGrant(
     },
     access,
   );
-  const accessToken = await signAccessToken(ctx, access, {
-    sub: userId,
-    clientId: client.clientId,
-    resource,
-    scopes,
-  });
+  const accessToken = await signAccessToken(
+    ctx,
+    access,
+    {
+      sub: userId,
+      clientId: client.clientId,
+      resource,
+      scopes,
+    },
+    dpop.jkt,
+  );
   ctx.audit?.({
     type: "grant_issued",
     grant_type: JWT_BEARER_GRANT,
@@ -123,9 +130,12 @@ export async function identityAssertionGrant(
     assertion_issuer: issuer.issuer,
     user_id: userId,
   });
-  return tokenResponse({
-    access_token: accessToken,
-    expires_in: ctx.options.accessTokenTtlSeconds,
-    scope: formatScope(scopes),
-  });
+  return tokenResponse(
+    {
+      access_token: accessToken,
+      expires_in: ctx.options.accessTokenTtlSeconds,
+      scope: formatScope(scopes),
+    },
+    dpop.jkt,
+  );
 }

@@ -9,6 +9,7 @@ import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
 import { required } from "./common.js";
+import type { TokenRequestDPoP } from "./dpop-binding.js";
 import { identityAssertionGrant } from "./id-jag.js";
 import { ID_JAG_TYP, invalidAssertion } from "./jwt-assertion.js";
 import { workloadIdentityGrant } from "./workload-identity.js";
@@ -39,18 +40,19 @@ export async function jwtBearerGrant(
   ctx: ServerContext,
   client: ClientRecord,
   form: Map<string, string>,
+  dpop: TokenRequestDPoP,
 ): Promise<Response> {
   const assertion = required(form, "assertion");
   try {
     if (isIdentityAssertion(assertion)) {
       if (!ctx.options.enterpriseAuthorization)
         throw invalidAssertion("identity assertions are not accepted");
-      return await identityAssertionGrant(ctx, client, form, assertion);
+      return await identityAssertionGrant(ctx, client, form, assertion, dpop);
     }
     if (!ctx.options.workloadIdentity) {
       throw invalidAssertion(`assertion must be an identity assertion (typ ${ID_JAG_TYP})`);
     }
-    return await workloadIdentityGrant(ctx, client, form, assertion);
+    return await workloadIdentityGrant(ctx, client, form, assertion, dpop);
   } catch (error) {
     if (error instanceof OAuthError) {
       let issuer: unknown;

@@ -13,6 +13,7 @@ import type { ClientRecord } from "../../storage/contract.js";
 import type { AccessTokenClaims, ActorClaim, ServerContext } from "../config/context.js";
 import type { TokenExchangePolicy } from "../config/options.js";
 import { accessTokenScopes, matchResource, requestedScopes, required } from "./common.js";
+import type { TokenRequestDPoP } from "./dpop-binding.js";
 import { scopesWithin } from "./jwt-assertion.js";
 
 export const TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange";
@@ -105,6 +106,7 @@ export async function tokenExchangeGrant(
   ctx: ServerContext,
   client: ClientRecord,
   form: Map<string, string>,
+  dpop: TokenRequestDPoP,
 ): Promise<Response> {
   // RFC 8693 §2.1: client authentication; the exchanging party must be a service that proves who it is.
   if (client.tokenEndpointAuthMethod === "none") {
@@ -176,6 +178,8 @@ export async function tokenExchangeGrant(
     iat: Math.floor(now / 1000),
     exp: Math.floor(expiresAt / 1000),
     act,
+    // RFC 9449 §6.1: a proof on the exchange binds the new token to that key, as for any grant.
+    ...(dpop.jkt === undefined ? {} : { cnf: { jkt: dpop.jkt } }),
   };
   const accessToken = await ctx.keys.signAccessToken(claims);
   ctx.audit?.({
@@ -191,7 +195,7 @@ export async function tokenExchangeGrant(
     {
       access_token: accessToken,
       issued_token_type: ACCESS_TOKEN_TYPE,
-      token_type: "Bearer",
+      token_type: dpop.jkt === undefined ? "Bearer" : "DPoP",
       expires_in: Math.max(0, Math.floor((expiresAt - now) / 1000)),
       scope: formatScope(scopes),
     },

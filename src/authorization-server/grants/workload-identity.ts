@@ -17,6 +17,7 @@ import {
   signAccessToken,
   tokenResponse,
 } from "./common.js";
+import type { TokenRequestDPoP } from "./dpop-binding.js";
 import {
   invalidAssertion,
   JWT_BEARER_GRANT,
@@ -36,6 +37,7 @@ export async function workloadIdentityGrant(
   client: ClientRecord,
   form: Map<string, string>,
   assertion: string,
+  dpop: TokenRequestDPoP,
 ): Promise<Response> {
   const config = ctx.options.workloadIdentity!;
   const resource = matchResource(ctx, required(form, "resource"));
@@ -70,12 +72,17 @@ export async function workloadIdentityGrant(
     },
     access,
   );
-  const accessToken = await signAccessToken(ctx, access, {
-    sub: client.clientId,
-    clientId: client.clientId,
-    resource,
-    scopes,
-  });
+  const accessToken = await signAccessToken(
+    ctx,
+    access,
+    {
+      sub: client.clientId,
+      clientId: client.clientId,
+      resource,
+      scopes,
+    },
+    dpop.jkt,
+  );
   ctx.audit?.({
     type: "grant_issued",
     grant_type: JWT_BEARER_GRANT,
@@ -84,9 +91,12 @@ export async function workloadIdentityGrant(
     assertion: "workload_identity",
     assertion_issuer: issuer.issuer,
   });
-  return tokenResponse({
-    access_token: accessToken,
-    expires_in: ctx.options.accessTokenTtlSeconds,
-    scope: formatScope(scopes),
-  });
+  return tokenResponse(
+    {
+      access_token: accessToken,
+      expires_in: ctx.options.accessTokenTtlSeconds,
+      scope: formatScope(scopes),
+    },
+    dpop.jkt,
+  );
 }
