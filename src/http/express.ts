@@ -46,6 +46,7 @@ function expressRequestHead(req: ExpressRequest, trustProxy: boolean, form: stri
   const head: BearerRequestHead = {
     url: url.href,
     host: url.host,
+    method: req.method,
     header: (name) => rawHeader(req, name),
     hasBody: form !== undefined && req.method !== "GET" && req.method !== "HEAD",
     bodyText: async () => form ?? "",

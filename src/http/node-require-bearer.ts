@@ -123,7 +123,15 @@ class NodeRequestHead implements BearerRequestHead {
     readonly url: string,
     readonly host: string | undefined,
     private readonly maxBodyBytes: number,
+    /** `scheme://authority` as resolved (after trusted proxies), for DPoP's `htu`. */
+    private readonly origin: string,
   ) {}
+  get method(): string {
+    return this.req.method ?? "GET";
+  }
+  requestUrl(): string {
+    return this.origin + this.url;
+  }
   header(name: string): string | null {
     return rawHeader(this.req, name);
   }
@@ -206,11 +214,12 @@ export function nodeRequireBearer(
   return (req, res) => {
     const host = requestHost(req, trustProxy);
     const target = req.url ?? "/";
-    if (host === undefined || !targetParses(`${requestScheme(req, trustProxy)}://${host}`, target)) {
+    const origin = `${requestScheme(req, trustProxy)}://${host}`;
+    if (host === undefined || !targetParses(origin, target)) {
       plainResponse(res, 400, "Bad Request: missing or invalid Host header\n");
       return;
     }
-    const head = new NodeRequestHead(req, target, host, limit);
+    const head = new NodeRequestHead(req, target, host, limit, origin);
     const toRequest = () => webRequestHead(req, { trustProxy: hops });
     let done: void | Promise<void>;
     try {

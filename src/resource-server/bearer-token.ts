@@ -1,5 +1,6 @@
 /**
- * Extracting the bearer token from a request (RFC 6750 §2, spec "Access token usage").
+ * Extracting the bearer token from a request (RFC 6750 §2, spec "Access token usage"), or the
+ * DPoP-bound token of the `DPoP` scheme (RFC 9449 §7.1) where the resource accepts it.
  *
  * The rules are written once, against {@link BearerRequestHead}: the few parts of a request they
  * read. A web `Request` is one such head ({@link headOfRequest}); the node:http adapter gives the
@@ -25,8 +26,19 @@ const TARGET_BASE = "http://target.invalid";
  * from their own request object.
  */
 export interface BearerRequestHead {
-  /** The absolute URL or the origin-form request target (`/path?query`); only the query is read. */
+  /**
+   * The absolute URL or the origin-form request target (`/path?query`); the token rules read only
+   * the query. DPoP's `htu` is compared with {@link requestUrl} when given, else with this.
+   */
   readonly url: string;
+  /** The request method (DPoP's `htm` must equal it, RFC 9449 §4.3). Read only for a DPoP request. */
+  readonly method?: string;
+  /**
+   * The absolute request URL as this server answers at it: scheme and authority as the adapter
+   * resolved them (after trusted proxies), then the request target. Read only for a DPoP request,
+   * whose proof's `htu` must name it (RFC 9449 §4.3 point 9). Omitted when `url` is absolute.
+   */
+  requestUrl?(): string;
   /**
    * The request's authority (`host[:port]`) as the adapter resolved it: the `Host` header, or the
    * forwarded host when it trusts a proxy. When absent, the `Host` header is used. Read only when
@@ -56,6 +68,7 @@ export function headOfRequest(request: Request): BearerRequestHead {
     get host() {
       return authorityOf(url);
     },
+    method: request.method,
     header: (name) => request.headers.get(name),
     hasBody: request.body !== null,
     // A clone tees the body, so the handler still reads it in full.
@@ -71,9 +84,15 @@ function authorityOf(url: string): string | undefined {
   return url.slice(start + 2, end < 0 ? undefined : end);
 }
 
+/** A token sent with the `DPoP` authentication scheme (RFC 9449 §7.1): it needs a proof. */
+export class DPoPCredentials {
+  constructor(readonly token: string) {}
+}
+
 /**
  * The bearer token of a request (RFC 6750 §2), `undefined` when it carries no credentials or
- * credentials of another scheme (RFC 6750 §3.1: no error code then).
+ * credentials of another scheme (RFC 6750 §3.1: no error code then). With `acceptDPoP`, a token
+ * of the `DPoP` scheme comes back as {@link DPoPCredentials}; without, that scheme is "another".
  *
  * Throws `invalid_request` (400) for a malformed `Authorization` header, and for a token in the
  * query string or a form body: the spec forbids the query (MUST NOT) and Gatehouse supports the
@@ -84,8 +103,9 @@ function authorityOf(url: string): string | undefined {
  */
 export function extractBearerToken(
   head: BearerRequestHead,
-): string | undefined | Promise<string | undefined> {
-  const token = headerBearerToken(head);
+  acceptDPoP = false,
+): Credentials | Promise<Credentials> {
+  const token = headerToken(head, acceptDPoP);
   if (!mayCarryFormToken(head)) return token;
   return head.bodyText().then((body) => {
     // RFC 6750 §2.2 method, not offered by this resource: refused, never validated.
@@ -96,8 +116,11 @@ export function extractBearerToken(
   });
 }
 
+/** A bearer token, a DPoP-scheme token, or none. */
+type Credentials = string | DPoPCredentials | undefined;
+
 /** The query-string refusal and the `Authorization` header: the rules that need no body. */
-function headerBearerToken(head: BearerRequestHead): string | undefined {
+function headerToken(head: BearerRequestHead, acceptDPoP: boolean): Credentials {
   // Spec, Access token usage: a token MUST NOT be in the query string (RFC 6750 §2.3 refused).
   if (queryMayHaveToken(head.url) && new URL(head.url, TARGET_BASE).searchParams.has("access_token")) {
     throw invalidRequest("Access tokens are not accepted in the query string", "token in query");
@@ -112,13 +135,16 @@ function headerBearerToken(head: BearerRequestHead): string | undefined {
   const match = SCHEME.exec(header.trim());
   if (!match) throw invalidRequest("Malformed Authorization header", "authorization header syntax");
   // RFC 9110 §11.1: the scheme name is case-insensitive.
-  if (match[1]!.toLowerCase() !== "bearer") return undefined;
+  const scheme = match[1]!.toLowerCase();
+  const dpop = acceptDPoP && scheme === "dpop";
+  if (scheme !== "bearer" && !dpop) return undefined;
   const token = match[2];
-  // Several Authorization headers are folded with ", " and fail here.
+  // Several Authorization headers are folded with ", " and fail here. RFC 9449 §7.1: the DPoP
+  // scheme's token has the same token68 syntax as Bearer's.
   if (token === undefined || !B64TOKEN.test(token)) {
     throw invalidRequest("Malformed Authorization header", "bearer credentials syntax");
   }
-  return token;
+  return dpop ? new DPoPCredentials(token) : token;
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
  * The one place where RFC 6750 §3.1 status and challenge rules live: every failed authentication
- * becomes a Response here.
+ * becomes a Response here, with the `DPoP` challenge beside or instead of `Bearer` (RFC 9449 §7.1,
+ * §9) when the resource accepts DPoP.
  */
 import { OAuthError } from "../shared/errors.js";
 import { NO_STORE } from "../shared/http.js";
@@ -21,6 +22,11 @@ export interface ChallengeContext {
   /** Add `Access-Control-Allow-Origin: *` (default true); WWW-Authenticate is always exposed. */
   cors?: boolean;
   logger?: Logger;
+  /**
+   * Set when the resource accepts DPoP (RFC 9449 §7.1): `algs` is the space-separated list of
+   * accepted proof algorithms; `required` means no `Bearer` challenge at all.
+   */
+  dpop?: { required: boolean; algs: string };
 }
 
 /** Spec, Refresh tokens: a resource server SHOULD NOT put offline_access in a challenge. */
@@ -68,9 +74,38 @@ function challengeHeaders(challenge: string, context: ChallengeContext): Record<
     ...NO_STORE,
     "www-authenticate": challenge,
     // Browser clients must be able to read the challenge to discover the metadata.
-    "access-control-expose-headers": "WWW-Authenticate",
+    "access-control-expose-headers": context.dpop ? "WWW-Authenticate, DPoP-Nonce" : "WWW-Authenticate",
     ...(context.cors !== false ? { "access-control-allow-origin": "*" } : {}),
   };
+}
+
+/** The RFC 9449 error codes, which belong to the `DPoP` challenge whatever scheme was used. */
+function isDPoPError(error: unknown): boolean {
+  return (
+    error instanceof OAuthError && (error.code === "invalid_dpop_proof" || error.code === "use_dpop_nonce")
+  );
+}
+
+/**
+ * The `WWW-Authenticate` value: one challenge carrying `params` (the error, scope and
+ * `resource_metadata`), in the scheme the request used, plus, where the resource accepts both, a
+ * bare challenge of the other scheme (RFC 9449 §7.2: `Bearer, DPoP algs="..."`). A `DPoP`
+ * challenge always names the accepted algorithms (`algs`, RFC 9449 §7.1). Without DPoP this is the
+ * `Bearer` challenge alone, as before.
+ */
+function authenticate(
+  params: Record<string, string | undefined>,
+  context: ChallengeContext,
+  dpopScheme: boolean,
+): string {
+  const dpop = context.dpop;
+  if (dpop === undefined) return buildChallenge("Bearer", params);
+  const dpopChallenge = (p: Record<string, string | undefined>) =>
+    buildChallenge("DPoP", { ...p, algs: dpop.algs });
+  if (dpop.required) return dpopChallenge(params);
+  const other = { resource_metadata: context.resourceMetadataUrl };
+  if (dpopScheme) return `${dpopChallenge(params)}, ${buildChallenge("Bearer", other)}`;
+  return `${buildChallenge("Bearer", params)}, ${dpopChallenge(other)}`;
 }
 
 const HOST_NOT_ALLOWED_BODY = {
@@ -95,14 +130,20 @@ function json(body: object, headers: Record<string, string>, status: number): Ch
  * | {@link InsufficientScopeError} | 403 | `error="insufficient_scope"`, scope (all needed), resource_metadata |
  * | {@link HostNotAllowedError} | 403 | none: a generic `forbidden` body, nothing about the resource |
  * | `temporarily_unavailable` | 503 | none (the token was not judged) |
+ * | `invalid_dpop_proof`, `use_dpop_nonce` | 401 | in the `DPoP` challenge (RFC 9449 §7.1, §9); `DPoP-Nonce` for the latter |
  * | anything else | 500 | none; the error goes to the logger |
+ *
+ * When the resource accepts DPoP (`context.dpop`), every challenge names `algs`, the error goes in
+ * the challenge of the scheme the request used (`dpopScheme`), the other scheme's challenge follows
+ * bare, and a resource that requires DPoP sends no `Bearer` challenge.
  */
 export function challengeResponse(
   error: unknown,
   context: ChallengeContext,
   requiredScopes: readonly string[] = [],
+  dpopScheme = false,
 ): Response {
-  return challengePartsResponse(challengeParts(error, context, requiredScopes));
+  return challengePartsResponse(challengeParts(error, context, requiredScopes, dpopScheme));
 }
 
 /** {@link ChallengeParts} as a web `Response`. */
@@ -112,13 +153,16 @@ export function challengePartsResponse(parts: ChallengeParts): Response {
 
 /**
  * The one place where the RFC 6750 §3.1 rules of {@link challengeResponse} are decided: status,
- * `WWW-Authenticate` value, CORS and caching headers, and JSON body, as plain data.
+ * `WWW-Authenticate` value, CORS and caching headers, and JSON body, as plain data. `dpopScheme`:
+ * the request used the `DPoP` scheme, so the error goes in the `DPoP` challenge (RFC 9449 §7.1).
  */
 export function challengeParts(
   error: unknown,
   context: ChallengeContext,
   requiredScopes: readonly string[] = [],
+  dpopScheme = false,
 ): ChallengeParts {
+  const inDPoP = dpopScheme || isDPoPError(error);
   const rm = context.resourceMetadataUrl;
   const needed =
     error instanceof MissingTokenError && error.requiredScopes.length ? error.requiredScopes : requiredScopes;
@@ -127,7 +171,7 @@ export function challengeParts(
   if (error instanceof MissingTokenError) {
     // RFC 6750 §3.1: a request without credentials gets no error code.
     const scope = defaultScope;
-    const headers = challengeHeaders(buildChallenge("Bearer", { resource_metadata: rm, scope }), context);
+    const headers = challengeHeaders(authenticate({ resource_metadata: rm, scope }, context, false), context);
     return { status: 401, headers, body: null };
   }
   if (error instanceof HostNotAllowedError) {
@@ -142,26 +186,34 @@ export function challengeParts(
   }
   if (error instanceof InsufficientScopeError) {
     const scope = challengeScopes(insufficientScopeChallengeScopes(error, context));
-    const challenge = buildChallenge("Bearer", {
-      error: "insufficient_scope",
-      scope,
-      resource_metadata: rm,
-      error_description: error.description,
-    });
+    const challenge = authenticate(
+      { error: "insufficient_scope", scope, resource_metadata: rm, error_description: error.description },
+      context,
+      inDPoP,
+    );
     context.logger?.info("resource.insufficient_scope", { missing: formatScope(error.missingScopes) });
     return json(error.toJSON(), challengeHeaders(challenge, context), 403);
   }
   if (error instanceof OAuthError) {
-    if (error.code === "invalid_token" || error.code === "invalid_request") {
-      const status = error.code === "invalid_token" ? 401 : 400;
-      const challenge = buildChallenge("Bearer", {
-        error: error.code,
-        error_description: error.description,
-        resource_metadata: rm,
-        scope: status === 401 ? defaultScope : undefined,
-      });
+    if (error.code === "invalid_token" || error.code === "invalid_request" || isDPoPError(error)) {
+      // RFC 9449 §7.1, §9: a refused proof, or a nonce demanded, is a 401 like a refused token.
+      const status = error.code === "invalid_request" ? 400 : 401;
+      const challenge = authenticate(
+        {
+          error: error.code,
+          error_description: error.description,
+          resource_metadata: rm,
+          scope: status === 401 ? defaultScope : undefined,
+        },
+        context,
+        inDPoP,
+      );
       context.logger?.info(`resource.${error.code}`, { detail: error.detail });
-      return json(error.toJSON(), challengeHeaders(challenge, context), status);
+      const headers = challengeHeaders(challenge, context);
+      // RFC 9449 §9: the nonce to use goes in `DPoP-Nonce`.
+      const nonce = error.code === "use_dpop_nonce" ? error.headers?.["dpop-nonce"] : undefined;
+      if (nonce !== undefined) headers["dpop-nonce"] = nonce;
+      return json(error.toJSON(), headers, status);
     }
     context.logger?.warn("resource.verification_failed", { code: error.code, detail: error.detail });
     const headers: Record<string, string> = { ...NO_STORE };

@@ -32,6 +32,32 @@ function scopeList(claims: Record<string, unknown>): string[] {
   return [];
 }
 
+/** A JWK SHA-256 thumbprint, base64url: 43 characters (RFC 7638 §3, RFC 9449 §6.1). */
+const JKT = /^[A-Za-z0-9_-]{43}$/;
+
+/**
+ * The DPoP key the token is bound to: `cnf.jkt` in a JWT (RFC 9449 §6.1) or an introspection
+ * response (§6.2). A malformed binding, or `token_type` `DPoP` without one, makes the token
+ * unusable: accepting it unbound would turn a sender-constrained token into a bearer token.
+ */
+function dpopBinding(claims: Record<string, unknown>): string | undefined {
+  const cnf = claims.cnf;
+  let jkt: unknown;
+  if (cnf !== undefined) {
+    if (typeof cnf !== "object" || cnf === null || Array.isArray(cnf))
+      throw invalidToken("cnf claim malformed");
+    jkt = (cnf as Record<string, unknown>).jkt;
+  }
+  if (jkt === undefined) {
+    if (typeof claims.token_type === "string" && claims.token_type.toLowerCase() === "dpop") {
+      throw invalidToken("token_type DPoP without cnf.jkt");
+    }
+    return undefined;
+  }
+  if (typeof jkt !== "string" || !JKT.test(jkt)) throw invalidToken("cnf.jkt malformed");
+  return jkt;
+}
+
 export interface ClaimChecks {
   /** This resource's canonical URI: `aud` must contain it, compared exactly (RFC 8707 §2). */
   audience: string;
@@ -76,5 +102,7 @@ export function authInfoFromClaims(claims: Record<string, unknown>, checks: Clai
     claims,
   };
   if (typeof jti === "string") auth.tokenId = jti;
+  const dpopJkt = dpopBinding(claims);
+  if (dpopJkt !== undefined) auth.dpopJkt = dpopJkt;
   return auth;
 }

@@ -1,6 +1,7 @@
 /**
  * The resource-server role: protected resource metadata (RFC 9728), bearer token gate
- * (RFC 6750 §2-3), token verifiers (RFC 9068 JWT, RFC 7662 introspection) and a verification cache.
+ * (RFC 6750 §2-3) with DPoP (RFC 9449 §7), token verifiers (RFC 9068 JWT, RFC 7662
+ * introspection) and a verification cache.
  */
 export type { BearerRequestHead } from "./bearer-token.js";
 export { type CachedVerifier, type CachedVerifierOptions, cachedVerifier } from "./cache.js";
@@ -12,6 +13,7 @@ export {
   challengeResponse,
   insufficientScopeChallengeScopes,
 } from "./challenge.js";
+export type { DPoPPolicy, ResourceDPoPOptions } from "./dpop.js";
 export { HostNotAllowedError, InsufficientScopeError, MissingTokenError } from "./errors.js";
 export type { HostGuardOptions } from "./host-guard.js";
 export { type IntrospectionVerifierOptions, introspectionVerifier } from "./introspection-verifier.js";

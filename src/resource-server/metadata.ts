@@ -41,6 +41,10 @@ export interface ProtectedResourceMetadata {
   resource_policy_uri?: string;
   resource_tos_uri?: string;
   jwks_uri?: string;
+  /** RFC 9728 §2 (from RFC 9449): the proof algorithms accepted, when the resource accepts DPoP. */
+  dpop_signing_alg_values_supported?: string[];
+  /** RFC 9728 §2 (from RFC 9449): present (true) when only DPoP-bound tokens are accepted. */
+  dpop_bound_access_tokens_required?: boolean;
 }
 
 function invalidOption(message: string): GatehouseTypeError {

@@ -1,11 +1,17 @@
 /**
  * The gate: verify + challenge, combined once (DESIGN.md principle 2).
  */
+import { DPoPKeyMismatchError } from "../shared/dpop-proof.js";
 import { GatehouseTypeError } from "../shared/errors.js";
 import type { Logger } from "../shared/log.js";
 import { DEFAULT_REVISION } from "../shared/revision.js";
 import { isScopeToken, ScopeHierarchy } from "../shared/scopes.js";
-import { type BearerRequestHead, extractBearerToken, headOfRequest } from "./bearer-token.js";
+import {
+  type BearerRequestHead,
+  type DPoPCredentials,
+  extractBearerToken,
+  headOfRequest,
+} from "./bearer-token.js";
 import {
   type ChallengeContext,
   type ChallengeParts,
@@ -13,6 +19,7 @@ import {
   challengePartsResponse,
   challengeResponse,
 } from "./challenge.js";
+import { dpopMetadataFields, type ResourceDPoPOptions, resourceDPoP } from "./dpop.js";
 import {
   type HostNotAllowedError,
   InsufficientScopeError,
@@ -77,6 +84,12 @@ export interface ResourceServerOptions extends ProtectedResourceMetadataOptions,
    * own. A throw or rejection is caught and logged by error name only.
    */
   onInsufficientScope?: (auth: AuthInfo, requiredScopes: readonly string[]) => unknown;
+  /**
+   * DPoP (RFC 9449 §7): whether DPoP-bound tokens are accepted, with the `DPoP` scheme and a
+   * proof per request (policy `"bearer"`, the default: no; `"allowed"`; `"required"`), and how
+   * proofs are checked (algorithms, `iat` window, replay guard shared across instances, nonces).
+   */
+  dpop?: ResourceDPoPOptions;
 }
 
 export interface ResourceServer {
@@ -134,7 +147,7 @@ function checkScopeList(scopes: unknown, where: string): readonly string[] {
  */
 export function createResourceServer(options: ResourceServerOptions): ResourceServer {
   if (typeof options !== "object" || options === null) throw invalidOption("options are required");
-  const metadata = buildProtectedResourceMetadata(options);
+  const built = buildProtectedResourceMetadata(options);
   const verifier = options.verifier;
   if (!verifier || typeof verifier.verify !== "function") {
     throw invalidOption("verifier with a verify(token) method is required");
@@ -150,7 +163,10 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
   if (onInsufficientScope !== undefined && typeof onInsufficientScope !== "function") {
     throw invalidOption("onInsufficientScope must be a function");
   }
-  const resource = metadata.resource;
+  const resource = built.resource;
+  // DPoP (RFC 9449 §7): `undefined` for a bearer-only resource, whose gate then pays nothing for it.
+  const dpop = resourceDPoP(options.dpop, resource);
+  const metadata: ProtectedResourceMetadata = { ...built, ...dpopMetadataFields(dpop) };
   const resourceMetadataUrl = protectedResourceMetadataUrl(resource);
   const metadataPaths = protectedResourceMetadataPaths(resource);
   const metadataBody = JSON.stringify(metadata);
@@ -161,6 +177,8 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     scopeHierarchy: hierarchy,
     cors: options.cors ?? true,
     logger: options.logger,
+    dpop:
+      dpop === undefined ? undefined : { required: dpop.required, algs: dpop.verifier.algorithms.join(" ") },
   };
 
   // DNS-rebinding defence (MCP transport spec, local servers): Host and Origin checked before any
@@ -208,33 +226,80 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     head: BearerRequestHead,
     scopes: RequiredScopes | undefined,
     request: (() => Request) | undefined,
-    judged: { required: readonly string[] },
+    judged: Judged,
   ): AuthInfo | Promise<AuthInfo> => {
     // `request` is there whenever `scopes` is a function (`judge` and `authenticate` see to it).
     guard?.(head);
-    if (typeof scopes !== "function") return judgeToken(head, scopes ?? NO_SCOPES);
+    if (typeof scopes !== "function") return judgeToken(head, scopes ?? NO_SCOPES, judged);
     return resolveScopes(request!(), scopes).then((required) => {
       judged.required = required;
-      return judgeToken(head, required);
+      return judgeToken(head, required, judged);
     });
   };
 
   /** Step 3: the token, from the `Authorization` header only (bearer-token.ts). */
-  const judgeToken = (head: BearerRequestHead, required: readonly string[]): AuthInfo | Promise<AuthInfo> => {
-    const token = extractBearerToken(head);
-    if (token instanceof Promise) return token.then((read) => verifyToken(read, required));
-    return verifyToken(token, required);
+  const judgeToken = (
+    head: BearerRequestHead,
+    required: readonly string[],
+    judged: Judged,
+  ): AuthInfo | Promise<AuthInfo> => {
+    const token = extractBearerToken(head, dpop !== undefined);
+    if (token instanceof Promise) return token.then((read) => verifyToken(read, required, head, judged));
+    return verifyToken(token, required, head, judged);
   };
 
   /** Step 4: verification, answered at once when the verifier already holds it (`peek`). */
   const verifyToken = (
-    token: string | undefined,
+    token: string | DPoPCredentials | undefined,
     required: readonly string[],
+    head: BearerRequestHead,
+    judged: Judged,
   ): AuthInfo | Promise<AuthInfo> => {
     if (token === undefined) throw new MissingTokenError(required);
+    if (typeof token !== "string") {
+      judged.dpop = true;
+      return verifyDPoP(token.token, required, head);
+    }
+    // RFC 9449 §7.1 with RFC 9728 `dpop_bound_access_tokens_required`: no bearer tokens at all
+    // (not even verified: its answer is the same whatever the token).
+    if (dpop?.required) throw invalidToken("bearer token where DPoP is required");
     const known = peek?.(token);
-    if (known !== undefined) return admit(known, required);
-    return verifier.verify(token).then((auth) => admit(auth, required));
+    if (known !== undefined) return admitBearer(known, required);
+    return verifier.verify(token).then((auth) => admitBearer(auth, required));
+  };
+
+  /** RFC 9449 §7.2: a DPoP-bound token sent as a bearer token is refused, whatever the policy. */
+  const admitBearer = (auth: AuthInfo, required: readonly string[]): AuthInfo => {
+    if (auth.dpopJkt !== undefined) throw invalidToken("DPoP-bound token presented with the Bearer scheme");
+    return admit(auth, required);
+  };
+
+  /**
+   * Step 4 for the `DPoP` scheme (RFC 9449 §7.1): the token must be DPoP-bound, and the request's
+   * proof valid (method, URL, `ath` of this token, fresh, not replayed) and signed by the key the
+   * token is bound to (checked before the proof is recorded as used).
+   */
+  const verifyDPoP = async (
+    token: string,
+    required: readonly string[],
+    head: BearerRequestHead,
+  ): Promise<AuthInfo> => {
+    const auth = peek?.(token) ?? (await verifier.verify(token));
+    if (auth.dpopJkt === undefined) throw invalidToken("DPoP scheme with a token that is not DPoP-bound");
+    try {
+      await dpop!.verifier.verify({
+        proof: head.header("dpop"),
+        method: head.method ?? "",
+        url: head.requestUrl?.() ?? head.url,
+        accessToken: token,
+        jkt: auth.dpopJkt,
+      });
+    } catch (error) {
+      // RFC 9449 §7.1: a proof by another key than the token's is a token problem at a resource.
+      if (error instanceof DPoPKeyMismatchError) throw invalidToken("DPoP key binding mismatch", error);
+      throw error;
+    }
+    return admit(auth, required);
   };
 
   /**
@@ -262,10 +327,13 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     scopes: RequiredScopes | undefined,
     request: (() => Request) | undefined,
   ): BearerVerdict | Promise<BearerVerdict> => {
-    const judged = { required: typeof scopes === "function" ? NO_SCOPES : (scopes ?? NO_SCOPES) };
+    const judged: Judged = {
+      required: typeof scopes === "function" ? NO_SCOPES : (scopes ?? NO_SCOPES),
+      dpop: false,
+    };
     const refused = (error: unknown): BearerVerdict => ({
       ok: false,
-      challenge: challengeParts(error, context, judged.required),
+      challenge: challengeParts(error, context, judged.required, judged.dpop),
     });
     try {
       const auth = judgeHead(head, scopes, request, judged);
@@ -290,7 +358,7 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
 
   /** The typed-error form of the judgement, for `authenticate` and `verifyAccessToken`. */
   const authenticate = async (request: Request, scopes?: RequiredScopes): Promise<AuthInfo> =>
-    judgeHead(headOfRequest(request), scopes, () => request, { required: NO_SCOPES });
+    judgeHead(headOfRequest(request), scopes, () => request, { required: NO_SCOPES, dpop: false });
 
   return {
     resource,
@@ -315,6 +383,13 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
       };
     },
   };
+}
+
+/** What the judgement learnt on the way, for the challenge: the scopes needed, the scheme used. */
+interface Judged {
+  required: readonly string[];
+  /** The request used the `DPoP` scheme (its challenge then carries the error, RFC 9449 §7.1). */
+  dpop: boolean;
 }
 
 function passed(auth: AuthInfo): BearerVerdict {

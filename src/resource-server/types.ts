@@ -32,6 +32,12 @@ export interface AuthInfo {
    * to hand to the authorization server (see `onInsufficientScope`).
    */
   tokenId?: string;
+  /**
+   * The RFC 7638 thumbprint of the key the token is bound to (`cnf.jkt`, RFC 9449 §6), when it is
+   * DPoP-bound. The gate admits such a token only with the `DPoP` scheme and a valid proof signed
+   * by that key (RFC 9449 §7.1), so a handler seeing it knows the request was sender-constrained.
+   */
+  dpopJkt?: string;
   /** Every claim of the token (JWT payload or introspection response), for application use. */
   claims?: Readonly<Record<string, unknown>>;
 }
