@@ -1,0 +1,200 @@
+/**
+ * DPoP end to end: Gatehouse's client (AuthClient, `dpop: "auto"`) ↔ Gatehouse's authorization
+ * server on loopback (real /authorize, login, consent, /token) ↔ a resource that accepts only
+ * DPoP-bound tokens and checks them the way RFC 9449 §7.1 says: the token's signature against the
+ * server's JWKS, then the proof (shared verifier: signature, htm, htu, iat, jti, `ath`) made with
+ * the key of the token's `cnf.jkt`.
+ *
+ * The server requires nonces (§8), so the first token request is answered `use_dpop_nonce` and the
+ * client retries with the nonce; after the nonce ages out, the refresh goes through the same
+ * round trip. The refresh token is bound to the client's key (§5): it works with that key only.
+ *
+ * The resource (`https://notes.example/mcp`) is outside this machine: the client's fetch routes its
+ * origin to the in-process stand-in below; everything else is real HTTP to the real server.
+ */
+import { calculateJwkThumbprint, createLocalJWKSet, type JSONWebKeySet, jwtVerify } from "jose";
+import { afterEach, describe, expect, it } from "vitest";
+import { AuthClient, MemoryTokenStore } from "../../src/client/index.js";
+import { sha256Base64url } from "../../src/shared/crypto.js";
+import { dpopProofVerifier } from "../../src/shared/dpop-proof.js";
+import { Browser, hiddenFields } from "../support/flow.js";
+import { proof, proofKey } from "./dpop-support.js";
+import { PASSWORD } from "./pages/harness.js";
+import { type FlowServer, publicClient, RESOURCE, startFlowServer, USERNAME } from "./support/flow-server.js";
+
+const PRM_URL = "https://notes.example/.well-known/oauth-protected-resource/mcp";
+const REDIRECT_URI = "http://127.0.0.1/callback";
+
+let server: FlowServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+/** What the resource saw: the scheme of each request and, for accepted ones, the key they proved. */
+interface ResourceLog {
+  accepted: { jkt: string }[];
+  refused: string[];
+}
+
+/** The stand-in resource: DPoP-bound tokens only (RFC 9449 §7.1, §7.2). */
+function dpopResource(issuer: string, log: ResourceLog) {
+  const proofs = dpopProofVerifier({ algorithms: ["ES256"] });
+  const challenge = `Bearer resource_metadata="${PRM_URL}", scope="notes:read", DPoP algs="ES256"`;
+  const refuse = (reason: string) => {
+    log.refused.push(reason);
+    return new Response(null, { status: 401, headers: { "www-authenticate": challenge } });
+  };
+  return async (request: Request): Promise<Response> => {
+    const url = new URL(request.url);
+    if (url.pathname === "/.well-known/oauth-protected-resource/mcp") {
+      return Response.json({
+        resource: RESOURCE,
+        authorization_servers: [issuer],
+        scopes_supported: ["notes:read"],
+        dpop_bound_access_tokens_required: true,
+        dpop_signing_alg_values_supported: ["ES256"],
+      });
+    }
+    const authorization = request.headers.get("authorization") ?? "";
+    if (!authorization.startsWith("DPoP ")) return refuse(authorization.split(" ")[0] || "none");
+    const token = authorization.slice("DPoP ".length);
+    const jwks = (await (await fetch(`${issuer}/jwks.json`)).json()) as JSONWebKeySet;
+    let jkt: unknown;
+    try {
+      const { payload } = await jwtVerify(token, createLocalJWKSet(jwks), {
+        issuer,
+        audience: RESOURCE,
+        typ: "at+jwt",
+      });
+      jkt = (payload.cnf as { jkt?: unknown } | undefined)?.jkt;
+    } catch {
+      return refuse("token");
+    }
+    if (typeof jkt !== "string") return refuse("unbound token");
+    try {
+      await proofs.verify({
+        proof: request.headers.get("dpop"),
+        method: request.method,
+        url: request.url,
+        accessToken: token,
+        jkt,
+      });
+    } catch {
+      return refuse("proof");
+    }
+    log.accepted.push({ jkt });
+    return Response.json({ ok: true });
+  };
+}
+
+/** Signs in and approves consent on the real pages, returning the callback URL. */
+function userAgent(issuer: string, browser: Browser) {
+  return async (authorizationUrl: URL): Promise<string> => {
+    let response = await browser.request(authorizationUrl.href);
+    for (let hops = 0; hops < 6; hops++) {
+      const location = response.headers.get("location");
+      if (response.status === 303 || response.status === 302) {
+        if (!location) throw new Error("redirect without a location");
+        if (location.startsWith(REDIRECT_URI)) return location;
+        response = await browser.request(new URL(location, issuer).href);
+        continue;
+      }
+      if (response.status !== 200) throw new Error(`the authorization pages answered ${response.status}`);
+      const page = await response.text();
+      const fields = hiddenFields(page);
+      const action = page.includes('name="password"') ? "/login" : "/consent";
+      response = await browser.postForm(
+        `${issuer}${action}`,
+        action === "/login"
+          ? { ...fields, username: USERNAME, password: PASSWORD }
+          : { ...fields, decision: "approve" },
+      );
+    }
+    throw new Error("the authorization pages did not send the browser back to the client");
+  };
+}
+
+describe("DPoP end to end: Gatehouse client, authorization server and a cnf.jkt-checking resource", () => {
+  it("binds, rotates nonces, refreshes with the same key and refuses another key", async () => {
+    server = await startFlowServer({
+      clients: [publicClient({ redirectUris: [REDIRECT_URI] })],
+      extra: { dpop: { requireNonce: true, nonceLifetimeSeconds: 10 } },
+    });
+    const issuer = server.issuer;
+    const resourceLog: ResourceLog = { accepted: [], refused: [] };
+    const resource = dpopResource(issuer, resourceLog);
+    const tokenAnswers: string[] = [];
+    const store = new MemoryTokenStore();
+    const client = new AuthClient({
+      store,
+      redirectUri: REDIRECT_URI,
+      userAgent: userAgent(issuer, new Browser()),
+      preregisteredClients: { [issuer]: { client_id: "cli" } },
+      // Refresh before every request: each resource call below goes through /token first.
+      refreshSkewSeconds: 3600,
+      fetch: async (input, init) => {
+        const request = new Request(input, init);
+        if (new URL(request.url).origin === "https://notes.example") return resource(request);
+        const response = await fetch(request);
+        if (request.url === `${issuer}/token`) {
+          const body = (await response.clone().json()) as { error?: string; token_type?: string };
+          tokenAnswers.push(`${response.status} ${body.error ?? body.token_type}`);
+        }
+        return response;
+      },
+    });
+
+    const first = await client.fetch(`${RESOURCE}/notes`);
+    expect(first.status).toBe(200);
+    // §8: the server asked for a nonce, the client retried with it and got a DPoP-bound token.
+    expect(tokenAnswers).toEqual(["400 use_dpop_nonce", "200 DPoP"]);
+    const [[, tokens] = []] = await store.list("tokens");
+    const [[, key] = []] = await store.list("dpop");
+    const clientJkt = await calculateJwkThumbprint(key!.public_jwk, "sha256");
+    // (oauth4webapi, under the client, stores token_type lowercased.)
+    expect(tokens?.token_type.toLowerCase()).toBe("dpop");
+    expect(tokens?.dpop_jkt).toBe(clientJkt);
+    expect(resourceLog.accepted).toEqual([{ jkt: clientJkt }]);
+
+    // The refresh token is bound to the client's key (§5, public client).
+    const refreshToken = tokens!.refresh_token!;
+    const grant = await server.store.getRefreshToken(sha256Base64url(refreshToken));
+    expect((await server.store.getGrant(grant!.grantId))?.dpopJkt).toBe(clientJkt);
+
+    // Another key cannot use it, even with a current nonce; the token stays good.
+    const thief = await proofKey();
+    const tokenUrl = `${issuer}/token`;
+    const steal = async (nonce?: string) =>
+      fetch(tokenUrl, {
+        method: "POST",
+        headers: {
+          "content-type": "application/x-www-form-urlencoded",
+          dpop: await proof(thief, tokenUrl, server!.clock.now, nonce === undefined ? {} : { nonce }),
+        },
+        body: new URLSearchParams({
+          grant_type: "refresh_token",
+          refresh_token: refreshToken,
+          client_id: "cli",
+        }),
+      });
+    const asked = await steal();
+    expect(asked.status).toBe(400);
+    expect(((await asked.json()) as { error: string }).error).toBe("use_dpop_nonce");
+    const stolen = await steal(asked.headers.get("dpop-nonce")!);
+    expect(stolen.status).toBe(400);
+    expect(((await stolen.json()) as { error: string }).error).toBe("invalid_grant");
+
+    // The nonce ages out (two windows of 10 s): the refresh first hears use_dpop_nonce, then works
+    // with the same key, and the resource accepts the new token with proofs of that key.
+    server.clock.now += 25_000;
+    tokenAnswers.length = 0;
+    const second = await client.fetch(`${RESOURCE}/notes`);
+    expect(second.status).toBe(200);
+    expect(tokenAnswers).toEqual(["400 use_dpop_nonce", "200 DPoP"]);
+    expect(resourceLog.accepted).toEqual([{ jkt: clientJkt }, { jkt: clientJkt }]);
+    const [[, refreshed] = []] = await store.list("tokens");
+    expect(refreshed?.refresh_token).not.toBe(refreshToken);
+    expect(resourceLog.refused.filter((r) => r !== "none")).toEqual([]);
+  });
+});
