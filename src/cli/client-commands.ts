@@ -8,7 +8,11 @@
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { AuthorizationFlowError, isAuthorizationFlowError } from "../client/errors.js";
-import { AuthClient, type CreateAuthFetchOptions } from "../client/flow/auth-client.js";
+import {
+  AuthClient,
+  type CreateAuthFetchOptions,
+  type DeviceAuthorizationOptions,
+} from "../client/flow/auth-client.js";
 import { explainNetworkError } from "../client/protocol/network-errors.js";
 import { EncryptedFileTokenStore } from "../client/stores/encrypted-file.js";
 import { browserSession } from "../client/user-agent/browser.js";
@@ -73,6 +77,8 @@ export function cliAuthClient(options: {
    * for a browser (see {@link noBrowserReason}).
    */
   refuseInteractive?: { url: string; reason: string };
+  /** Log in with the device authorization grant (RFC 8628) instead of the browser. */
+  device?: DeviceAuthorizationOptions;
   clientMetadataUrl?: string;
   clientId?: string;
   clientSecret?: string;
@@ -88,13 +94,17 @@ export function cliAuthClient(options: {
   return new AuthClient({
     store,
     clientName: "Gatehouse CLI",
-    authorizationSession: options.refuseInteractive
-      ? refusingSession(options.refuseInteractive.url, options.refuseInteractive.reason)
-      : browserSession({
-          print,
-          timeoutHint:
-            "run the command again, use --print-url to open the URL yourself, or log in with 'gatehouse login --device <url>'",
-          ...(options.printOnly && { printOnly: true }),
+    ...(options.device
+      ? { deviceAuthorization: options.device }
+      : {
+          authorizationSession: options.refuseInteractive
+            ? refusingSession(options.refuseInteractive.url, options.refuseInteractive.reason)
+            : browserSession({
+                print,
+                timeoutHint:
+                  "run the command again, use --print-url to open the URL yourself, or log in with 'gatehouse login --device <url>'",
+                ...(options.printOnly && { printOnly: true }),
+              }),
         }),
     ...(options.clientMetadataUrl && { clientMetadataUrl: options.clientMetadataUrl }),
     ...(options.clientId &&

@@ -1,22 +1,36 @@
 /**
- * `gatehouse login`: authorize once against a protected resource and store the tokens.
+ * `gatehouse login`: authorize once against a protected resource and store the tokens, in the
+ * browser (the authorization code flow) or, with `--device`, by approving a code on another device
+ * (the device authorization grant, RFC 8628).
  */
 import { parseArgs } from "node:util";
+import { renderUnicodeCompact } from "uqr";
+import type { DeviceAuthorizationPrompt } from "../../client/flow/auth-client.js";
 import {
   authorizationServerGivenHint,
   cliAuthClient,
   describeError,
   missingResourceProblem,
+  noBrowserReason,
   parseCommandLine,
   urlArgument,
+  usageError,
 } from "../client-commands.js";
 
 const HELP = `Usage: gatehouse login <resource-url> [options]
 
 Discovers the resource's authorization server, registers if needed, opens your browser
 (the command in $BROWSER when set) and stores the tokens encrypted in the config directory.
+It waits for you in the browser until you finish (Ctrl-C cancels; it gives up after 5 minutes).
+
+With --device (no browser on this machine: a server, a container, an SSH session) it prints a
+web address and a code instead, with a QR code of the address when standard output is a
+terminal: open the address on any device, check the code, sign in and approve. The command waits
+until you approve or deny, or the code expires (Ctrl-C cancels). The authorization server must
+offer the device flow (RFC 8628: device_authorization_endpoint in its metadata).
 
 Options:
+  --device                    log in by approving a code on another device (RFC 8628)
   --print-url                 do not open a browser; print the URL to open
   --client-metadata-url URL   use this Client ID Metadata Document URL as the client id
   --client-id ID              pre-registered client id (with --issuer)
@@ -31,7 +45,18 @@ export async function run(args: string[]): Promise<number> {
   const { values, positionals } = parsed;
   const resource = urlArgument("login", positionals, "a resource URL");
   if (resource === undefined) return 2;
+  if (values.device && values["print-url"]) {
+    usageError("login", "--print-url is for the browser login; --device prints its own address and code");
+    return 2;
+  }
+  // Ctrl-C during a device login stops the polling and says so (the browser login's listener
+  // ends with the process).
+  const cancel = new AbortController();
+  const onInterrupt = () => cancel.abort(new LoginCancelled());
   const client = cliAuthClient({
+    ...(values.device && {
+      device: { onPrompt: printDevicePrompt, signal: cancel.signal },
+    }),
     ...(values["print-url"] && { printOnly: true }),
     ...(values["client-metadata-url"] && { clientMetadataUrl: values["client-metadata-url"] }),
     ...(values["client-id"] && { clientId: values["client-id"] }),
@@ -46,6 +71,15 @@ export async function run(args: string[]): Promise<number> {
     process.stderr.write(`gatehouse login: ${missing}\n${hint ? `  ${hint}\n` : ""}`);
     return 1;
   }
+  if (values.device) process.once("SIGINT", onInterrupt);
+  else {
+    const reason = noBrowserReason({ printOnly: values["print-url"] === true });
+    if (reason) {
+      process.stderr.write(
+        `No browser can be opened here (${reason}): open the address below where you can, or press Ctrl-C and run 'gatehouse login --device ${resource}'.\n`,
+      );
+    }
+  }
   try {
     const tokens = await client.login(resource, { force: values.force ?? false });
     const expires = tokens.expires_at ? `, expires ${new Date(tokens.expires_at).toISOString()}` : "";
@@ -56,12 +90,58 @@ export async function run(args: string[]): Promise<number> {
     );
     return 0;
   } catch (error) {
+    if (error instanceof LoginCancelled) {
+      process.stderr.write("gatehouse login: cancelled; nothing was stored\n");
+      return 130; // the shell's status for a command ended by SIGINT
+    }
     const hint = await authorizationServerGivenHint(error, resource);
     process.stderr.write(
       `gatehouse login: ${describeError(error, { url: resource })}\n${hint ? `  ${hint}\n` : ""}`,
     );
     return 1;
+  } finally {
+    process.off("SIGINT", onInterrupt);
   }
+}
+
+class LoginCancelled extends Error {
+  constructor() {
+    super("login cancelled");
+  }
+}
+
+/** How long until `expiresAt`, in words ("10 minutes", "45 seconds"). */
+function timeLeft(expiresAt: number): string {
+  const seconds = Math.max(0, Math.round((expiresAt - Date.now()) / 1000));
+  if (seconds < 120) return `${seconds} seconds`;
+  return `${Math.round(seconds / 60)} minutes`;
+}
+
+/**
+ * RFC 8628 §3.3: the address and the code go to stdout, where the person reads them; the address
+ * with the code filled in too (§3.3.1), and as a QR code when stdout is a terminal (a phone's
+ * camera opens it). The wait line goes to stderr, like the browser login's. Everything printed
+ * was checked by the client first (printable, https or loopback).
+ */
+function printDevicePrompt(prompt: DeviceAuthorizationPrompt): void {
+  const lines = [
+    `To log in to ${prompt.resource}, open this address on any device:`,
+    `  ${prompt.verificationUri}`,
+    `and enter the code:`,
+    `  ${prompt.userCode}`,
+  ];
+  if (prompt.verificationUriComplete) {
+    lines.push("Or open this address, which carries the code:", `  ${prompt.verificationUriComplete}`);
+  }
+  process.stdout.write(`${lines.join("\n")}\n`);
+  if (prompt.verificationUriComplete && process.stdout.isTTY) {
+    // Light modules are full blocks: right on the usual light-on-dark terminal. A 2-module quiet
+    // zone is enough for phone scanners when the terminal around it is dark.
+    process.stdout.write(`${renderUnicodeCompact(prompt.verificationUriComplete, { border: 2 })}\n`);
+  }
+  process.stderr.write(
+    `Waiting for you to approve (Ctrl-C to cancel; the code expires in ${timeLeft(prompt.expiresAt)})…\n`,
+  );
 }
 
 function parse(args: string[]) {
@@ -70,6 +150,7 @@ function parse(args: string[]) {
     allowPositionals: true,
     options: {
       help: { type: "boolean", short: "h" },
+      device: { type: "boolean" },
       "print-url": { type: "boolean" },
       "client-metadata-url": { type: "string" },
       "client-id": { type: "string" },

@@ -1,0 +1,220 @@
+/**
+ * `gatehouse login --device` (RFC 8628) as a person on a machine without a browser would use it:
+ * the built CLI with standard input closed and no display, against oidc-provider with its
+ * `deviceFlow` on loopback; Chromium plays the person's other device on the provider's
+ * verification pages. Covered: the printed address and code, approval then a headless `fetch`
+ * with the stored tokens, denial, expiry, the QR code only on a terminal (tmux gives the CLI one),
+ * Ctrl-C, and the help text. The end-to-end test against Gatehouse's own server is in
+ * test/e2e/device-login.test.ts.
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { join } from "node:path";
+import type { Browser } from "playwright-core";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { launchChromium } from "../support/browser.js";
+import { type OidcProviderFixture, startOidcProvider } from "../support/oidc-provider.js";
+import { type CliResult, ensureBuilt, MAIN, ROOT, tempDir } from "./helpers.js";
+
+let browser: Browser;
+let dir: ReturnType<typeof tempDir>;
+let op: OidcProviderFixture | undefined;
+const running = new Set<ChildProcess>();
+
+beforeAll(async () => {
+  ensureBuilt();
+  dir = tempDir("gatehouse-device-login-");
+  browser = await launchChromium();
+}, 60_000);
+afterEach(async () => {
+  for (const child of running) child.kill("SIGKILL");
+  running.clear();
+  await op?.close();
+  op = undefined;
+});
+afterAll(async () => {
+  await browser?.close();
+  dir?.remove();
+});
+
+/** A running `gatehouse` with standard input closed, no display, no `$BROWSER`. */
+interface Headless {
+  done: Promise<CliResult>;
+  stdout(): string;
+  stderr(): string;
+  child: ChildProcess;
+}
+
+function startHeadless(args: string[], configDir: string): Headless {
+  const { DISPLAY: _d, WAYLAND_DISPLAY: _w, BROWSER: _b, ...inherited } = process.env;
+  const child = spawn(process.execPath, [MAIN, ...args], {
+    cwd: ROOT,
+    env: { ...inherited, GATEHOUSE_DATABASE_URL: "", GATEHOUSE_CONFIG_DIR: configDir },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  running.add(child);
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (c: string) => {
+    stdout += c;
+  });
+  child.stderr.setEncoding("utf8").on("data", (c: string) => {
+    stderr += c;
+  });
+  const done = new Promise<CliResult>((resolve, reject) => {
+    child.once("error", reject);
+    child.once("close", (code) => {
+      running.delete(child);
+      resolve({ code, stdout, stderr });
+    });
+  });
+  return { done, stdout: () => stdout, stderr: () => stderr, child };
+}
+
+/** The address with the code that the CLI printed, once it has (fails if the CLI ends first). */
+async function printedPrompt(cli: Headless): Promise<{ complete: URL; userCode: string; uri: string }> {
+  let ended: CliResult | undefined;
+  void cli.done.then((r) => {
+    ended = r;
+  });
+  for (;;) {
+    const out = cli.stdout();
+    const uri = /open this address on any device:\n {2}(\S+)\n/.exec(out)?.[1];
+    const userCode = /and enter the code:\n {2}(\S+)\n/.exec(out)?.[1];
+    const complete = /Or open this address, which carries the code:\n {2}(\S+)\n/.exec(out)?.[1];
+    if (uri && userCode && complete) return { uri, userCode, complete: new URL(complete) };
+    if (ended) throw new Error(`the CLI ended (${ended.code}) before printing a code:\n${ended.stderr}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The person's other device on oidc-provider's pages: confirm, sign in, consent; or abort. */
+async function onAnotherDevice(url: URL, decision: "approve" | "deny"): Promise<void> {
+  const context = await browser.newContext();
+  try {
+    await context.route(/^https?:\/\/(?!127\.0\.0\.1[:/])/, (route) => route.abort());
+    const page = await context.newPage();
+    await page.goto(url.href);
+    if (decision === "deny") {
+      await page.getByRole("button", { name: "[ Abort ]" }).click();
+      await page.waitForLoadState();
+      return;
+    }
+    await page.getByRole("button", { name: "Continue" }).click();
+    await page.locator('input[name="login"]').fill("alice");
+    await page.locator('input[name="password"]').fill("irrelevant");
+    await page.getByRole("button", { name: "Sign-in" }).click();
+    await page.getByRole("button", { name: "Continue" }).click();
+    await page.waitForLoadState();
+    await expect(page.locator("body").textContent()).resolves.toMatch(/Sign-in Success/i);
+  } finally {
+    await context.close();
+  }
+}
+
+describe("gatehouse login --device against oidc-provider", () => {
+  it("prints the address and code (no QR code off a terminal), waits, stores the tokens; a headless fetch then uses them", async () => {
+    op = await startOidcProvider({ deviceFlow: {} });
+    const config = join(dir.path, "approve");
+    const login = startHeadless(["login", "--device", op.resourceUrl], config);
+    const prompt = await printedPrompt(login);
+    expect(prompt.uri).toBe(`${op.issuer}/device`);
+    expect(prompt.complete.searchParams.get("user_code")).toBe(prompt.userCode);
+    await onAnotherDevice(prompt.complete, "approve");
+    const result = await login.done;
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toContain(`Logged in to ${op.resourceUrl} via ${op.issuer}`);
+    expect(result.stdout).toContain("refreshable");
+    expect(result.stderr).toMatch(
+      /Waiting for you to approve \(Ctrl-C to cancel; the code expires in \d+ minutes\)/,
+    );
+    // stdout is a pipe: no QR code blocks in it.
+    expect(result.stdout).not.toMatch(/[▀▄█]/);
+    // The device code is a secret: never printed.
+    expect(`${result.stdout}${result.stderr}`).not.toMatch(/device_code/i);
+
+    // The same headless machine now calls the resource with the stored tokens.
+    const fetched = await startHeadless(["fetch", op.resourceUrl], config).done;
+    expect(fetched.code, fetched.stderr).toBe(0);
+    expect(JSON.parse(fetched.stdout)).toEqual({ ok: true, sub: "alice" });
+  }, 120_000);
+
+  it("denial: exits 1 saying the login was denied, and stores nothing", async () => {
+    op = await startOidcProvider({ deviceFlow: {} });
+    const config = join(dir.path, "deny");
+    const login = startHeadless(["login", "--device", op.resourceUrl], config);
+    await onAnotherDevice((await printedPrompt(login)).complete, "deny");
+    const result = await login.done;
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("the login was denied on the verification page [access_denied]");
+    const status = await startHeadless(["status", "--json"], config).done;
+    expect(JSON.parse(status.stdout).tokens).toEqual([]);
+  }, 120_000);
+
+  it("expiry: exits 1 saying the code expired", async () => {
+    op = await startOidcProvider({ deviceFlow: { codeTtlSeconds: 2 } });
+    const result = await startHeadless(["login", "--device", op.resourceUrl], join(dir.path, "expire")).done;
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      "the user code expired before the login was approved; start the login again [expired_token]",
+    );
+  }, 60_000);
+
+  it("on a terminal (tmux): the QR code of the address with the code is drawn; Ctrl-C cancels with status 130", async () => {
+    op = await startOidcProvider({ deviceFlow: {} });
+    const session = `gatehouse-device-${process.pid}`;
+    const tmux = (...args: string[]) => execFileSync("tmux", args, { encoding: "utf8" });
+    const command = `exec env -u DISPLAY -u WAYLAND_DISPLAY -u BROWSER GATEHOUSE_CONFIG_DIR=${join(dir.path, "tty")} GATEHOUSE_DATABASE_URL= ${process.execPath} ${MAIN} login --device ${op.resourceUrl}`;
+    // remain-on-exit keeps the pane, its last screen and its exit status after the CLI ends.
+    tmux(
+      "new-session",
+      "-d",
+      "-s",
+      session,
+      "-x",
+      "120",
+      "-y",
+      "60",
+      command,
+      ";",
+      "set-option",
+      "-t",
+      session,
+      "remain-on-exit",
+      "on",
+    );
+    try {
+      let screen = "";
+      for (let i = 0; i < 300 && !screen.includes("Waiting for you to approve"); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        screen = tmux("capture-pane", "-p", "-t", session);
+      }
+      expect(screen).toContain("and enter the code:");
+      // The QR code: rows of half and full blocks.
+      const rows = screen.split("\n").filter((line) => /^[▀▄█ ]{20,}$/.test(line.trimEnd()));
+      expect(rows.length).toBeGreaterThan(10);
+      tmux("send-keys", "-t", session, "C-c");
+      const dead = () =>
+        tmux("display-message", "-p", "-t", session, "#{pane_dead} #{pane_dead_status}").trim();
+      for (let i = 0; i < 100 && !dead().startsWith("1"); i++) await new Promise((r) => setTimeout(r, 100));
+      expect(dead()).toBe("1 130");
+      expect(tmux("capture-pane", "-p", "-t", session)).toContain(
+        "gatehouse login: cancelled; nothing was stored",
+      );
+    } finally {
+      tmux("kill-session", "-t", session);
+    }
+  }, 60_000);
+
+  it("--help describes --device, and --device with --print-url is a usage error", async () => {
+    const help = await startHeadless(["login", "--help"], join(dir.path, "help")).done;
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("--device");
+    expect(help.stdout).toContain("QR code");
+    const both = await startHeadless(
+      ["login", "--device", "--print-url", "http://127.0.0.1:9/mcp"],
+      join(dir.path, "help"),
+    ).done;
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain("--print-url is for the browser login");
+  }, 60_000);
+});
