@@ -88,8 +88,16 @@ export type {
   ClientMetadataDocumentOptions,
   DeviceAuthorizationOptions,
   DynamicRegistrationOptions,
+  EnterpriseAuthorizationOptions,
+  IdentityProviderOptions,
   ResourceOptions,
   Revision,
+  TokenExchangeOptions,
+  TokenExchangePolicy,
+  TrustedIssuerOptions,
+  WorkloadIdentityOptions,
+  WorkloadIssuerOptions,
+  WorkloadSubjectOptions,
 } from "./config/options.js";
 export { OFFLINE_ACCESS } from "./config/resolve-options.js";
 export { ENDPOINT_PATHS, type EndpointName, endpointUrl } from "./endpoints/paths.js";
