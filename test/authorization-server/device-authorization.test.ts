@@ -11,6 +11,7 @@ import {
 } from "../../src/authorization-server/pages/device.js";
 import { hashPassword } from "../../src/authorization-server/password.js";
 import { sha256Base64url } from "../../src/shared/crypto.js";
+import { proof, proofKey } from "./dpop-support.js";
 import { Agent, hiddenFields, PASSWORD } from "./pages/harness.js";
 import { type FlowServer, publicClient, RESOURCE, startFlowServer, USERNAME } from "./support/flow-server.js";
 
@@ -268,6 +269,30 @@ describe("token endpoint, device_code grant (RFC 8628 §3.4, §3.5)", () => {
 
     server.clock.now += 5_000;
     expect(await poll(device.device_code)).toMatchObject({ status: 400, body: { error: "invalid_grant" } });
+  });
+
+  it("a poll with a DPoP proof gets tokens bound to its key, as the code flow does (RFC 9449 §5)", async () => {
+    const key = await proofKey();
+    const device = await startDevice();
+    const agent = await signedInAgent();
+    expect((await answer(agent, device.user_code, "approve")).status).toBe(200);
+    server.clock.now += 5_000;
+    const response = await post(
+      "/token",
+      { grant_type: DEVICE_GRANT, device_code: device.device_code, client_id: DEVICE_CLIENT },
+      { dpop: await proof(key, `${server.issuer}/token`, server.clock.now) },
+    );
+    const body = (await response.json()) as Record<string, unknown>;
+    expect(response.status).toBe(200);
+    expect(body.token_type).toBe("DPoP");
+    expect(claims(body.access_token as string)).toMatchObject({ cnf: { jkt: key.jkt } });
+    // A public client's refresh token is bound too: without a proof it does not refresh.
+    const unbound = await post("/token", {
+      grant_type: "refresh_token",
+      refresh_token: body.refresh_token as string,
+      client_id: DEVICE_CLIENT,
+    });
+    expect(await unbound.json()).toMatchObject({ error: "invalid_dpop_proof" });
   });
 
   it("slow_down to a device that polls faster than its interval, which then grows by 5 seconds", async () => {

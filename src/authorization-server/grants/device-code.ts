@@ -9,6 +9,7 @@ import { formatScope } from "../../shared/scopes.js";
 import type { ClientRecord, DeviceAuthorizationRecord, IssuedTokens } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
 import { accessTokenScopes, newAccessToken, required, signAccessToken, tokenResponse } from "./common.js";
+import { codeDPoPProblem, grantDPoPBinding, type TokenRequestDPoP } from "./dpop-binding.js";
 import { grantLifetimes } from "./refresh-policy.js";
 import { retireSupersededGrants } from "./superseded-grants.js";
 
@@ -45,12 +46,14 @@ function boundToClient(client: ClientRecord, record: DeviceAuthorizationRecord):
  * `access_denied` after a denial, `expired_token` after `expires_in`, and `invalid_grant` for an
  * unknown code or a second redemption. An approval issues what the code flow issues: the same
  * access-token claims (RFC 9068), a refresh token under the same policy (refresh-policy.ts), and
- * the retirement of grants the new one supersedes.
+ * the retirement of grants the new one supersedes. With a DPoP proof the tokens are bound to its
+ * key exactly as the code flow binds them (RFC 9449 §5).
  */
 export async function deviceCodeGrant(
   ctx: ServerContext,
   client: ClientRecord,
   form: Map<string, string>,
+  dpop: TokenRequestDPoP = {},
 ): Promise<Response> {
   const deviceCode = required(form, "device_code");
   const invalid = (detail: string) => pollError("invalid_grant", "device code is invalid", detail);
@@ -60,11 +63,13 @@ export async function deviceCodeGrant(
   const access = newAccessToken(ctx);
   // Drawn before the transaction; written only when the approval allows refresh (refresh-policy.ts).
   const refreshToken = ctx.options.refresh.enabled ? randomToken() : undefined;
+  const bindGrantTo = grantDPoPBinding(client, dpop);
   const result = await ctx.store.pollDeviceAuthorization(
     sha256Base64url(deviceCode),
     now,
     (record): IssuedTokens | OAuthError => {
-      const refused = boundToClient(client, record);
+      // RFC 9449 §10 applied to a device authorization bound to a key: only a proof of that key.
+      const refused = boundToClient(client, record) ?? codeDPoPProblem(record.dpopJkt, dpop);
       if (refused) return refused;
       const { idleMs, absoluteMs } = grantLifetimes(ctx, record.approvedScopes ?? record.scopes);
       return {
@@ -79,6 +84,8 @@ export async function deviceCodeGrant(
               },
             }),
         grantExpiresAt: now + absoluteMs,
+        // RFC 9449 §5: a public client's refresh tokens are bound to the proof's key.
+        ...(bindGrantTo === undefined ? {} : { grantDpopJkt: bindGrantTo }),
       };
     },
   );
@@ -103,12 +110,12 @@ export async function deviceCodeGrant(
   }
   const { grant } = result;
   if (grant.userId === undefined) throw new Error("device grant has no user");
-  const accessToken = await signAccessToken(ctx, access, {
-    sub: grant.userId,
-    clientId: client.clientId,
-    resource: grant.resource,
-    scopes: grant.scopes,
-  });
+  const accessToken = await signAccessToken(
+    ctx,
+    access,
+    { sub: grant.userId, clientId: client.clientId, resource: grant.resource, scopes: grant.scopes },
+    dpop.jkt,
+  );
   ctx.audit?.({
     type: "grant_issued",
     grant_type: DEVICE_CODE_GRANT_TYPE,
@@ -117,10 +124,13 @@ export async function deviceCodeGrant(
   });
   await retireSupersededGrants(ctx, grant);
   const issuedRefresh = result.refreshIssued && refreshToken !== undefined;
-  return tokenResponse({
-    access_token: accessToken,
-    expires_in: ctx.options.accessTokenTtlSeconds,
-    scope: formatScope(issuedRefresh ? grant.scopes : accessTokenScopes(grant.scopes)),
-    ...(issuedRefresh ? { refresh_token: refreshToken } : {}),
-  });
+  return tokenResponse(
+    {
+      access_token: accessToken,
+      expires_in: ctx.options.accessTokenTtlSeconds,
+      scope: formatScope(issuedRefresh ? grant.scopes : accessTokenScopes(grant.scopes)),
+      ...(issuedRefresh ? { refresh_token: refreshToken } : {}),
+    },
+    dpop.jkt,
+  );
 }
