@@ -4,8 +4,8 @@
  * `deviceFlow` on loopback; Chromium plays the person's other device on the provider's
  * verification pages. Covered: the printed address and code, approval then a headless `fetch`
  * with the stored tokens, denial, expiry, the QR code only on a terminal (tmux gives the CLI one),
- * Ctrl-C, and the help text. The end-to-end test against Gatehouse's own server is in
- * test/e2e/device-login.test.ts.
+ * Ctrl-C, and the help text. Then the same login end to end against Gatehouse's own server
+ * (`gatehouse demo`), Chromium signing in and allowing on its /device page.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { join } from "node:path";
@@ -13,7 +13,16 @@ import type { Browser } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { launchChromium } from "../support/browser.js";
 import { type OidcProviderFixture, startOidcProvider } from "../support/oidc-provider.js";
-import { type CliResult, ensureBuilt, MAIN, ROOT, tempDir } from "./helpers.js";
+import {
+  type CliResult,
+  type DemoReady,
+  ensureBuilt,
+  MAIN,
+  ROOT,
+  type RunningCli,
+  startDemo,
+  tempDir,
+} from "./helpers.js";
 
 let browser: Browser;
 let dir: ReturnType<typeof tempDir>;
@@ -217,4 +226,50 @@ describe("gatehouse login --device against oidc-provider", () => {
     expect(both.code).toBe(2);
     expect(both.stderr).toContain("--print-url is for the browser login");
   }, 60_000);
+});
+
+describe("gatehouse login --device against gatehouse demo, allowed on its /device page in Chromium", () => {
+  let demo: RunningCli<DemoReady> | undefined;
+  afterAll(async () => {
+    await demo?.stop();
+  });
+
+  it("sign in from verification_uri_complete, check the code, Allow: the CLI stores the tokens and a headless fetch reads the notes", async () => {
+    demo = await startDemo(join(dir.path, "demo-data"), ["--no-request-log"]);
+    const { issuer, resource, notes, username, password } = demo.ready;
+    const config = join(dir.path, "gatehouse");
+    const login = startHeadless(["login", "--device", notes], config);
+    const prompt = await printedPrompt(login);
+    expect(prompt.uri).toBe(`${issuer}/device`);
+
+    const context = await browser.newContext({ viewport: { width: 900, height: 900 } });
+    try {
+      const page = await context.newPage();
+      await page.goto(prompt.complete.href);
+      // Signed-in users only: the login page first, which returns to /device with the code.
+      await expect.poll(() => new URL(page.url()).pathname).toBe("/login");
+      await page.locator("#username").fill(username);
+      await page.locator("#password").fill(password);
+      await Promise.all([
+        page.waitForURL((u) => u.pathname === "/device"),
+        page.getByRole("button", { name: "Sign in" }).click(),
+      ]);
+      expect(await page.getByTestId("user-code-input").inputValue()).toBe(prompt.userCode);
+      await page.getByRole("button", { name: "Continue" }).click();
+      // The code the CLI printed is the one shown for checking.
+      await expect.poll(() => page.getByTestId("user-code").textContent()).toBe(prompt.userCode);
+      await page.screenshot({ path: "/tmp/device-login-gatehouse-confirm.png", fullPage: true });
+      await page.getByRole("button", { name: "Allow" }).click();
+      await expect.poll(() => page.getByTestId("device-done").textContent()).toContain("You allowed");
+    } finally {
+      await context.close();
+    }
+
+    const result = await login.done;
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toContain(`Logged in to ${resource} via ${issuer}`);
+    const fetched = await startHeadless(["fetch", notes], config).done;
+    expect(fetched.code, fetched.stderr).toBe(0);
+    expect(JSON.parse(fetched.stdout)).toBeDefined();
+  }, 120_000);
 });
