@@ -18,7 +18,7 @@
  *   never drop each other's writes; `withLock` gives callers named locks in the same directory.
  */
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
-import { chmod, mkdir, open, readFile, rename, stat, unlink } from "node:fs/promises";
+import { chmod, link, mkdir, open, readFile, rename, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { GatehouseTypeError } from "../../shared/errors.js";
 import { type FileLockOptions, withFileLock } from "./file-lock.js";
@@ -191,19 +191,25 @@ export class EncryptedFileTokenStore implements TokenStore {
       );
     }
     const fresh = randomBytes(32);
+    // Written in full under a temporary name, then published with link(), which fails if the key
+    // file exists: a reader never sees a key file that is created but not yet written.
+    const temp = `${this.#keyFile}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`;
+    const handle = await open(temp, "wx", 0o600);
     try {
-      const handle = await open(this.#keyFile, "wx", 0o600);
-      try {
-        await handle.writeFile(fresh.toString("base64url"));
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
+      await handle.writeFile(fresh.toString("base64url"));
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    try {
+      await link(temp, this.#keyFile);
       return fresh;
     } catch (createError) {
       // Another process created it first: use theirs.
       if ((createError as NodeJS.ErrnoException).code !== "EEXIST") throw createError;
       return decodeKey(await readFile(this.#keyFile, "utf8"));
+    } finally {
+      await unlink(temp).catch(() => {});
     }
   }
 
@@ -385,9 +391,12 @@ export class EncryptedFileTokenStore implements TokenStore {
 
   clear(): Promise<void> {
     return this.#serial(async () => {
-      await unlink(this.#file).catch((error: NodeJS.ErrnoException) => {
-        if (error.code !== "ENOENT") throw error;
-      });
+      // Under the data lock: a write another process is making lands before, not after, the removal.
+      await this.#underDataLock(() =>
+        unlink(this.#file).catch((error: NodeJS.ErrnoException) => {
+          if (error.code !== "ENOENT") throw error;
+        }),
+      );
     });
   }
 }
