@@ -49,7 +49,13 @@ export type AuditEvent = { at: number } & (
       to_resource: string;
     }
   /** A jwt-bearer assertion was refused (RFC 7523 §3.1); `reason` names the check, never the assertion. */
-  | { type: "assertion_refused"; client_id: string; error: OAuthErrorCode; reason: string; assertion_issuer?: string }
+  | {
+      type: "assertion_refused";
+      client_id: string;
+      error: OAuthErrorCode;
+      reason: string;
+      assertion_issuer?: string;
+    }
   | { type: "grant_refreshed"; client_id: string; grant_id: string }
   | { type: "grant_revoked"; client_id: string; grant_id: string; by: "client" | "admin" }
   | { type: "grant_superseded"; client_id: string; grant_id: string; superseded_by: string }

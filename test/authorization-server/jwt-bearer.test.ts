@@ -43,6 +43,7 @@ const ID_JAG_TYP = "oauth-id-jag+jwt";
 const RESOURCE = "https://notes.example.test/mcp";
 const OTHER_RESOURCE = "https://calendar.example.test/mcp";
 const IDP = "https://idp.example.test";
+const DOWN_IDP = "https://down-idp.example.test";
 const WORKLOAD_ISSUER = "https://kubernetes.default.svc";
 const MCP_CLIENT = "mcp-client";
 const MCP_SECRET = "mcp-client-secret-long-enough";
@@ -112,7 +113,11 @@ async function startServer(
       client({ clientId: WORKLOAD_CLIENT, redirectUris: [], responseTypes: [], grantTypes: [JWT_BEARER] }),
     ],
     enterpriseAuthorization: {
-      identityProviders: [{ issuer: IDP, jwksUri: `${jwks.origin}/jwks.json`, algorithms: ["ES256"] }],
+      identityProviders: [
+        { issuer: IDP, jwksUri: `${jwks.origin}/jwks.json`, algorithms: ["ES256"] },
+        // Its JWKS endpoint answers 404: the provider is "down".
+        { issuer: DOWN_IDP, jwksUri: `${jwks.origin}/missing.json` },
+      ],
       dangerouslyAllowLoopbackForTesting: { ca: [testTls().ca] },
     },
     workloadIdentity: {
@@ -362,6 +367,11 @@ describe("enterprise-managed authorization (ID-JAG)", () => {
       expect({ status, error: body.error }).toEqual({ status: 400, error: "invalid_grant" });
     });
   }
+
+  it("answers 503 temporarily_unavailable when the provider's keys cannot be fetched", async () => {
+    const { status, body } = await redeem(as.issuer, await idJag(as.issuer, { iss: DOWN_IDP }));
+    expect({ status, error: body.error }).toEqual({ status: 503, error: "temporarily_unavailable" });
+  });
 
   it("refuses a replayed jti, and audits the refusal without the assertion", async () => {
     const assertion = await idJag(as.issuer);

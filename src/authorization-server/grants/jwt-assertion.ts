@@ -9,6 +9,7 @@ import {
   createRemoteJWKSet,
   customFetch,
   decodeJwt,
+  errors,
   type JWK,
   type JWTPayload,
   type JWTVerifyGetKey,
@@ -16,7 +17,7 @@ import {
 } from "jose";
 import { sha256Base64url } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
-import { guardedFetch } from "../../shared/guarded-fetch.js";
+import { GuardedFetchError, guardedFetch } from "../../shared/guarded-fetch.js";
 import { parseScope } from "../../shared/scopes.js";
 import type { ServerContext } from "../config/context.js";
 import type { TrustedIssuerOptions } from "../config/options.js";
@@ -128,6 +129,19 @@ export async function verifyAssertion<I extends TrustedIssuer>(
       requiredClaims: ["iss", "sub", "aud", "exp", "iat", ...rules.requiredClaims],
     }));
   } catch (error) {
+    // The issuer's keys could not be had (its JWKS endpoint down, slow, oversized or not JSON): not
+    // the client's fault, so not `invalid_grant`; the client may try again later.
+    if (
+      error instanceof GuardedFetchError ||
+      error instanceof errors.JWKSTimeout ||
+      error instanceof errors.JWKSInvalid
+    ) {
+      throw new OAuthError("temporarily_unavailable", {
+        description: "the assertion issuer's keys could not be fetched",
+        detail: `${error.name}: ${error.message}`,
+        status: 503,
+      });
+    }
     throw invalidAssertion(
       "assertion is invalid",
       error instanceof Error ? `${error.name}: ${error.message}` : String(error),
