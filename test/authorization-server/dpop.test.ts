@@ -446,6 +446,23 @@ describe("server nonces (RFC 9449 §8)", () => {
   });
 });
 
+describe("browser-based clients (CORS)", () => {
+  it("a preflight allows the DPoP header and responses expose DPoP-Nonce (RFC 9449 §8)", async () => {
+    const t = await makeServer({ dpop: { requireNonce: true } });
+    const preflight = await t.server.fetch(
+      new Request(TOKEN_URL, {
+        method: "OPTIONS",
+        headers: { origin: "https://spa.example", "access-control-request-method": "POST" },
+      }),
+    );
+    expect(preflight.headers.get("access-control-allow-headers")?.split(", ")).toContain("dpop");
+    const key = await proofKey();
+    const challenged = await redeemFresh(t, { dpop: await proof(key, TOKEN_URL, t.clock.now) });
+    expect(challenged.body.error).toBe("use_dpop_nonce");
+    expect(challenged.headers.get("access-control-expose-headers")?.split(", ")).toContain("dpop-nonce");
+  });
+});
+
 describe("metadata and options", () => {
   it("advertises exactly the algorithms the token endpoint accepts (§5.1)", async () => {
     const t = await makeServer({ dpop: { signingAlgorithms: ["ES256"] } });

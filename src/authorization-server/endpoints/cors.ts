@@ -6,7 +6,8 @@
 export function withCors(response: Response): Response {
   const headers = new Headers(response.headers);
   headers.set("access-control-allow-origin", "*");
-  headers.set("access-control-expose-headers", "www-authenticate, retry-after");
+  // RFC 9449 §8: a browser-based client reads the server's nonce only when it is exposed.
+  headers.set("access-control-expose-headers", "www-authenticate, retry-after, dpop-nonce");
   return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
 }
 
@@ -17,7 +18,8 @@ export function preflightResponse(allowed: readonly string[]): Response {
     headers: {
       "access-control-allow-origin": "*",
       "access-control-allow-methods": [...allowed, "OPTIONS"].join(", "),
-      "access-control-allow-headers": "authorization, content-type, mcp-protocol-version",
+      // `dpop`: the proof header of DPoP token requests (RFC 9449 §4.1).
+      "access-control-allow-headers": "authorization, content-type, mcp-protocol-version, dpop",
       "access-control-max-age": "600",
       allow: [...allowed, "OPTIONS"].join(", "),
     },
