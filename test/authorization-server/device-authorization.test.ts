@@ -461,6 +461,17 @@ describe("verification page (RFC 8628 §3.3, §5.1, §5.4)", () => {
     expect((await poll(device.device_code)).body.error).toBe("authorization_pending");
   });
 
+  it("an answer counts only for the request the page showed", async () => {
+    const device = await startDevice();
+    const agent = await signedInAgent();
+    const confirm = await enterCode(agent, device.user_code);
+    const fields = hiddenFields(await confirm.text());
+    expect(fields.request).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    const other = await agent.post("/device", { ...fields, request: "A".repeat(22), decision: "approve" });
+    expect(other.status).toBe(400);
+    expect((await poll(device.device_code)).body.error).toBe("authorization_pending");
+  });
+
   it("answers once: a second decision is refused", async () => {
     const device = await startDevice();
     const agent = await signedInAgent();

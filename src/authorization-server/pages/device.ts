@@ -188,6 +188,9 @@ async function submitDevice(request: Request, ctx: ServerContext, info: FetchInf
   if (decision !== "approve" && decision !== "deny") {
     return errorPage({ status: 400, title: "No decision", message: "Choose Allow or Deny." });
   }
+  // The answer is for the request the page showed: should the code have expired and been drawn again
+  // for another device meanwhile, the user never approved that one.
+  if (form.get("request") !== record.grantId) return alreadyAnswered();
   return decide(ctx, session, client, record, hash, decision);
 }
 
@@ -223,12 +226,21 @@ ${
 <form method="post" action="${devicePagePath(ctx)}">
 <input type="hidden" name="csrf" value="${deviceCsrf(session)}">
 <input type="hidden" name="user_code" value="${displayUserCode(code)}">
+<input type="hidden" name="request" value="${record.grantId}">
 <div class="actions">
 <button type="submit" name="decision" value="deny">Deny</button>
 <button type="submit" name="decision" value="approve" class="primary">Allow</button>
 </div>
 </form>`;
   return htmlResponse(page(`Allow ${name}?`, body));
+}
+
+function alreadyAnswered(): Response {
+  return errorPage({
+    status: 400,
+    title: "Already completed",
+    message: "This code has already been answered or has expired. Look at your device.",
+  });
 }
 
 /**
@@ -259,13 +271,7 @@ async function decide(
       : { approved: false },
     ctx.now(),
   );
-  if (!decided) {
-    return errorPage({
-      status: 400,
-      title: "Already completed",
-      message: "This code has already been answered or has expired. Look at your device.",
-    });
-  }
+  if (!decided) return alreadyAnswered();
   const event = { client_id: client.clientId, user_id: session.user.id } as const;
   ctx.audit?.({ type: approved ? "consent_granted" : "consent_denied", ...event });
   const name = describeClient(client).name;
