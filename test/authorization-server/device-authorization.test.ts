@@ -461,6 +461,24 @@ describe("verification page (RFC 8628 §3.3, §5.1, §5.4)", () => {
     expect((await poll(device.device_code)).body.error).toBe("authorization_pending");
   });
 
+  it("refuses odd bodies with an error page, never a 500, and bounds what it reads", async () => {
+    const agent = await signedInAgent();
+    const json = await agent.request("/device", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ user_code: "BCDF-GHJK" }),
+    });
+    expect(json.status).toBe(400);
+    expect(json.headers.get("content-type")).toContain("text/html");
+    const big = await agent.post("/device", { user_code: "B".repeat(20_000) });
+    expect(big.status).toBe(413);
+    const longQuery = await agent.get(`/device?user_code=${"B".repeat(5_000)}`);
+    expect(longQuery.status).toBe(200);
+    expect(await longQuery.text()).not.toContain("BBBBBBBBB");
+    const put = await agent.request("/device", { method: "PUT" });
+    expect(put.status).toBe(405);
+  });
+
   it("an answer counts only for the request the page showed", async () => {
     const device = await startDevice();
     const agent = await signedInAgent();
