@@ -274,6 +274,35 @@ export const AUTHORIZATION_SERVER_RULES: readonly Rule[] = [
       });
     },
   },
+  {
+    id: "as.dpop-algorithms",
+    group: "as",
+    level: "MUST",
+    spec: "RFC 9449 §4.2 (proofs use an asymmetric algorithm, never none or a MAC), §5.1",
+    title: "dpop_signing_alg_values_supported lists only asymmetric JWS algorithms",
+    check(o) {
+      return perAsDocument(o, "DPoP algorithms", (json) => {
+        const raw = json.dpop_signing_alg_values_supported;
+        if (raw === undefined) return info("DPoP not advertised");
+        const algs = stringArray(raw);
+        if (!algs || algs.length === 0)
+          return fail("dpop_signing_alg_values_supported is not a non-empty array of strings");
+        // A server that lists `none` or an HMAC algorithm would accept proofs anyone can make.
+        const refused = algs.filter((a) => a === "none" || /^HS\d+$/.test(a));
+        if (refused.length) {
+          return fail(
+            `lists ${refused.join(", ")}: a DPoP proof must be signed with an asymmetric key (RFC 9449 §4.2); remove them from the server's accepted algorithms and its metadata`,
+          );
+        }
+        if (!algs.includes("ES256")) {
+          return warn(
+            `${algs.join(", ")} without ES256: clients that sign proofs with ES256 only (Gatehouse's among them) will not ask for DPoP-bound tokens here`,
+          );
+        }
+        return pass(algs.join(", "));
+      });
+    },
+  },
 ];
 
 /**
