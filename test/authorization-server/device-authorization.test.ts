@@ -5,6 +5,7 @@
  * expired and replayed codes, polling too fast, guessing user codes, odd bodies.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { resolveOptions } from "../../src/authorization-server/config/resolve-options.js";
 import {
   DEVICE_CODE_ATTEMPTS_PER_ADDRESS,
   DEVICE_CODE_ATTEMPTS_PER_SESSION,
@@ -499,6 +500,43 @@ describe("verification page (RFC 8628 §3.3, §5.1, §5.4)", () => {
     const again = await agent.post("/device", { ...fields, decision: "deny" });
     expect(again.status).toBe(400);
     expect((await poll(device.device_code)).status).toBe(200);
+  });
+});
+
+describe("options", () => {
+  const issuer = "https://as.example.test";
+  it("default to on, 600 s and 5 s; out-of-range values fail at start-up naming the option", () => {
+    expect(resolveOptions({ issuer }).deviceAuthorization).toEqual({
+      enabled: true,
+      ttlSeconds: 600,
+      intervalSeconds: 5,
+    });
+    for (const [bad, name] of [
+      [{ ttlSeconds: 59 }, "deviceAuthorization.ttlSeconds"],
+      [{ ttlSeconds: 1801 }, "deviceAuthorization.ttlSeconds"],
+      [{ intervalSeconds: 0 }, "deviceAuthorization.intervalSeconds"],
+      [{ intervalSeconds: 2.5 }, "deviceAuthorization.intervalSeconds"],
+      [{ enabled: "no" }, "deviceAuthorization.enabled"],
+    ] as const) {
+      expect(() => resolveOptions({ issuer, deviceAuthorization: bad as never })).toThrow(name);
+    }
+  });
+
+  it("a configured lifetime and interval reach the device", async () => {
+    const custom = await startFlowServer({
+      clients: [publicClient({ clientId: DEVICE_CLIENT, grantTypes: [DEVICE_GRANT] })],
+      extra: { deviceAuthorization: { ttlSeconds: 120, intervalSeconds: 10 } },
+    });
+    try {
+      const response = await fetch(`${custom.issuer}/device_authorization`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ client_id: DEVICE_CLIENT, resource: RESOURCE }),
+      });
+      expect(await response.json()).toMatchObject({ expires_in: 120, interval: 10 });
+    } finally {
+      await custom.close();
+    }
   });
 });
 
