@@ -1,28 +1,26 @@
 /**
  * DPoP end to end: Gatehouse's client (AuthClient, `dpop: "auto"`) ↔ Gatehouse's authorization
- * server on loopback (real /authorize, login, consent, /token) ↔ a resource that accepts only
- * DPoP-bound tokens and checks them the way RFC 9449 §7.1 says: the token's signature against the
- * server's JWKS, then the proof (shared verifier: signature, htm, htu, iat, jti, `ath`) made with
- * the key of the token's `cnf.jkt`.
+ * server on loopback (real /authorize, login, consent, /token) ↔ Gatehouse's gate with DPoP
+ * required, which checks the way RFC 9449 §7.1 says: the token's signature against the server's
+ * keys, then the proof (signature, htm, htu, iat, jti, `ath`) made with the key of `cnf.jkt`.
  *
  * The server requires nonces (§8), so the first token request is answered `use_dpop_nonce` and the
  * client retries with the nonce; after the nonce ages out, the refresh goes through the same
  * round trip. The refresh token is bound to the client's key (§5): it works with that key only.
  *
  * The resource (`https://notes.example/mcp`) is outside this machine: the client's fetch routes its
- * origin to the in-process stand-in below; everything else is real HTTP to the real server.
+ * origin to the gate in process; everything else is real HTTP to the real server.
  */
-import { calculateJwkThumbprint, createLocalJWKSet, type JSONWebKeySet, jwtVerify } from "jose";
+import { calculateJwkThumbprint } from "jose";
 import { afterEach, describe, expect, it } from "vitest";
 import { AuthClient, MemoryTokenStore } from "../../src/client/index.js";
+import { createResourceServer, jwtVerifier } from "../../src/resource-server/index.js";
 import { sha256Base64url } from "../../src/shared/crypto.js";
-import { dpopProofVerifier } from "../../src/shared/dpop-proof.js";
 import { Browser, hiddenFields } from "../support/flow.js";
 import { proof, proofKey } from "./dpop-support.js";
 import { PASSWORD } from "./pages/harness.js";
 import { type FlowServer, publicClient, RESOURCE, startFlowServer, USERNAME } from "./support/flow-server.js";
 
-const PRM_URL = "https://notes.example/.well-known/oauth-protected-resource/mcp";
 const REDIRECT_URI = "http://127.0.0.1/callback";
 
 let server: FlowServer | undefined;
@@ -31,60 +29,34 @@ afterEach(async () => {
   server = undefined;
 });
 
-/** What the resource saw: the scheme of each request and, for accepted ones, the key they proved. */
+/** What the gate did: the key each admitted request proved, and the status of each refusal. */
 interface ResourceLog {
-  accepted: { jkt: string }[];
-  refused: string[];
+  accepted: { jkt: string | undefined }[];
+  refused: number[];
 }
 
-/** The stand-in resource: DPoP-bound tokens only (RFC 9449 §7.1, §7.2). */
-function dpopResource(issuer: string, log: ResourceLog) {
-  const proofs = dpopProofVerifier({ algorithms: ["ES256"] });
-  const challenge = `Bearer resource_metadata="${PRM_URL}", scope="notes:read", DPoP algs="ES256"`;
-  const refuse = (reason: string) => {
-    log.refused.push(reason);
-    return new Response(null, { status: 401, headers: { "www-authenticate": challenge } });
-  };
+/**
+ * The resource: Gatehouse's own gate with DPoP required (RFC 9449 §7.1, §7.2), verifying the
+ * server's JWTs with its published keys and each proof against the token's `cnf.jkt`.
+ */
+async function dpopResource(issuer: string, log: ResourceLog) {
+  const jwks = (await (await fetch(`${issuer}/jwks.json`)).json()) as { keys: Record<string, unknown>[] };
+  const gate = createResourceServer({
+    resource: RESOURCE,
+    authorizationServers: [issuer],
+    scopesSupported: ["notes:read"],
+    verifier: jwtVerifier({ issuer, audience: RESOURCE, jwks }),
+    dpop: { policy: "required", algorithms: ["ES256"] },
+  });
+  const guarded = gate.requireBearer({ scopes: ["notes:read"] });
   return async (request: Request): Promise<Response> => {
-    const url = new URL(request.url);
-    if (url.pathname === "/.well-known/oauth-protected-resource/mcp") {
-      return Response.json({
-        resource: RESOURCE,
-        authorization_servers: [issuer],
-        scopes_supported: ["notes:read"],
-        dpop_bound_access_tokens_required: true,
-        dpop_signing_alg_values_supported: ["ES256"],
-      });
-    }
-    const authorization = request.headers.get("authorization") ?? "";
-    if (!authorization.startsWith("DPoP ")) return refuse(authorization.split(" ")[0] || "none");
-    const token = authorization.slice("DPoP ".length);
-    const jwks = (await (await fetch(`${issuer}/jwks.json`)).json()) as JSONWebKeySet;
-    let jkt: unknown;
-    try {
-      const { payload } = await jwtVerify(token, createLocalJWKSet(jwks), {
-        issuer,
-        audience: RESOURCE,
-        typ: "at+jwt",
-      });
-      jkt = (payload.cnf as { jkt?: unknown } | undefined)?.jkt;
-    } catch {
-      return refuse("token");
-    }
-    if (typeof jkt !== "string") return refuse("unbound token");
-    try {
-      await proofs.verify({
-        proof: request.headers.get("dpop"),
-        method: request.method,
-        url: request.url,
-        accessToken: token,
-        jkt,
-      });
-    } catch {
-      return refuse("proof");
-    }
-    log.accepted.push({ jkt });
-    return Response.json({ ok: true });
+    if (gate.handles(request)) return gate.metadataResponse(request);
+    const response = await guarded(request, async (_request, auth) => {
+      log.accepted.push({ jkt: auth.dpopJkt });
+      return Response.json({ ok: true });
+    });
+    if (response.status !== 200) log.refused.push(response.status);
+    return response;
   };
 }
 
@@ -123,7 +95,7 @@ describe("DPoP end to end: Gatehouse client, authorization server and a cnf.jkt-
     });
     const issuer = server.issuer;
     const resourceLog: ResourceLog = { accepted: [], refused: [] };
-    const resource = dpopResource(issuer, resourceLog);
+    const resource = await dpopResource(issuer, resourceLog);
     const tokenAnswers: string[] = [];
     const store = new MemoryTokenStore();
     const client = new AuthClient({
@@ -195,6 +167,7 @@ describe("DPoP end to end: Gatehouse client, authorization server and a cnf.jkt-
     expect(resourceLog.accepted).toEqual([{ jkt: clientJkt }, { jkt: clientJkt }]);
     const [[, refreshed] = []] = await store.list("tokens");
     expect(refreshed?.refresh_token).not.toBe(refreshToken);
-    expect(resourceLog.refused.filter((r) => r !== "none")).toEqual([]);
+    // The only refusal was the first, token-less request (the 401 that starts the flow).
+    expect(resourceLog.refused).toEqual([401]);
   });
 });
