@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { generateSecret } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDPoPKey, DPoPSigner } from "../../src/client/protocol/dpop.js";
@@ -13,6 +16,7 @@ import {
 import { memoryReplayGuard, storeReplayGuard } from "../../src/shared/dpop-proof.js";
 import { type Challenge, parseWWWAuthenticate } from "../../src/shared/www-authenticate.js";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
+import { createSqliteStore } from "../../src/storage/sqlite/index.js";
 import { craftProof, type ProofKey, proofKey, unsignedProof } from "./dpop-support.js";
 import { startIssuer, type TestIssuer } from "./fixtures.js";
 
@@ -173,6 +177,31 @@ describe("DPoP at the gate, policy allowed: hostile requests", () => {
       const proof = await craftProof(key, { url: URL_, accessToken: at });
       expect((await dpopCall(a, at, proof)).status).toBe(200);
       expectDPoPError(await dpopCall(b, at, proof), "invalid_dpop_proof");
+    }
+  });
+
+  it("refuses a replay at a second instance on its own SQLite connection to the same file", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "gatehouse-dpop-replay-"));
+    const path = join(dir, "gatehouse.sqlite");
+    const first = createSqliteStore({ path });
+    await first.migrate();
+    const second = createSqliteStore({ path });
+    await second.migrate();
+    try {
+      const a = gateWith({ policy: "required", replayGuard: storeReplayGuard(first) });
+      const b = gateWith({ policy: "required", replayGuard: storeReplayGuard(second) });
+      const at = await token();
+      const proof = await craftProof(key, { url: URL_, accessToken: at });
+      expect((await dpopCall(b, at, proof)).status).toBe(200);
+      expectDPoPError(await dpopCall(a, at, proof), "invalid_dpop_proof");
+      // Concurrent first uses of one proof at both instances: exactly one is admitted.
+      const raced = await craftProof(key, { url: URL_, accessToken: at });
+      const answers = await Promise.all([dpopCall(a, at, raced), dpopCall(b, at, raced)]);
+      expect(answers.map((x) => x.status).sort()).toEqual([200, 401]);
+    } finally {
+      await first.close();
+      await second.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
