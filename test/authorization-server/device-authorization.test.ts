@@ -5,6 +5,7 @@
  * expired and replayed codes, polling too fast, guessing user codes, odd bodies.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { validateClientMetadataDocument } from "../../src/authorization-server/clients/metadata-document.js";
 import { resolveOptions } from "../../src/authorization-server/config/resolve-options.js";
 import {
   DEVICE_CODE_ATTEMPTS_PER_ADDRESS,
@@ -222,6 +223,22 @@ describe("device authorization endpoint (RFC 8628 §3.1, §3.2)", () => {
     expect(repeated.status).toBe(400);
     const get = await fetch(`${server.issuer}/device_authorization`);
     expect(get.status).toBe(405);
+  });
+
+  it("a Client ID Metadata Document may declare the grant beside authorization_code", () => {
+    const url = "https://cli.example/client.json";
+    const document = (grant_types: string[]) => ({
+      client_id: url,
+      client_name: "CLI",
+      redirect_uris: ["http://127.0.0.1/callback"],
+      grant_types,
+    });
+    const client = validateClientMetadataDocument(
+      url,
+      document(["authorization_code", "refresh_token", DEVICE_GRANT]),
+    );
+    expect(client.grantTypes).toContain(DEVICE_GRANT);
+    expect(() => validateClientMetadataDocument(url, document([DEVICE_GRANT]))).toThrow(/authorization_code/);
   });
 
   it("accepts the grant type at dynamic registration, without redirect URIs", async () => {
