@@ -70,6 +70,25 @@ function refusingSession(url: string, reason: string): AuthorizationSessionFacto
   };
 }
 
+/** `session`, printing `notice` (when given) as each authorization URL is about to be shown. */
+function withNotice(
+  session: AuthorizationSessionFactory,
+  notice: string | undefined,
+  print: (line: string) => void,
+): AuthorizationSessionFactory {
+  if (notice === undefined) return session;
+  return async () => {
+    const opened = await session();
+    return {
+      ...opened,
+      open(url, expectedIssuer) {
+        print(notice);
+        return opened.open(url, expectedIssuer);
+      },
+    };
+  };
+}
+
 export function cliAuthClient(options: {
   printOnly?: boolean;
   /**
@@ -79,6 +98,8 @@ export function cliAuthClient(options: {
   refuseInteractive?: { url: string; reason: string };
   /** Log in with the device authorization grant (RFC 8628) instead of the browser. */
   device?: DeviceAuthorizationOptions;
+  /** Printed just before the browser login shows its URL (why no browser will open, say). */
+  browserNotice?: string;
   clientMetadataUrl?: string;
   clientId?: string;
   clientSecret?: string;
@@ -99,12 +120,16 @@ export function cliAuthClient(options: {
       : {
           authorizationSession: options.refuseInteractive
             ? refusingSession(options.refuseInteractive.url, options.refuseInteractive.reason)
-            : browserSession({
+            : withNotice(
+                browserSession({
+                  print,
+                  timeoutHint:
+                    "run the command again, use --print-url to open the URL yourself, or log in with 'gatehouse login --device <url>'",
+                  ...(options.printOnly && { printOnly: true }),
+                }),
+                options.browserNotice,
                 print,
-                timeoutHint:
-                  "run the command again, use --print-url to open the URL yourself, or log in with 'gatehouse login --device <url>'",
-                ...(options.printOnly && { printOnly: true }),
-              }),
+              ),
         }),
     ...(options.clientMetadataUrl && { clientMetadataUrl: options.clientMetadataUrl }),
     ...(options.clientId &&

@@ -7,7 +7,7 @@
  * Ctrl-C, and the help text. Then the same login end to end against Gatehouse's own server
  * (`gatehouse demo`), Chromium signing in and allowing on its /device page.
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync } from "node:child_process";
 import { join } from "node:path";
 import type { Browser } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -17,10 +17,11 @@ import {
   type CliResult,
   type DemoReady,
   ensureBuilt,
+  type HeadlessCli,
   MAIN,
-  ROOT,
   type RunningCli,
   startDemo,
+  startHeadless,
   tempDir,
 } from "./helpers.js";
 
@@ -35,7 +36,7 @@ beforeAll(async () => {
   browser = await launchChromium();
 }, 60_000);
 afterEach(async () => {
-  for (const child of running) child.kill("SIGKILL");
+  for (const child of running) if (child.exitCode === null) child.kill("SIGKILL");
   running.clear();
   await op?.close();
   op = undefined;
@@ -45,42 +46,15 @@ afterAll(async () => {
   dir?.remove();
 });
 
-/** A running `gatehouse` with standard input closed, no display, no `$BROWSER`. */
-interface Headless {
-  done: Promise<CliResult>;
-  stdout(): string;
-  stderr(): string;
-  child: ChildProcess;
-}
-
-function startHeadless(args: string[], configDir: string): Headless {
-  const { DISPLAY: _d, WAYLAND_DISPLAY: _w, BROWSER: _b, ...inherited } = process.env;
-  const child = spawn(process.execPath, [MAIN, ...args], {
-    cwd: ROOT,
-    env: { ...inherited, GATEHOUSE_DATABASE_URL: "", GATEHOUSE_CONFIG_DIR: configDir },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  running.add(child);
-  let stdout = "";
-  let stderr = "";
-  child.stdout.setEncoding("utf8").on("data", (c: string) => {
-    stdout += c;
-  });
-  child.stderr.setEncoding("utf8").on("data", (c: string) => {
-    stderr += c;
-  });
-  const done = new Promise<CliResult>((resolve, reject) => {
-    child.once("error", reject);
-    child.once("close", (code) => {
-      running.delete(child);
-      resolve({ code, stdout, stderr });
-    });
-  });
-  return { done, stdout: () => stdout, stderr: () => stderr, child };
+/** `startHeadless`, killed after its test if it is still running. */
+function headless(args: string[], configDir: string): HeadlessCli {
+  const cli = startHeadless(args, configDir);
+  running.add(cli.child);
+  return cli;
 }
 
 /** The address with the code that the CLI printed, once it has (fails if the CLI ends first). */
-async function printedPrompt(cli: Headless): Promise<{ complete: URL; userCode: string; uri: string }> {
+async function printedPrompt(cli: HeadlessCli): Promise<{ complete: URL; userCode: string; uri: string }> {
   let ended: CliResult | undefined;
   void cli.done.then((r) => {
     ended = r;
@@ -124,7 +98,7 @@ describe("gatehouse login --device against oidc-provider", () => {
   it("prints the address and code (no QR code off a terminal), waits, stores the tokens; a headless fetch then uses them", async () => {
     op = await startOidcProvider({ deviceFlow: {} });
     const config = join(dir.path, "approve");
-    const login = startHeadless(["login", "--device", op.resourceUrl], config);
+    const login = headless(["login", "--device", op.resourceUrl], config);
     const prompt = await printedPrompt(login);
     expect(prompt.uri).toBe(`${op.issuer}/device`);
     expect(prompt.complete.searchParams.get("user_code")).toBe(prompt.userCode);
@@ -142,7 +116,7 @@ describe("gatehouse login --device against oidc-provider", () => {
     expect(`${result.stdout}${result.stderr}`).not.toMatch(/device_code/i);
 
     // The same headless machine now calls the resource with the stored tokens.
-    const fetched = await startHeadless(["fetch", op.resourceUrl], config).done;
+    const fetched = await headless(["fetch", op.resourceUrl], config).done;
     expect(fetched.code, fetched.stderr).toBe(0);
     expect(JSON.parse(fetched.stdout)).toEqual({ ok: true, sub: "alice" });
   }, 120_000);
@@ -150,18 +124,18 @@ describe("gatehouse login --device against oidc-provider", () => {
   it("denial: exits 1 saying the login was denied, and stores nothing", async () => {
     op = await startOidcProvider({ deviceFlow: {} });
     const config = join(dir.path, "deny");
-    const login = startHeadless(["login", "--device", op.resourceUrl], config);
+    const login = headless(["login", "--device", op.resourceUrl], config);
     await onAnotherDevice((await printedPrompt(login)).complete, "deny");
     const result = await login.done;
     expect(result.code).toBe(1);
     expect(result.stderr).toContain("the login was denied on the verification page [access_denied]");
-    const status = await startHeadless(["status", "--json"], config).done;
+    const status = await headless(["status", "--json"], config).done;
     expect(JSON.parse(status.stdout).tokens).toEqual([]);
   }, 120_000);
 
   it("expiry: exits 1 saying the code expired", async () => {
     op = await startOidcProvider({ deviceFlow: { codeTtlSeconds: 2 } });
-    const result = await startHeadless(["login", "--device", op.resourceUrl], join(dir.path, "expire")).done;
+    const result = await headless(["login", "--device", op.resourceUrl], join(dir.path, "expire")).done;
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(
       "the user code expired before the login was approved; start the login again [expired_token]",
@@ -215,7 +189,7 @@ describe("gatehouse login --device against oidc-provider", () => {
   }, 60_000);
 
   it("--help describes --device, and --device with --print-url is a usage error", async () => {
-    const help = await startHeadless(["login", "--help"], join(dir.path, "help")).done;
+    const help = await headless(["login", "--help"], join(dir.path, "help")).done;
     expect(help.code).toBe(0);
     expect(help.stdout).toContain("--device");
     expect(help.stdout).toContain("QR code");
@@ -238,7 +212,7 @@ describe("gatehouse login --device against gatehouse demo, allowed on its /devic
     demo = await startDemo(join(dir.path, "demo-data"), ["--no-request-log"]);
     const { issuer, resource, notes, username, password } = demo.ready;
     const config = join(dir.path, "gatehouse");
-    const login = startHeadless(["login", "--device", notes], config);
+    const login = headless(["login", "--device", notes], config);
     const prompt = await printedPrompt(login);
     expect(prompt.uri).toBe(`${issuer}/device`);
 
@@ -268,7 +242,7 @@ describe("gatehouse login --device against gatehouse demo, allowed on its /devic
     const result = await login.done;
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toContain(`Logged in to ${resource} via ${issuer}`);
-    const fetched = await startHeadless(["fetch", notes], config).done;
+    const fetched = await headless(["fetch", notes], config).done;
     expect(fetched.code, fetched.stderr).toBe(0);
     expect(JSON.parse(fetched.stdout)).toBeDefined();
   }, 120_000);

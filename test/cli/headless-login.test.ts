@@ -6,10 +6,10 @@
  * loopback, test/support/oidc-provider.ts). No timing is asserted: a command that waited for a
  * browser would not exit before the (generous) test timeout, and the test would fail there.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type OidcProviderFixture, startOidcProvider } from "../support/oidc-provider.js";
-import { type CliResult, ensureBuilt, MAIN, ROOT, tempDir } from "./helpers.js";
+import { type CliResult, ensureBuilt, startHeadless, tempDir } from "./helpers.js";
 
 let op: OidcProviderFixture;
 let config: ReturnType<typeof tempDir>;
@@ -23,7 +23,7 @@ beforeAll(async () => {
 
 afterEach(() => {
   // A command that hung (the bug this file guards against) does not outlive its test.
-  for (const child of running) child.kill("SIGKILL");
+  for (const child of running) if (child.exitCode === null) child.kill("SIGKILL");
   running.clear();
 });
 
@@ -32,33 +32,11 @@ afterAll(async () => {
   config?.remove();
 });
 
-/**
- * `gatehouse <args>` with standard input closed (`ignore`: /dev/null, not a terminal), stdout a
- * pipe, and no display and no `$BROWSER` unless `env` sets them.
- */
+/** `gatehouse <args>` headless (see `startHeadless`), to completion; killed after its test. */
 function runHeadless(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
-  const { DISPLAY: _d, WAYLAND_DISPLAY: _w, BROWSER: _b, ...inherited } = process.env;
-  const child = spawn(process.execPath, [MAIN, ...args], {
-    cwd: ROOT,
-    env: { ...inherited, GATEHOUSE_DATABASE_URL: "", GATEHOUSE_CONFIG_DIR: config.path, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  running.add(child);
-  let stdout = "";
-  let stderr = "";
-  child.stdout.setEncoding("utf8").on("data", (c: string) => {
-    stdout += c;
-  });
-  child.stderr.setEncoding("utf8").on("data", (c: string) => {
-    stderr += c;
-  });
-  return new Promise((resolve, reject) => {
-    child.once("error", reject);
-    child.once("close", (code) => {
-      running.delete(child);
-      resolve({ code, stdout, stderr });
-    });
-  });
+  const cli = startHeadless(args, config.path, env);
+  running.add(cli.child);
+  return cli.done;
 }
 
 describe("gatehouse fetch with no stored login and no browser to open", () => {
@@ -90,5 +68,25 @@ describe("gatehouse fetch with no stored login and no browser to open", () => {
     expect(result.code).toBe(0);
     expect(result.stdout).toContain("--no-browser");
     expect(result.stdout).toContain("gatehouse login --device");
+  }, 60_000);
+});
+
+describe("gatehouse login (browser) where no browser can be opened", () => {
+  it("says why and points to --device as it shows the URL, then says it waits, how to cancel and for how long", async () => {
+    const cli = startHeadless(["login", op.resourceUrl], config.path);
+    running.add(cli.child);
+    for (let i = 0; i < 300 && !cli.stderr().includes("Waiting for you"); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const stderr = cli.stderr();
+    expect(stderr).toContain(
+      `No browser can be opened here (standard input or output is not a terminal): open the address below where you can, or press Ctrl-C and run 'gatehouse login --device ${op.resourceUrl}'.`,
+    );
+    expect(stderr).toMatch(/Open this URL in a browser to authorize:\n {2}http:\/\/127\.0\.0\.1:\d+\/auth\?/);
+    expect(stderr).toContain(
+      "Waiting for you to finish in the browser (Ctrl-C to cancel; gives up after 5 min)",
+    );
+    cli.child.kill("SIGINT");
+    await cli.done;
   }, 60_000);
 });

@@ -49,6 +49,42 @@ export function runCli(
   });
 }
 
+/** A `gatehouse` run as on a machine without a browser (see {@link startHeadless}). */
+export interface HeadlessCli {
+  child: ChildProcess;
+  /** Resolves with the exit code and the output once the process is gone. */
+  done: Promise<CliResult>;
+  stdout(): string;
+  stderr(): string;
+}
+
+/**
+ * Starts `gatehouse <args>` as on a headless machine: standard input closed (`/dev/null`, not a
+ * terminal), stdout and stderr pipes, no `DISPLAY`, `WAYLAND_DISPLAY` or `BROWSER` unless `env`
+ * sets them, the token store in `configDir`. The caller kills `child` if it must not outlive a test.
+ */
+export function startHeadless(args: string[], configDir: string, env: NodeJS.ProcessEnv = {}): HeadlessCli {
+  const { DISPLAY: _d, WAYLAND_DISPLAY: _w, BROWSER: _b, ...inherited } = process.env;
+  const child = spawn(process.execPath, [MAIN, ...args], {
+    cwd: ROOT,
+    env: { ...inherited, GATEHOUSE_DATABASE_URL: "", GATEHOUSE_CONFIG_DIR: configDir, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (c: string) => {
+    stdout += c;
+  });
+  child.stderr.setEncoding("utf8").on("data", (c: string) => {
+    stderr += c;
+  });
+  const done = new Promise<CliResult>((resolveDone, reject) => {
+    child.once("error", reject);
+    child.once("close", (code) => resolveDone({ code, stdout, stderr }));
+  });
+  return { child, done, stdout: () => stdout, stderr: () => stderr };
+}
+
 export interface RunningCli<T> {
   child: ChildProcess;
   /** The parsed ready line. */

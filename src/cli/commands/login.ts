@@ -22,6 +22,8 @@ const HELP = `Usage: gatehouse login <resource-url> [options]
 Discovers the resource's authorization server, registers if needed, opens your browser
 (the command in $BROWSER when set) and stores the tokens encrypted in the config directory.
 It waits for you in the browser until you finish (Ctrl-C cancels; it gives up after 5 minutes).
+Where no browser can be opened (no DISPLAY or WAYLAND_DISPLAY on Linux, standard input or
+output not a terminal, and no $BROWSER) it prints the URL instead and suggests --device.
 
 With --device (no browser on this machine: a server, a container, an SSH session) it prints a
 web address and a code instead, with a QR code of the address when standard output is a
@@ -53,9 +55,16 @@ export async function run(args: string[]): Promise<number> {
   // ends with the process).
   const cancel = new AbortController();
   const onInterrupt = () => cancel.abort(new LoginCancelled());
+  const noBrowser = values.device ? undefined : noBrowserReason({ printOnly: values["print-url"] === true });
   const client = cliAuthClient({
     ...(values.device && {
       device: { onPrompt: printDevicePrompt, signal: cancel.signal },
+    }),
+    // Nothing to open a browser on: only print the URL (xdg-open could start a text browser on
+    // a terminal that is not there).
+    ...(noBrowser && {
+      printOnly: true,
+      browserNotice: `No browser can be opened here (${noBrowser}): open the address below where you can, or press Ctrl-C and run 'gatehouse login --device ${resource}'.`,
     }),
     ...(values["print-url"] && { printOnly: true }),
     ...(values["client-metadata-url"] && { clientMetadataUrl: values["client-metadata-url"] }),
@@ -72,14 +81,6 @@ export async function run(args: string[]): Promise<number> {
     return 1;
   }
   if (values.device) process.once("SIGINT", onInterrupt);
-  else {
-    const reason = noBrowserReason({ printOnly: values["print-url"] === true });
-    if (reason) {
-      process.stderr.write(
-        `No browser can be opened here (${reason}): open the address below where you can, or press Ctrl-C and run 'gatehouse login --device ${resource}'.\n`,
-      );
-    }
-  }
   try {
     const tokens = await client.login(resource, { force: values.force ?? false });
     const expires = tokens.expires_at ? `, expires ${new Date(tokens.expires_at).toISOString()}` : "";
