@@ -2,22 +2,13 @@
  * `grant_type=authorization_code` (OAuth 2.1 §4.1.3): the code is redeemed once, by the client it
  * was issued to, with the PKCE verifier (RFC 7636 §4.6), redirect URI and resource it was bound to.
  */
-import { randomToken, sha256Base64url, timingSafeEqualString } from "../../shared/crypto.js";
+import { sha256Base64url, timingSafeEqualString } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
-import { formatScope } from "../../shared/scopes.js";
 import type { AuthorizationCodeRecord, ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
-import {
-  accessTokenScopes,
-  matchResource,
-  newAccessToken,
-  required,
-  signAccessToken,
-  tokenResponse,
-} from "./common.js";
+import { approvedGrantResponse, drawTokens, tokensToWrite } from "./approved-grant.js";
+import { matchResource, required } from "./common.js";
 import { codeDPoPProblem, grantDPoPBinding, type TokenRequestDPoP } from "./dpop-binding.js";
-import { grantLifetimes } from "./refresh-policy.js";
-import { retireSupersededGrants } from "./superseded-grants.js";
 
 /** RFC 7636 §4.1: code_verifier = 43*128 unreserved characters. */
 const CODE_VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/;
@@ -83,33 +74,15 @@ export async function authorizationCodeGrant(
   const resource = matchResource(ctx, required(form, "resource"));
   const redirectUri = form.get("redirect_uri");
 
-  const now = ctx.now();
-  const access = newAccessToken(ctx);
   // Drawn before the transaction; written only when the code allows refresh (refresh-policy.ts).
-  const refreshToken = ctx.options.refresh.enabled ? randomToken() : undefined;
+  const drawn = drawTokens(ctx);
+  // RFC 9449 §5: a public client's refresh tokens are bound to the proof's key.
   const bindGrantTo = grantDPoPBinding(client, dpop);
   const result = await ctx.store.redeemAuthorizationCode(
     sha256Base64url(code),
-    now,
+    drawn.now,
     codeCheck(client, { redirectUri, codeVerifier, resource }, dpop),
-    (redeemed) => {
-      const { idleMs, absoluteMs } = grantLifetimes(ctx, redeemed.scopes);
-      return {
-        accessToken: access,
-        ...(refreshToken === undefined
-          ? {}
-          : {
-              refreshToken: {
-                tokenHash: sha256Base64url(refreshToken),
-                createdAt: now,
-                expiresAt: now + Math.min(idleMs, absoluteMs),
-              },
-            }),
-        grantExpiresAt: now + absoluteMs,
-        // RFC 9449 §5: a public client's refresh tokens are bound to the proof's key.
-        ...(bindGrantTo === undefined ? {} : { grantDpopJkt: bindGrantTo }),
-      };
-    },
+    (redeemed) => tokensToWrite(ctx, drawn, redeemed.scopes, bindGrantTo),
   );
   switch (result.status) {
     case "issued":
@@ -133,29 +106,5 @@ export async function authorizationCodeGrant(
         detail: "unknown code",
       });
   }
-  const { grant } = result;
-  if (grant.userId === undefined) throw new Error("code grant has no user");
-  const accessToken = await signAccessToken(
-    ctx,
-    access,
-    { sub: grant.userId, clientId: client.clientId, resource: grant.resource, scopes: grant.scopes },
-    dpop.jkt,
-  );
-  ctx.audit?.({
-    type: "grant_issued",
-    grant_type: "authorization_code",
-    client_id: client.clientId,
-    grant_id: grant.grantId,
-  });
-  await retireSupersededGrants(ctx, grant);
-  const issuedRefresh = result.refreshIssued && refreshToken !== undefined;
-  return tokenResponse(
-    {
-      access_token: accessToken,
-      expires_in: ctx.options.accessTokenTtlSeconds,
-      scope: formatScope(issuedRefresh ? grant.scopes : accessTokenScopes(grant.scopes)),
-      ...(issuedRefresh ? { refresh_token: refreshToken } : {}),
-    },
-    dpop.jkt,
-  );
+  return approvedGrantResponse(ctx, client, result, drawn, "authorization_code", dpop.jkt);
 }

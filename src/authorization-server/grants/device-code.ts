@@ -3,15 +3,13 @@
  * with its device code until the user has answered at the verification page, then receives the
  * same tokens the authorization code grant issues.
  */
-import { randomToken, sha256Base64url } from "../../shared/crypto.js";
+import { sha256Base64url } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
-import { formatScope } from "../../shared/scopes.js";
 import type { ClientRecord, DeviceAuthorizationRecord, IssuedTokens } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
-import { accessTokenScopes, newAccessToken, required, signAccessToken, tokenResponse } from "./common.js";
+import { approvedGrantResponse, drawTokens, tokensToWrite } from "./approved-grant.js";
+import { required } from "./common.js";
 import { codeDPoPProblem, grantDPoPBinding, type TokenRequestDPoP } from "./dpop-binding.js";
-import { grantLifetimes } from "./refresh-policy.js";
-import { retireSupersededGrants } from "./superseded-grants.js";
 
 /** RFC 8628 §3.4: the grant type a device polls the token endpoint with. */
 export const DEVICE_CODE_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code";
@@ -59,35 +57,18 @@ export async function deviceCodeGrant(
   const invalid = (detail: string) => pollError("invalid_grant", "device code is invalid", detail);
   if (!DEVICE_CODE.test(deviceCode)) throw invalid("malformed device code");
 
-  const now = ctx.now();
-  const access = newAccessToken(ctx);
   // Drawn before the transaction; written only when the approval allows refresh (refresh-policy.ts).
-  const refreshToken = ctx.options.refresh.enabled ? randomToken() : undefined;
+  const drawn = drawTokens(ctx);
+  // RFC 9449 §5: a public client's refresh tokens are bound to the proof's key.
   const bindGrantTo = grantDPoPBinding(client, dpop);
   const result = await ctx.store.pollDeviceAuthorization(
     sha256Base64url(deviceCode),
-    now,
-    (record): IssuedTokens | OAuthError => {
+    drawn.now,
+    (record): IssuedTokens | OAuthError =>
       // RFC 9449 §10 applied to a device authorization bound to a key: only a proof of that key.
-      const refused = boundToClient(client, record) ?? codeDPoPProblem(record.dpopJkt, dpop);
-      if (refused) return refused;
-      const { idleMs, absoluteMs } = grantLifetimes(ctx, record.approvedScopes ?? record.scopes);
-      return {
-        accessToken: access,
-        ...(refreshToken === undefined
-          ? {}
-          : {
-              refreshToken: {
-                tokenHash: sha256Base64url(refreshToken),
-                createdAt: now,
-                expiresAt: now + Math.min(idleMs, absoluteMs),
-              },
-            }),
-        grantExpiresAt: now + absoluteMs,
-        // RFC 9449 §5: a public client's refresh tokens are bound to the proof's key.
-        ...(bindGrantTo === undefined ? {} : { grantDpopJkt: bindGrantTo }),
-      };
-    },
+      boundToClient(client, record) ??
+      codeDPoPProblem(record.dpopJkt, dpop) ??
+      tokensToWrite(ctx, drawn, record.approvedScopes ?? record.scopes, bindGrantTo),
   );
   switch (result.status) {
     case "issued":
@@ -108,29 +89,5 @@ export async function deviceCodeGrant(
     default:
       throw invalid("unknown device code");
   }
-  const { grant } = result;
-  if (grant.userId === undefined) throw new Error("device grant has no user");
-  const accessToken = await signAccessToken(
-    ctx,
-    access,
-    { sub: grant.userId, clientId: client.clientId, resource: grant.resource, scopes: grant.scopes },
-    dpop.jkt,
-  );
-  ctx.audit?.({
-    type: "grant_issued",
-    grant_type: DEVICE_CODE_GRANT_TYPE,
-    client_id: client.clientId,
-    grant_id: grant.grantId,
-  });
-  await retireSupersededGrants(ctx, grant);
-  const issuedRefresh = result.refreshIssued && refreshToken !== undefined;
-  return tokenResponse(
-    {
-      access_token: accessToken,
-      expires_in: ctx.options.accessTokenTtlSeconds,
-      scope: formatScope(issuedRefresh ? grant.scopes : accessTokenScopes(grant.scopes)),
-      ...(issuedRefresh ? { refresh_token: refreshToken } : {}),
-    },
-    dpop.jkt,
-  );
+  return approvedGrantResponse(ctx, client, result, drawn, DEVICE_CODE_GRANT_TYPE, dpop.jkt);
 }
