@@ -111,8 +111,11 @@ export interface ResourceServer {
   verifyAccessToken(request: Request): Promise<AuthInfo>;
   /** {@link verifyAccessToken} plus the scope check through the hierarchy. */
   authenticate(request: Request, requiredScopes?: RequiredScopes): Promise<AuthInfo>;
-  /** The RFC 6750 §3.1 answer to an error from {@link authenticate}. */
-  challengeResponse(error: unknown, requiredScopes?: readonly string[]): Response;
+  /**
+   * The RFC 6750 §3.1 answer to an error from {@link authenticate}. With `request`, an error for a
+   * request that used the `DPoP` scheme goes in the `DPoP` challenge (RFC 9449 §7.1).
+   */
+  challengeResponse(error: unknown, requiredScopes?: readonly string[], request?: Request): Response;
   /**
    * The gate: judges a request head (Host/Origin, token, verification, `scopes`) and answers with
    * the verified token or the challenge as {@link ChallengeParts}. Every adapter is this judgement
@@ -372,7 +375,14 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     },
     verifyAccessToken: (request) => authenticate(request),
     authenticate,
-    challengeResponse: (error, requiredScopes) => challengeResponse(error, context, requiredScopes),
+    challengeResponse: (error, requiredScopes, request) =>
+      challengeResponse(
+        error,
+        context,
+        requiredScopes,
+        // RFC 9110 §11.1: the scheme name is case-insensitive.
+        dpop !== undefined && /^dpop /i.test(request?.headers.get("authorization") ?? ""),
+      ),
     judge,
     requireBearer(middlewareOptions = {}) {
       const judgeRequest = judge(middlewareOptions, "requireBearer scopes");

@@ -340,6 +340,31 @@ describe("DPoP at the gate, policy allowed: accepted requests", () => {
   );
 });
 
+describe("DPoP through authenticate and challengeResponse", () => {
+  it("verifies the proof in authenticate, and answers in the scheme the request used", async () => {
+    const g = gateWith({ policy: "allowed" });
+    const at = await token();
+    const good = new Request(URL_, {
+      headers: { authorization: `DPoP ${at}`, dpop: await craftProof(key, { url: URL_, accessToken: at }) },
+    });
+    await expect(g.authenticate(good, ["notes:read"])).resolves.toMatchObject({ dpopJkt: key.jkt });
+    const stolen = new Request(URL_, {
+      headers: {
+        authorization: `DPoP ${at}`,
+        dpop: await craftProof(await proofKey(), { url: URL_, accessToken: at }),
+      },
+    });
+    const error = await g.authenticate(stolen, ["notes:read"]).catch((e: unknown) => e);
+    const response = g.challengeResponse(error, ["notes:read"], stolen);
+    expect(response.status).toBe(401);
+    const challenges = parseWWWAuthenticate(response.headers.get("www-authenticate") ?? "");
+    expect(challenges.map((c) => [c.scheme, c.params.error])).toEqual([
+      ["DPoP", "invalid_token"],
+      ["Bearer", undefined],
+    ]);
+  });
+});
+
 describe("DPoP at the gate, policy required", () => {
   const gate = () => gateWith({ policy: "required" });
 
