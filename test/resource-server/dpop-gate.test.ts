@@ -205,6 +205,20 @@ describe("DPoP at the gate, policy allowed: hostile requests", () => {
     }
   });
 
+  it("answers 503 without a challenge when the replay guard cannot answer (the proof was not judged)", async () => {
+    const g = gateWith({
+      policy: "allowed",
+      replayGuard: async () => {
+        throw new Error("store down");
+      },
+    });
+    const at = await token();
+    const answer = await dpopCall(g, at, await craftProof(key, { url: URL_, accessToken: at }));
+    expect(answer.status).toBe(503);
+    expect(answer.headers.get("retry-after")).toBe("5");
+    expect(answer.challenges).toEqual([]);
+  });
+
   it("refuses a proof whose ath is another token's, or missing", async () => {
     const at = await token();
     const other = await token();
