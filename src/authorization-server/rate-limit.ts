@@ -101,6 +101,24 @@ export async function hitSlidingWindow(
 }
 
 /**
+ * Counts one attempt against each of `limits` (sliding windows of `windowMs`, every attempt
+ * counted as {@link hitSlidingWindow} does) and returns the seconds to wait when any of them is
+ * over, the longest wait of those, or undefined when none is. For the pages' limits that key one
+ * attempt several ways (sign-in: username and address; device code entry: sign-in and address).
+ */
+export async function hitSlidingWindows(
+  store: Pick<AuthorizationStore, "hitRateLimit">,
+  limits: readonly { key: string; limit: number }[],
+  window: { now: number; windowMs: number },
+): Promise<number | undefined> {
+  const results = await Promise.all(
+    limits.map(({ key, limit }) => hitSlidingWindow(store, key, { ...window, limit })),
+  );
+  const limited = results.filter((r) => r.limited);
+  return limited.length ? Math.max(...limited.map((r) => r.retryAfterSeconds)) : undefined;
+}
+
+/**
  * The rate-limit key of a request's client: the address its host passed to `fetch`, never a
  * header the client wrote; one shared bucket ("unknown") when the host passed none.
  */

@@ -8,7 +8,7 @@ import { ENDPOINT_PATHS } from "../endpoints/paths.js";
 import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
 import { refreshAllowed } from "../grants/refresh-policy.js";
 import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
-import { clientRateLimitKey, hitSlidingWindow } from "../rate-limit.js";
+import { clientRateLimitKey, hitSlidingWindows } from "../rate-limit.js";
 import { displayUserCode, normalizeUserCode, USER_CODE_LENGTH, userCodeHash } from "../user-code.js";
 import { csrfFailurePage } from "./bound-interaction.js";
 import { clientFacts, describeClient } from "./client-info.js";
@@ -117,20 +117,14 @@ async function entryRateLimited(
   info: FetchInfo,
   session: CurrentSession,
 ): Promise<number | undefined> {
-  const now = ctx.now();
-  const window = { now, windowMs: DEVICE_CODE_WINDOW_MS };
-  const results = await Promise.all([
-    hitSlidingWindow(ctx.store, `device:session:${session.record.idHash}`, {
-      ...window,
-      limit: DEVICE_CODE_ATTEMPTS_PER_SESSION,
-    }),
-    hitSlidingWindow(ctx.store, `device:addr:${clientRateLimitKey(info)}`, {
-      ...window,
-      limit: DEVICE_CODE_ATTEMPTS_PER_ADDRESS,
-    }),
-  ]);
-  const limited = results.filter((r) => r.limited);
-  return limited.length ? Math.max(...limited.map((r) => r.retryAfterSeconds)) : undefined;
+  return hitSlidingWindows(
+    ctx.store,
+    [
+      { key: `device:session:${session.record.idHash}`, limit: DEVICE_CODE_ATTEMPTS_PER_SESSION },
+      { key: `device:addr:${clientRateLimitKey(info)}`, limit: DEVICE_CODE_ATTEMPTS_PER_ADDRESS },
+    ],
+    { now: ctx.now(), windowMs: DEVICE_CODE_WINDOW_MS },
+  );
 }
 
 /** Why a code was not accepted, in words a person can act on. */

@@ -7,7 +7,7 @@ import type { Endpoint, FetchInfo, ServerContext } from "../config/context.js";
 import { ENDPOINT_PATHS } from "../endpoints/paths.js";
 import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
 import { DUMMY_PASSWORD_HASH_PROMISE, verifyPassword } from "../password.js";
-import { clientRateLimitKey, hitSlidingWindow } from "../rate-limit.js";
+import { clientRateLimitKey, hitSlidingWindows } from "../rate-limit.js";
 import {
   type BoundInteraction,
   csrfFailurePage,
@@ -164,22 +164,14 @@ async function rateLimited(
   ctx: ServerContext,
   username: string,
 ): Promise<number | undefined> {
-  const now = ctx.now();
-  const address = clientRateLimitKey(info);
-  const results = await Promise.all([
-    hitSlidingWindow(ctx.store, `login:user:${username.toLowerCase()}`, {
-      now,
-      windowMs: LOGIN_WINDOW_MS,
-      limit: LOGIN_ATTEMPTS_PER_USER,
-    }),
-    hitSlidingWindow(ctx.store, `login:addr:${address}`, {
-      now,
-      windowMs: LOGIN_WINDOW_MS,
-      limit: LOGIN_ATTEMPTS_PER_ADDRESS,
-    }),
-  ]);
-  const limited = results.filter((r) => r.limited);
-  return limited.length ? Math.max(...limited.map((r) => r.retryAfterSeconds)) : undefined;
+  return hitSlidingWindows(
+    ctx.store,
+    [
+      { key: `login:user:${username.toLowerCase()}`, limit: LOGIN_ATTEMPTS_PER_USER },
+      { key: `login:addr:${clientRateLimitKey(info)}`, limit: LOGIN_ATTEMPTS_PER_ADDRESS },
+    ],
+    { now: ctx.now(), windowMs: LOGIN_WINDOW_MS },
+  );
 }
 
 async function submitLogin(request: Request, ctx: ServerContext, info: FetchInfo): Promise<Response> {
