@@ -3,7 +3,8 @@
  * `deviceFlow` feature on loopback (test/support/oidc-provider.ts), its verification pages driven
  * by Chromium as a person on another device would: enter nothing (the complete URI carries the
  * code), confirm, sign in, consent, or abort. Covered: a full login whose tokens are stored like the
- * code flow's and then refreshed; `slow_down` (+5 s per answer, RFC 8628 §3.5); denial; expiry
+ * code flow's and then refreshed; DPoP-bound tokens, every poll with a proof (RFC 9449 §5);
+ * `slow_down` (+5 s per answer, RFC 8628 §3.5); denial; expiry
  * (the provider's `expired_token`); the abort signal; a server without the endpoint; a registration
  * made by the code flow being replaced by one that allows the device grant.
  */
@@ -153,6 +154,22 @@ describe("device authorization against oidc-provider", () => {
     expect(events.filter((e) => e === "refreshed")).toHaveLength(1);
     expect(prompts).toHaveLength(1);
     expect(provider.accepted).toHaveLength(2);
+  }, 90_000);
+
+  it("DPoP (RFC 9449 §5): every poll carries a proof (the provider's nonce demanded and sent), and the DPoP-only resource accepts the bound token", async () => {
+    const provider = await start({ dpop: { requireNonce: true } });
+    const store = new MemoryTokenStore();
+    const client = new AuthClient({
+      store,
+      deviceAuthorization: { onPrompt: (prompt) => verifyOnAnotherDevice(prompt, "approve") },
+    });
+    const response = await client.fetch(provider.resourceUrl);
+    expect(response.status).toBe(200);
+    await response.body?.cancel();
+    const tokens = (await store.list("tokens"))[0]![1];
+    expect(tokens.token_type.toLowerCase()).toBe("dpop");
+    expect(tokens.dpop_jkt).toBeTruthy();
+    expect(provider.accepted[0]).toMatchObject({ scheme: "DPoP", jkt: tokens.dpop_jkt });
   }, 90_000);
 
   it("slow_down: each answer adds 5 s to the interval for every later poll (RFC 8628 §3.5)", async () => {
