@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDPoPKey, DPoPSigner } from "../../src/client/protocol/dpop.js";
 import { requireBearerAuth } from "../../src/http/express.js";
 import { type BearerAuthVariables, bearerAuth } from "../../src/http/hono.js";
-import { nodeRequireBearer } from "../../src/http/node.js";
+import { nodeRequireBearer, toNodeListener } from "../../src/http/node.js";
 import { createResourceServer, jwtVerifier, type ResourceServer } from "../../src/resource-server/index.js";
 import { findChallenge, parseWWWAuthenticate } from "../../src/shared/www-authenticate.js";
 import { craftProof, type ProofKey, proofKey } from "../resource-server/dpop-support.js";
@@ -170,6 +170,16 @@ function nodeServer(gate: ResourceServer, trustProxy = false): Server {
 
 dpopAdapterContract("node:http (nodeRequireBearer)", async (gate) => {
   const server = nodeServer(gate);
+  return { url: await listenOn(server), close: () => closeServer(server) };
+});
+
+dpopAdapterContract("web handler (toNodeListener + requireBearer)", async (gate) => {
+  const guarded = gate.requireBearer({ scopes: ["notes:read"] });
+  const server = createServer(
+    toNodeListener((request) =>
+      guarded(request, async (_request, auth) => Response.json({ jkt: auth.dpopJkt })),
+    ),
+  );
   return { url: await listenOn(server), close: () => closeServer(server) };
 });
 
