@@ -82,12 +82,20 @@ async function signIn(page: Page): Promise<void> {
   ]);
 }
 
+/** A fresh browser context (no cookies) for one test, closed afterwards. */
+async function withPage(use: (page: Page) => Promise<void>): Promise<void> {
+  const context = await browser.newContext({ viewport: { width: 900, height: 900 } });
+  try {
+    await use(await context.newPage());
+  } finally {
+    await context.close();
+  }
+}
+
 describe("device verification page in Chromium", () => {
   it("type the code, sign in, confirm, allow: the device gets its tokens", async () => {
     const device = await startDevice();
-    const context = await browser.newContext({ viewport: { width: 900, height: 900 } });
-    const page = await context.newPage();
-    try {
+    await withPage(async (page) => {
       await page.goto(`${server.issuer}/device`);
       await signIn(page);
       await shoot(page, "device-entry");
@@ -106,16 +114,12 @@ describe("device verification page in Chromium", () => {
       const tokens = await poll(device.device_code);
       expect(typeof tokens.access_token).toBe("string");
       expect(tokens.scope).toBe("notes:read notes:write");
-    } finally {
-      await context.close();
-    }
+    });
   });
 
   it("from verification_uri_complete: the code is filled in, and still needs Continue and Allow", async () => {
     const device = await startDevice();
-    const context = await browser.newContext({ viewport: { width: 900, height: 900 } });
-    const page = await context.newPage();
-    try {
+    await withPage(async (page) => {
       await page.goto(device.verification_uri_complete);
       await signIn(page);
       expect(await page.getByTestId("user-code-input").inputValue()).toBe(device.user_code);
@@ -126,16 +130,12 @@ describe("device verification page in Chromium", () => {
       await page.getByRole("button", { name: "Allow" }).click();
       await expect.poll(() => page.getByTestId("device-done").textContent()).toContain("You allowed");
       expect(typeof (await poll(device.device_code)).access_token).toBe("string");
-    } finally {
-      await context.close();
-    }
+    });
   });
 
   it("deny: the device hears access_denied; a wrong code gets a clear error", async () => {
     const device = await startDevice();
-    const context = await browser.newContext({ viewport: { width: 900, height: 900 } });
-    const page = await context.newPage();
-    try {
+    await withPage(async (page) => {
       await page.goto(`${server.issuer}/device`);
       await signIn(page);
       await page.getByTestId("user-code-input").fill("BBBB-BBBB");
@@ -152,8 +152,6 @@ describe("device verification page in Chromium", () => {
         .toContain("was not given access");
       await shoot(page, "device-denied");
       expect(await poll(device.device_code)).toMatchObject({ error: "access_denied" });
-    } finally {
-      await context.close();
-    }
+    });
   });
 });
