@@ -102,7 +102,14 @@ async function runAuthorization(
       dpopWanted ? await dpopFor(state, metadata.issuer, result.client.client_id, false) : undefined,
     );
   } else if (config.deviceAuthorization) {
-    tokens = await deviceAuthorization(state, server, resourceValue, scope, dpopWanted);
+    tokens = await deviceAuthorization(
+      state,
+      config.deviceAuthorization,
+      server,
+      resourceValue,
+      scope,
+      dpopWanted,
+    );
   } else {
     tokens = await authorizationCode(state, server, resourceValue, scope, dpopWanted);
   }

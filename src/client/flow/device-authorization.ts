@@ -36,15 +36,15 @@ const DEVICE_REGISTRATION_REDIRECT_URI = "http://127.0.0.1/callback";
  */
 const CLIENT_NOT_ALLOWED = new Set(["unauthorized_client", "invalid_request"]);
 
-/** Tokens for `resource` through the device authorization grant (`options.deviceAuthorization`). */
+/** Tokens for `resource` through the device authorization grant, prompting through `device`. */
 export async function deviceAuthorization(
   state: AuthState,
+  device: DeviceAuthorizationOptions,
   server: StoredServer,
   resource: string,
   scope: string | undefined,
   dpopWanted: boolean,
 ): Promise<StoredTokens> {
-  const device = state.options.deviceAuthorization as DeviceAuthorizationOptions;
   const { metadata } = server;
   // A server without the endpoint is refused before anything is registered.
   deviceAuthorizationEndpoint(metadata, `device authorization (RFC 8628 §4, ${metadata.issuer})`);
