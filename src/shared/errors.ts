@@ -35,9 +35,6 @@ export type OAuthErrorCode =
   | "authorization_pending"
   | "slow_down"
   | "expired_token"
-  | "authorization_pending"
-  | "slow_down"
-  | "expired_token"
   | "unsupported_token_type"
   | "invalid_dpop_proof"
   | "use_dpop_nonce";
@@ -59,10 +56,6 @@ const DEFAULT_STATUS: Record<OAuthErrorCode, number> = {
   invalid_target: 400,
   invalid_redirect_uri: 400,
   invalid_client_metadata: 400,
-  // RFC 8628 §3.5: the device authorization grant's answers while a device polls.
-  authorization_pending: 400,
-  slow_down: 400,
-  expired_token: 400,
   // RFC 8628 §3.5: the device authorization grant's answers while a device polls.
   authorization_pending: 400,
   slow_down: 400,
