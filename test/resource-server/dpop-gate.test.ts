@@ -15,8 +15,11 @@ import {
 } from "../../src/resource-server/index.js";
 import { memoryReplayGuard, storeReplayGuard } from "../../src/shared/dpop-proof.js";
 import { type Challenge, parseWWWAuthenticate } from "../../src/shared/www-authenticate.js";
+import type { AuthorizationStore } from "../../src/storage/contract.js";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
+import { createPostgresStore } from "../../src/storage/postgres/index.js";
 import { createSqliteStore } from "../../src/storage/sqlite/index.js";
+import { POSTGRES_URL, requirePostgres, schemaNamer } from "../storage/postgres-support.js";
 import { craftProof, type ProofKey, proofKey, unsignedProof } from "./dpop-support.js";
 import { startIssuer, type TestIssuer } from "./fixtures.js";
 
@@ -180,28 +183,48 @@ describe("DPoP at the gate, policy allowed: hostile requests", () => {
     }
   });
 
+  /** Two gates, each on its own connection to one database (as two processes would be). */
+  async function replayAcross(first: AuthorizationStore, second: AuthorizationStore) {
+    await first.migrate();
+    await second.migrate();
+    const a = gateWith({ policy: "required", replayGuard: storeReplayGuard(first) });
+    const b = gateWith({ policy: "required", replayGuard: storeReplayGuard(second) });
+    const at = await token();
+    const proof = await craftProof(key, { url: URL_, accessToken: at });
+    expect((await dpopCall(b, at, proof)).status).toBe(200);
+    expectDPoPError(await dpopCall(a, at, proof), "invalid_dpop_proof");
+    // Concurrent first uses of one proof at both instances: exactly one is admitted.
+    const raced = await craftProof(key, { url: URL_, accessToken: at });
+    const answers = await Promise.all([dpopCall(a, at, raced), dpopCall(b, at, raced)]);
+    expect(answers.map((x) => x.status).sort()).toEqual([200, 401]);
+  }
+
   it("refuses a replay at a second instance on its own SQLite connection to the same file", async () => {
     const dir = mkdtempSync(join(tmpdir(), "gatehouse-dpop-replay-"));
     const path = join(dir, "gatehouse.sqlite");
     const first = createSqliteStore({ path });
-    await first.migrate();
     const second = createSqliteStore({ path });
-    await second.migrate();
     try {
-      const a = gateWith({ policy: "required", replayGuard: storeReplayGuard(first) });
-      const b = gateWith({ policy: "required", replayGuard: storeReplayGuard(second) });
-      const at = await token();
-      const proof = await craftProof(key, { url: URL_, accessToken: at });
-      expect((await dpopCall(b, at, proof)).status).toBe(200);
-      expectDPoPError(await dpopCall(a, at, proof), "invalid_dpop_proof");
-      // Concurrent first uses of one proof at both instances: exactly one is admitted.
-      const raced = await craftProof(key, { url: URL_, accessToken: at });
-      const answers = await Promise.all([dpopCall(a, at, raced), dpopCall(b, at, raced)]);
-      expect(answers.map((x) => x.status).sort()).toEqual([200, 401]);
+      await replayAcross(first, second);
     } finally {
       await first.close();
       await second.close();
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses a replay at a second instance on its own PostgreSQL pool, same schema", async () => {
+    await requirePostgres();
+    const schemas = schemaNamer("dpop_replay");
+    const schema = schemas.next();
+    const first = createPostgresStore({ connectionString: POSTGRES_URL, schema });
+    const second = createPostgresStore({ connectionString: POSTGRES_URL, schema });
+    try {
+      await replayAcross(first, second);
+    } finally {
+      await first.close();
+      await second.close();
+      await schemas.dropSchemas();
     }
   });
 
