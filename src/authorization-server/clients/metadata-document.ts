@@ -106,6 +106,9 @@ const documentSchema = z.object({
     .max(1000)
     .regex(/^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/, "must be space-separated scope tokens")
     .optional(),
+  // RFC 9449 §5.2: the client always uses DPoP; the token endpoint then refuses requests without a
+  // proof (grants/dpop-binding.ts reads it from the stored metadata). A boolean, as in register.ts.
+  dpop_bound_access_tokens: z.boolean().optional(),
 });
 
 function invalidClient(reason: string, detail?: string): OAuthError {
@@ -123,7 +126,8 @@ function invalidClient(reason: string, detail?: string): OAuthError {
  * `client_name` and a non-empty `redirect_uris` (MUST), each acceptable as a redirect URI; no
  * `client_secret` and no shared-secret `token_endpoint_auth_method` (draft §4.1: MUST NOT); with
  * `private_key_jwt`, exactly one of `jwks` / `jwks_uri`; grant and response types limited to the
- * code flow; lengths capped. Does NOT check the redirect URI of a particular request.
+ * code flow; lengths capped; `dpop_bound_access_tokens`, when present, a boolean (RFC 9449 §5.2).
+ * Does NOT check the redirect URI of a particular request.
  *
  * Throws `OAuthError("invalid_client")`.
  */
@@ -179,7 +183,14 @@ export function validateClientMetadataDocument(
     response_types: responseTypes,
     token_endpoint_auth_method: method,
   };
-  for (const key of ["client_uri", "logo_uri", "jwks_uri", "jwks", "scope"] as const) {
+  for (const key of [
+    "client_uri",
+    "logo_uri",
+    "jwks_uri",
+    "jwks",
+    "scope",
+    "dpop_bound_access_tokens",
+  ] as const) {
     if (d[key] !== undefined) metadata[key] = d[key];
   }
 

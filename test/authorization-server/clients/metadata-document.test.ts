@@ -63,6 +63,25 @@ describe("validateClientMetadataDocument", () => {
     expect(record.metadata.software_id).toBeUndefined();
   });
 
+  it("copies dpop_bound_access_tokens (RFC 9449 §5.2) and refuses a non-boolean", () => {
+    expect(
+      validateClientMetadataDocument(URL_ID, doc({ dpop_bound_access_tokens: true })).metadata
+        .dpop_bound_access_tokens,
+    ).toBe(true);
+    expect(
+      validateClientMetadataDocument(URL_ID, doc({ dpop_bound_access_tokens: false })).metadata
+        .dpop_bound_access_tokens,
+    ).toBe(false);
+    expect(validateClientMetadataDocument(URL_ID, doc()).metadata).not.toHaveProperty(
+      "dpop_bound_access_tokens",
+    );
+    for (const value of ["true", 1, null, {}, [true]]) {
+      const e = refusal(URL_ID, doc({ dpop_bound_access_tokens: value }));
+      expect(e.code, JSON.stringify(value)).toBe("invalid_client");
+      expect(e.description).toMatch(/^client metadata document: dpop_bound_access_tokens: /);
+    }
+  });
+
   it("rule: client_id must equal the document URL as a plain string", () => {
     for (const other of [
       `${URL_ID}/`,
