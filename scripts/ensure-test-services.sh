@@ -28,6 +28,18 @@ if [ "$(uname -s)" = Linux ] && ! { command -v dbus-daemon && command -v gnome-k
   fi
 fi
 
+# The device-login test (test/cli/device-login.test.ts) runs the CLI on a terminal in tmux and
+# reads the QR code it draws back with zbarimg.
+if ! { command -v tmux && command -v zbarimg; } >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Debian's tmux and zbar-tools for the device-login test"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux zbar-tools >/dev/null) ||
+      say "could not install tmux, zbar-tools; the device-login terminal test will fail"
+  else
+    say "tmux or zbarimg is missing (apt-get install tmux zbar-tools); the device-login terminal test will fail"
+  fi
+fi
+
 if command -v pg_isready >/dev/null 2>&1; then
   if ! pg_isready -q -h 127.0.0.1 -p 5432; then
     if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then

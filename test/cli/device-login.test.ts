@@ -8,6 +8,7 @@
  * (`gatehouse demo`), Chromium signing in and allowing on its /device page.
  */
 import { type ChildProcess, execFileSync } from "node:child_process";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -68,6 +69,27 @@ async function printedPrompt(cli: HeadlessCli): Promise<{ complete: URL; userCod
     if (ended) throw new Error(`the CLI ended (${ended.code}) before printing a code:\n${ended.stderr}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/**
+ * Terminal rows of `█▀▄ ` as the picture a light-on-dark terminal shows (a block is lit, a space
+ * is dark; each character is two pixels tall), as a plain PBM image (1 = dark) scaled 8 times.
+ */
+function terminalBlocksAsImage(rows: string[]): string {
+  const pixels: number[][] = [];
+  for (const row of rows) {
+    const chars = [...row.trimEnd()];
+    pixels.push(chars.map((c) => (c === "█" || c === "▀" ? 0 : 1)));
+    pixels.push(chars.map((c) => (c === "█" || c === "▄" ? 0 : 1)));
+  }
+  const scale = 8;
+  const width = Math.max(...pixels.map((p) => p.length));
+  const lines = pixels.flatMap((line) => {
+    const padded = [...line, ...Array(width - line.length).fill(1)];
+    const scaled = padded.flatMap((p) => Array(scale).fill(p)).join(" ");
+    return Array(scale).fill(scaled);
+  });
+  return `P1\n${width * scale} ${pixels.length * scale}\n${lines.join("\n")}\n`;
 }
 
 /** The person's other device on oidc-provider's pages: confirm, sign in, consent; or abort. */
@@ -142,7 +164,7 @@ describe("gatehouse login --device against oidc-provider", () => {
     );
   }, 60_000);
 
-  it("on a terminal (tmux): the QR code of the address with the code is drawn; Ctrl-C cancels with status 130", async () => {
+  it("on a terminal (tmux): the QR code drawn decodes to the address with the code; Ctrl-C cancels with status 130", async () => {
     op = await startOidcProvider({ deviceFlow: {} });
     const session = `gatehouse-device-${process.pid}`;
     const tmux = (...args: string[]) => execFileSync("tmux", args, { encoding: "utf8" });
@@ -172,9 +194,20 @@ describe("gatehouse login --device against oidc-provider", () => {
         screen = tmux("capture-pane", "-p", "-t", session);
       }
       expect(screen).toContain("and enter the code:");
-      // The QR code: rows of half and full blocks.
+      // The QR code: rows of half and full blocks, read back as a light-on-dark terminal shows
+      // them, and decoded by zbarimg: it is the address with the code, as printed above it.
       const rows = screen.split("\n").filter((line) => /^[▀▄█ ]{20,}$/.test(line.trimEnd()));
       expect(rows.length).toBeGreaterThan(10);
+      const printed = /Or open this address, which carries the code:\n {2}(\S+)\n/.exec(screen)?.[1];
+      expect(printed).toContain("user_code=");
+      const image = join(dir.path, "terminal-qr.pbm");
+      writeFileSync(image, terminalBlocksAsImage(rows));
+      expect(
+        execFileSync("zbarimg", ["--quiet", "--raw", image], {
+          encoding: "utf8",
+          stdio: ["ignore", "pipe", "ignore"],
+        }).trim(),
+      ).toBe(printed);
       tmux("send-keys", "-t", session, "C-c");
       const dead = () =>
         tmux("display-message", "-p", "-t", session, "#{pane_dead} #{pane_dead_status}").trim();
