@@ -467,7 +467,10 @@ export interface AuthorizationStore {
     now: number,
   ): Promise<boolean>;
   /**
-   * One poll of the token endpoint (RFC 8628 §3.4, §3.5), atomic: unknown -> not_found; expired ->
+   * One poll of the token endpoint (RFC 8628 §3.4, §3.5) by client `clientId`, atomic: unknown, or
+   * issued to another client -> not_found (whatever its state, and nothing changes: the device code
+   * is bound to the client that asked for it, so another client may neither learn its state nor
+   * slow it down nor spend it); expired ->
    * expired; denied -> denied; consumed -> consumed (a second redemption); pending and polled sooner
    * than `interval` seconds after the last poll -> slow_down (interval += 5, lastPolledAt = now);
    * pending -> pending (lastPolledAt = now); approved -> `tokens(record)` runs inside the
@@ -479,6 +482,7 @@ export interface AuthorizationStore {
    */
   pollDeviceAuthorization(
     deviceCodeHash: string,
+    clientId: string,
     now: number,
     tokens: (record: DeviceAuthorizationRecord) => IssuedTokens | OAuthError,
   ): Promise<PollDeviceAuthorizationResult>;

@@ -254,8 +254,13 @@ export function decideDevice(
 const SLOW_DOWN_STEP_SECONDS = 5;
 
 /**
- * What a backend must do with one poll of a device authorization it found, decided here for all of
- * them (RFC 8628 §3.5):
+ * What a backend must do with one poll of a device authorization it found, by client `clientId`,
+ * decided here for all of them (RFC 8628 §3.5):
+ * - `not_found`: the authorization was issued to another client. The device code is bound to the
+ *   client that requested it (RFC 8628 §3.4: the token request carries its `client_id`; RFC 6749
+ *   §4.1.3 and §5.2 applied to the device code), so for any other client it does not exist: the
+ *   caller changes nothing (no poll time, no slow_down, not consumed) and answers as for an unknown
+ *   code, which tells the other client nothing about its state.
  * - `expired`, `denied`, `consumed`: the caller changes nothing and answers that status.
  * - `pending`, `slow_down`: the caller writes `record` (the poll time, and for `slow_down` the
  *   interval raised by 5 seconds: the device polled sooner than `interval` after its last poll).
@@ -265,13 +270,16 @@ const SLOW_DOWN_STEP_SECONDS = 5;
  */
 export function judgeDevicePoll(
   stored: DeviceAuthorizationRecord,
+  clientId: string,
   now: number,
-  tokens: Parameters<AuthorizationStore["pollDeviceAuthorization"]>[2],
+  tokens: Parameters<AuthorizationStore["pollDeviceAuthorization"]>[3],
 ):
-  | { status: "expired" | "denied" | "consumed" }
+  | { status: "not_found" | "expired" | "denied" | "consumed" }
   | { status: "pending" | "slow_down"; record: DeviceAuthorizationRecord }
   | { status: "refused"; error: OAuthError; record: DeviceAuthorizationRecord }
   | { status: "issue"; record: DeviceAuthorizationRecord; grant: GrantRecord; tokens: IssuedTokens } {
+  // First of all: another client learns nothing, not even that the code expired.
+  if (stored.clientId !== clientId) return { status: "not_found" };
   if (isExpired(stored.expiresAt, now)) return { status: "expired" };
   if (stored.status === "denied" || stored.status === "consumed") return { status: stored.status };
   if (stored.status === "pending") {

@@ -354,8 +354,26 @@ describe("token endpoint, device_code grant (RFC 8628 §3.4, §3.5)", () => {
     const stolen = await poll(device.device_code, "other-device");
     expect(stolen).toMatchObject({ status: 400, body: { error: "invalid_grant" } });
     expect(stolen.body.access_token).toBeUndefined();
-    // Like an authorization code, any redemption attempt consumes it.
-    expect((await poll(device.device_code)).body.error).toBe("invalid_grant");
+    // To another client the code does not exist (storage rules.ts): its poll spends nothing, and the
+    // device it was issued to still gets its tokens.
+    expect((await poll(device.device_code)).body.access_token).toEqual(expect.any(String));
+  });
+
+  it("another client polling a pending device code gets invalid_grant and neither slows the device down nor learns its state", async () => {
+    const device = await startDevice();
+    for (let i = 0; i < 3; i++) {
+      expect(await poll(device.device_code, "other-device")).toMatchObject({
+        status: 400,
+        body: { error: "invalid_grant" },
+      });
+    }
+    // The device's own first poll is not "too soon" after the other client's.
+    expect((await poll(device.device_code)).body.error).toBe("authorization_pending");
+    const agent = await signedInAgent();
+    expect((await answer(agent, device.user_code, "deny")).status).toBe(200);
+    expect((await poll(device.device_code, "other-device")).body.error).toBe("invalid_grant");
+    server.clock.now += device.interval * 1000;
+    expect((await poll(device.device_code)).body.error).toBe("access_denied");
   });
 
   it("refuses the grant to a client that did not register it (unauthorized_client)", async () => {

@@ -122,23 +122,45 @@ describe("judgeAuthorizationCode", () => {
 describe("judgeDevicePoll", () => {
   const issue = () => tokens(T0);
 
-  it("expired is judged first, whatever the state; a record dies at the millisecond of expiresAt", () => {
+  it("another client is judged before anything, whatever the state: not_found, and tokens never runs", () => {
+    const never = () => {
+      throw new Error("tokens must not run for another client");
+    };
     for (const status of ["pending", "approved", "denied", "consumed"] as const) {
       const record = deviceAuthorization({ status, userId: "u", approvedScopes: ["mcp:read"] });
-      expect(judgeDevicePoll(record, record.expiresAt, issue)).toEqual({ status: "expired" });
+      for (const at of [T0 + 1, record.expiresAt]) {
+        expect(judgeDevicePoll(record, `${record.clientId}x`, at, never)).toEqual({ status: "not_found" });
+        expect(judgeDevicePoll(record, record.clientId.toUpperCase(), at, never)).toEqual({
+          status: "not_found",
+        });
+      }
+    }
+    const pending = deviceAuthorization({ lastPolledAt: T0 });
+    expect(judgeDevicePoll(pending, "another", T0 + 1, never)).toEqual({ status: "not_found" });
+    expect(judgeDevicePoll(pending, pending.clientId, T0 + 1, never).status).toBe("slow_down");
+  });
+
+  it("expired is judged first for the right client, whatever the state; a record dies at the millisecond of expiresAt", () => {
+    for (const status of ["pending", "approved", "denied", "consumed"] as const) {
+      const record = deviceAuthorization({ status, userId: "u", approvedScopes: ["mcp:read"] });
+      expect(judgeDevicePoll(record, record.clientId, record.expiresAt, issue)).toEqual({
+        status: "expired",
+      });
     }
     const record = deviceAuthorization();
-    expect(judgeDevicePoll(record, record.expiresAt - 1, issue).status).toBe("pending");
+    expect(judgeDevicePoll(record, record.clientId, record.expiresAt - 1, issue).status).toBe("pending");
   });
 
   it("slow_down when sooner than the interval after the last poll, also for a clock behind the last poll", () => {
     const record = deviceAuthorization({ interval: 5, lastPolledAt: T0 + 10_000 });
-    expect(judgeDevicePoll(record, T0 + 14_999, issue)).toEqual({
+    expect(judgeDevicePoll(record, record.clientId, T0 + 14_999, issue)).toEqual({
       status: "slow_down",
       record: { ...record, interval: 10, lastPolledAt: T0 + 14_999 },
     });
-    expect(judgeDevicePoll(record, T0 + 9_000, issue)).toMatchObject({ status: "slow_down" });
-    expect(judgeDevicePoll(record, T0 + 15_000, issue)).toEqual({
+    expect(judgeDevicePoll(record, record.clientId, T0 + 9_000, issue)).toMatchObject({
+      status: "slow_down",
+    });
+    expect(judgeDevicePoll(record, record.clientId, T0 + 15_000, issue)).toEqual({
       status: "pending",
       record: { ...record, lastPolledAt: T0 + 15_000 },
     });
@@ -153,7 +175,7 @@ describe("judgeDevicePoll", () => {
       refreshAllowed: false,
     });
     const error = new OAuthError("invalid_grant");
-    const verdict = judgeDevicePoll(record, T0 + 1, (r) => {
+    const verdict = judgeDevicePoll(record, record.clientId, T0 + 1, (r) => {
       calls.push(r);
       r.approvedScopes!.push("mcp:admin");
       return error;
@@ -165,7 +187,7 @@ describe("judgeDevicePoll", () => {
     });
     expect(record.approvedScopes).toEqual(["mcp:read"]);
     for (const status of ["pending", "denied", "consumed"] as const) {
-      judgeDevicePoll(deviceAuthorization({ status }), T0 + 1, (r) => {
+      judgeDevicePoll(deviceAuthorization({ status, clientId: "c" }), "c", T0 + 1, (r) => {
         calls.push(r);
         return issue();
       });
@@ -181,9 +203,14 @@ describe("judgeDevicePoll", () => {
       refreshAllowed: true,
       dpopJkt: "record-key",
     });
-    const bound = judgeDevicePoll(record, T0 + 1, () => ({ ...tokens(T0), grantDpopJkt: "poll-key" }));
+    const bound = judgeDevicePoll(record, record.clientId, T0 + 1, () => ({
+      ...tokens(T0),
+      grantDpopJkt: "poll-key",
+    }));
     expect(bound).toMatchObject({ status: "issue", grant: { scopes: ["mcp:read"], dpopJkt: "poll-key" } });
-    expect(judgeDevicePoll(record, T0 + 1, issue)).toMatchObject({ grant: { dpopJkt: "record-key" } });
+    expect(judgeDevicePoll(record, record.clientId, T0 + 1, issue)).toMatchObject({
+      grant: { dpopJkt: "record-key" },
+    });
   });
 });
 

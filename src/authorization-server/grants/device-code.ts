@@ -63,6 +63,7 @@ export async function deviceCodeGrant(
   const bindGrantTo = grantDPoPBinding(client, dpop);
   const result = await ctx.store.pollDeviceAuthorization(
     sha256Base64url(deviceCode),
+    client.clientId,
     drawn.now,
     (record): IssuedTokens | OAuthError =>
       // RFC 9449 §10 applied to a device authorization bound to a key: only a proof of that key.

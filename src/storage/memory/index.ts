@@ -366,11 +366,17 @@ export function createMemoryStore(): AuthorizationStore {
       devices.set(decided.deviceCodeHash, copy(decided));
       return true;
     },
-    async pollDeviceAuthorization(deviceCodeHash, now, tokens): Promise<PollDeviceAuthorizationResult> {
+    async pollDeviceAuthorization(
+      deviceCodeHash,
+      clientId,
+      now,
+      tokens,
+    ): Promise<PollDeviceAuthorizationResult> {
       const stored = devices.get(deviceCodeHash);
       if (!stored) return { status: "not_found" };
-      const verdict = judgeDevicePoll(stored, now, tokens);
+      const verdict = judgeDevicePoll(stored, clientId, now, tokens);
       switch (verdict.status) {
+        case "not_found":
         case "expired":
         case "denied":
         case "consumed":

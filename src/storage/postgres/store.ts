@@ -465,7 +465,12 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
         return true;
       });
     },
-    async pollDeviceAuthorization(deviceCodeHash, now, tokens): Promise<PollDeviceAuthorizationResult> {
+    async pollDeviceAuthorization(
+      deviceCodeHash,
+      clientId,
+      now,
+      tokens,
+    ): Promise<PollDeviceAuthorizationResult> {
       return transaction(async (tx): Promise<PollDeviceAuthorizationResult> => {
         // Concurrent polls of one device code queue on this row lock: one issues, the others then
         // read it consumed. The new grant is locked after it (nothing else locks a grant first).
@@ -475,8 +480,9 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
         );
         if (!row) return { status: "not_found" };
         // A throw from `tokens` (inside the judgement) aborts the transaction: nothing changes.
-        const verdict = judgeDevicePoll(rowToDeviceAuthorization(row), now, tokens);
+        const verdict = judgeDevicePoll(rowToDeviceAuthorization(row), clientId, now, tokens);
         switch (verdict.status) {
+          case "not_found":
           case "expired":
           case "denied":
           case "consumed":

@@ -520,13 +520,19 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
         return true;
       });
     },
-    async pollDeviceAuthorization(deviceCodeHash, now, tokens): Promise<PollDeviceAuthorizationResult> {
+    async pollDeviceAuthorization(
+      deviceCodeHash,
+      clientId,
+      now,
+      tokens,
+    ): Promise<PollDeviceAuthorizationResult> {
       return write((): PollDeviceAuthorizationResult => {
         const row = one("SELECT * FROM device_authorizations WHERE device_code_hash = ?", deviceCodeHash);
         if (!row) return { status: "not_found" };
         // A throw from `tokens` (inside the judgement) rolls back this operation's savepoint.
-        const verdict = judgeDevicePoll(rowToDeviceAuthorization(row), now, tokens);
+        const verdict = judgeDevicePoll(rowToDeviceAuthorization(row), clientId, now, tokens);
         switch (verdict.status) {
+          case "not_found":
           case "expired":
           case "denied":
           case "consumed":

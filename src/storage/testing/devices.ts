@@ -80,7 +80,9 @@ export function deviceContract(ctx: StoreContext): void {
       expect(await store.decideDeviceAuthorization(record.userCodeHash, { approved: false }, T0 + 2)).toBe(
         false,
       );
-      const result = await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 3, () => tokens(T0 + 3));
+      const result = await store.pollDeviceAuthorization(record.deviceCodeHash, record.clientId, T0 + 3, () =>
+        tokens(T0 + 3),
+      );
       expect(result).toMatchObject({
         status: "issued",
         record: {
@@ -102,7 +104,9 @@ export function deviceContract(ctx: StoreContext): void {
       );
       expect(await store.decideDeviceAuthorization(record.userCodeHash, approval(), T0 + 2)).toBe(false);
       for (const at of [T0 + 3, T0 + 4, T0 + MINUTE]) {
-        expect(await store.pollDeviceAuthorization(record.deviceCodeHash, at, never)).toEqual({
+        expect(
+          await store.pollDeviceAuthorization(record.deviceCodeHash, record.clientId, at, never),
+        ).toEqual({
           status: "denied",
         });
       }
@@ -118,7 +122,9 @@ export function deviceContract(ctx: StoreContext): void {
       );
       expect(await store.decideDeviceAuthorization(secret().hash, approval(), T0)).toBe(false);
       expect(await store.decideDeviceAuthorization(record.deviceCodeHash, approval(), T0)).toBe(false);
-      expect(await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 1, never)).toEqual({
+      expect(
+        await store.pollDeviceAuthorization(record.deviceCodeHash, record.clientId, T0 + 1, never),
+      ).toEqual({
         status: "pending",
       });
     });
@@ -139,7 +145,7 @@ export function deviceContract(ctx: StoreContext): void {
       const winner = decisions[results.indexOf(true)]!;
       const polled = await ctx
         .store()
-        .pollDeviceAuthorization(record.deviceCodeHash, T0 + 2, () => tokens(T0 + 2));
+        .pollDeviceAuthorization(record.deviceCodeHash, record.clientId, T0 + 2, () => tokens(T0 + 2));
       if (winner.approved) {
         expect(polled).toMatchObject({ status: "issued", grant: { userId: winner.userId } });
       } else {
@@ -153,7 +159,8 @@ export function deviceContract(ctx: StoreContext): void {
       const store = ctx.store();
       const record = deviceAuthorization({ interval: 5 });
       await store.createDeviceAuthorization(record);
-      const poll = (at: number) => store.pollDeviceAuthorization(record.deviceCodeHash, at, never);
+      const poll = (at: number) =>
+        store.pollDeviceAuthorization(record.deviceCodeHash, record.clientId, at, never);
       const stored = async () => store.getDeviceAuthorizationByUserCode(record.userCodeHash, T0);
       // The first poll has no earlier poll to be too close to.
       expect(await poll(T0 + SECOND)).toEqual({ status: "pending" });
@@ -168,6 +175,116 @@ export function deviceContract(ctx: StoreContext): void {
       expect(await stored()).toMatchObject({ interval: 15, lastPolledAt: T0 + 31 * SECOND - 2 });
     });
 
+    it("another client's poll is not_found and changes nothing: no poll time, no slow_down for the device", async () => {
+      const store = ctx.store();
+      const record = deviceAuthorization({ interval: 5 });
+      await store.createDeviceAuthorization(record);
+      // Client ids compare exactly (RFC 6749 §2.2): a case variant or a prefix is another client.
+      const others = [id("client"), record.clientId.toUpperCase(), record.clientId.slice(0, -1), ""];
+      for (const [i, other] of others.entries()) {
+        expect(await store.pollDeviceAuthorization(record.deviceCodeHash, other, T0 + i, never)).toEqual({
+          status: "not_found",
+        });
+      }
+      expect(await store.getDeviceAuthorizationByUserCode(record.userCodeHash, T0)).toStrictEqual(record);
+      // The device itself, polling right after, is neither slowed down nor told its interval grew.
+      const own = (at: number) =>
+        store.pollDeviceAuthorization(record.deviceCodeHash, record.clientId, at, never);
+      expect(await own(T0 + others.length)).toEqual({ status: "pending" });
+      expect(
+        await store.pollDeviceAuthorization(record.deviceCodeHash, others[0]!, T0 + SECOND, never),
+      ).toEqual({
+        status: "not_found",
+      });
+      expect(await own(T0 + others.length + 5 * SECOND)).toEqual({ status: "pending" });
+      expect(await store.getDeviceAuthorizationByUserCode(record.userCodeHash, T0)).toMatchObject({
+        interval: 5,
+        lastPolledAt: T0 + others.length + 5 * SECOND,
+      });
+    });
+
+    it("another client's poll is not_found in every state: it learns nothing, spends nothing, issues nothing", async () => {
+      const store = ctx.store();
+      const other = id("client");
+      const approved = deviceAuthorization();
+      const denied = deviceAuthorization();
+      const consumed = deviceAuthorization();
+      const expired = deviceAuthorization({ expiresAt: T0 + MINUTE });
+      for (const r of [approved, denied, consumed, expired]) await store.createDeviceAuthorization(r);
+      await store.decideDeviceAuthorization(approved.userCodeHash, approval(), T0);
+      await store.decideDeviceAuthorization(consumed.userCodeHash, approval(), T0);
+      await store.decideDeviceAuthorization(denied.userCodeHash, { approved: false }, T0);
+      const consumedGrant = await store.pollDeviceAuthorization(
+        consumed.deviceCodeHash,
+        consumed.clientId,
+        T0 + 1,
+        () => tokens(T0 + 1),
+      );
+      expect(consumedGrant.status).toBe("issued");
+      const at = T0 + 2 * MINUTE;
+      for (const r of [approved, denied, consumed]) {
+        expect(await store.pollDeviceAuthorization(r.deviceCodeHash, other, T0 + 2, never)).toEqual({
+          status: "not_found",
+        });
+      }
+      expect(await store.pollDeviceAuthorization(expired.deviceCodeHash, other, at, never)).toEqual({
+        status: "not_found",
+      });
+      // The approval is still there for its own client, untouched: no poll time was written.
+      expect(await store.getGrant(approved.grantId)).toBeUndefined();
+      let seen: DeviceAuthorizationRecord | undefined;
+      const issued = await store.pollDeviceAuthorization(
+        approved.deviceCodeHash,
+        approved.clientId,
+        T0 + 3,
+        (r) => {
+          seen = r;
+          return tokens(T0 + 3);
+        },
+      );
+      expect(issued.status).toBe("issued");
+      expect(seen?.status).toBe("approved");
+      expect(seen).not.toHaveProperty("lastPolledAt");
+      expect(
+        await store.pollDeviceAuthorization(denied.deviceCodeHash, denied.clientId, T0 + 3, never),
+      ).toEqual({
+        status: "denied",
+      });
+      expect(
+        await store.pollDeviceAuthorization(consumed.deviceCodeHash, consumed.clientId, T0 + 3, never),
+      ).toEqual({
+        status: "consumed",
+      });
+      expect((await store.getGrant(consumed.grantId))?.revokedAt).toBeUndefined();
+      expect(
+        await store.pollDeviceAuthorization(expired.deviceCodeHash, expired.clientId, at, never),
+      ).toEqual({
+        status: "expired",
+      });
+    });
+
+    it("of 20 concurrent polls across instances by other clients, none slows down the device's own poll", async () => {
+      const record = deviceAuthorization();
+      await ctx.store().createDeviceAuthorization(record);
+      const stores = await ctx.peers(3);
+      const results = await Promise.all([
+        ...Array.from({ length: 20 }, (_, i) =>
+          stores[i % stores.length]!.pollDeviceAuthorization(
+            record.deviceCodeHash,
+            id("client"),
+            T0 + 1,
+            never,
+          ),
+        ),
+        stores[0]!.pollDeviceAuthorization(record.deviceCodeHash, record.clientId, T0 + 1, never),
+      ]);
+      expect(tally(results)).toEqual({ not_found: 20, pending: 1 });
+      expect(await ctx.store().getDeviceAuthorizationByUserCode(record.userCodeHash, T0)).toStrictEqual({
+        ...record,
+        lastPolledAt: T0 + 1,
+      });
+    });
+
     it("approved: issues once, consuming the authorization and writing grant, access and refresh tokens", async () => {
       const store = ctx.store();
       const record = deviceAuthorization({ dpopJkt: secret().hash });
@@ -176,10 +293,15 @@ export function deviceContract(ctx: StoreContext): void {
       await store.decideDeviceAuthorization(record.userCodeHash, decision, T0 + SECOND);
       const issued = tokens(T0 + 10 * SECOND);
       let seen: DeviceAuthorizationRecord | undefined;
-      const result = await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 10 * SECOND, (r) => {
-        seen = r;
-        return issued;
-      });
+      const result = await store.pollDeviceAuthorization(
+        record.deviceCodeHash,
+        record.clientId,
+        T0 + 10 * SECOND,
+        (r) => {
+          seen = r;
+          return issued;
+        },
+      );
       const approved: DeviceAuthorizationRecord = {
         ...record,
         status: "approved",
@@ -222,7 +344,9 @@ export function deviceContract(ctx: StoreContext): void {
         scopes: decision.approvedScopes,
       });
       // A second redemption finds it consumed; tokens is not called and the grant stays live.
-      expect(await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 20 * SECOND, never)).toEqual({
+      expect(
+        await store.pollDeviceAuthorization(record.deviceCodeHash, record.clientId, T0 + 20 * SECOND, never),
+      ).toEqual({
         status: "consumed",
       });
       expect((await store.getGrant(record.grantId))?.revokedAt).toBeUndefined();
@@ -234,7 +358,12 @@ export function deviceContract(ctx: StoreContext): void {
       await store.createDeviceAuthorization(record);
       await store.decideDeviceAuthorization(record.userCodeHash, approval({ refreshAllowed: false }), T0);
       const issued = tokens(T0 + 1);
-      const result = await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 1, () => issued);
+      const result = await store.pollDeviceAuthorization(
+        record.deviceCodeHash,
+        record.clientId,
+        T0 + 1,
+        () => issued,
+      );
       expect(result).toMatchObject({ status: "issued", refreshIssued: false });
       expect(await store.getRefreshToken(issued.refreshToken!.tokenHash)).toBeUndefined();
       expect(await store.getAccessToken(issued.accessToken.jti)).toBeDefined();
@@ -244,11 +373,15 @@ export function deviceContract(ctx: StoreContext): void {
       const store = ctx.store();
       const record = deviceAuthorization();
       await store.createDeviceAuthorization(record);
-      expect(await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 1, never)).toEqual({
+      expect(
+        await store.pollDeviceAuthorization(record.deviceCodeHash, record.clientId, T0 + 1, never),
+      ).toEqual({
         status: "pending",
       });
       await store.decideDeviceAuthorization(record.userCodeHash, approval(), T0 + 2);
-      const result = await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 3, () => tokens(T0 + 3));
+      const result = await store.pollDeviceAuthorization(record.deviceCodeHash, record.clientId, T0 + 3, () =>
+        tokens(T0 + 3),
+      );
       expect(result.status).toBe("issued");
     });
 
@@ -258,12 +391,16 @@ export function deviceContract(ctx: StoreContext): void {
       await store.createDeviceAuthorization(record);
       await store.decideDeviceAuthorization(record.userCodeHash, approval(), T0);
       const error = refuse();
-      expect(await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 1, () => error)).toEqual({
+      expect(
+        await store.pollDeviceAuthorization(record.deviceCodeHash, record.clientId, T0 + 1, () => error),
+      ).toEqual({
         status: "refused",
         error,
       });
       expect(await store.getGrant(record.grantId)).toBeUndefined();
-      expect(await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 2, never)).toEqual({
+      expect(
+        await store.pollDeviceAuthorization(record.deviceCodeHash, record.clientId, T0 + 2, never),
+      ).toEqual({
         status: "consumed",
       });
     });
@@ -274,7 +411,7 @@ export function deviceContract(ctx: StoreContext): void {
       await store.createDeviceAuthorization(record);
       await store.decideDeviceAuthorization(record.userCodeHash, approval(), T0);
       await expect(
-        store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 1, () => {
+        store.pollDeviceAuthorization(record.deviceCodeHash, record.clientId, T0 + 1, () => {
           throw new Error("tokens crashed");
         }),
       ).rejects.toThrow("tokens crashed");
@@ -293,11 +430,13 @@ export function deviceContract(ctx: StoreContext): void {
       );
       const clash = { ...tokens(T0 + 2), accessToken: taken.accessToken };
       await expect(
-        store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 2, () => clash),
+        store.pollDeviceAuthorization(record.deviceCodeHash, record.clientId, T0 + 2, () => clash),
       ).rejects.toBeInstanceOf(StorageConflictError);
       expect(await store.getGrant(record.grantId)).toBeUndefined();
       expect(await store.getRefreshToken(clash.refreshToken!.tokenHash)).toBeUndefined();
-      const result = await store.pollDeviceAuthorization(record.deviceCodeHash, T0 + 3, () => tokens(T0 + 3));
+      const result = await store.pollDeviceAuthorization(record.deviceCodeHash, record.clientId, T0 + 3, () =>
+        tokens(T0 + 3),
+      );
       expect(result.status).toBe("issued");
     });
 
@@ -309,7 +448,14 @@ export function deviceContract(ctx: StoreContext): void {
       await store.createDeviceAuthorization(approved);
       await store.decideDeviceAuthorization(approved.userCodeHash, approval(), T0);
       for (const record of [pending, approved]) {
-        expect(await store.pollDeviceAuthorization(record.deviceCodeHash, record.expiresAt, never)).toEqual({
+        expect(
+          await store.pollDeviceAuthorization(
+            record.deviceCodeHash,
+            record.clientId,
+            record.expiresAt,
+            never,
+          ),
+        ).toEqual({
           status: "expired",
         });
       }
@@ -320,8 +466,10 @@ export function deviceContract(ctx: StoreContext): void {
       const store = ctx.store();
       const record = deviceAuthorization();
       await store.createDeviceAuthorization(record);
-      expect(await store.pollDeviceAuthorization(secret().hash, T0, never)).toEqual({ status: "not_found" });
-      expect(await store.pollDeviceAuthorization(record.userCodeHash, T0, never)).toEqual({
+      expect(await store.pollDeviceAuthorization(secret().hash, record.clientId, T0, never)).toEqual({
+        status: "not_found",
+      });
+      expect(await store.pollDeviceAuthorization(record.userCodeHash, record.clientId, T0, never)).toEqual({
         status: "not_found",
       });
     });
@@ -336,9 +484,11 @@ export function deviceContract(ctx: StoreContext): void {
         await store.decideDeviceAuthorization(record.userCodeHash, approval(), T0);
       }
       const pollKey = secret().hash;
-      await store.pollDeviceAuthorization(bound.deviceCodeHash, T0 + 1, () => tokens(T0 + 1));
-      await store.pollDeviceAuthorization(unbound.deviceCodeHash, T0 + 1, () => tokens(T0 + 1));
-      await store.pollDeviceAuthorization(named.deviceCodeHash, T0 + 1, () => ({
+      await store.pollDeviceAuthorization(bound.deviceCodeHash, bound.clientId, T0 + 1, () => tokens(T0 + 1));
+      await store.pollDeviceAuthorization(unbound.deviceCodeHash, unbound.clientId, T0 + 1, () =>
+        tokens(T0 + 1),
+      );
+      await store.pollDeviceAuthorization(named.deviceCodeHash, named.clientId, T0 + 1, () => ({
         ...tokens(T0 + 1),
         grantDpopJkt: pollKey,
       }));
@@ -360,6 +510,7 @@ export function deviceContract(ctx: StoreContext): void {
           issued,
           run: stores[i % stores.length]!.pollDeviceAuthorization(
             record.deviceCodeHash,
+            record.clientId,
             T0 + 1,
             () => issued,
           ),
@@ -380,7 +531,12 @@ export function deviceContract(ctx: StoreContext): void {
       await ctx.store().createDeviceAuthorization(record);
       const results = await Promise.all(
         Array.from({ length: 30 }, (_, i) =>
-          stores[i % stores.length]!.pollDeviceAuthorization(record.deviceCodeHash, T0 + 1, never),
+          stores[i % stores.length]!.pollDeviceAuthorization(
+            record.deviceCodeHash,
+            record.clientId,
+            T0 + 1,
+            never,
+          ),
         ),
       );
       expect(tally(results)).toEqual({ pending: 1, slow_down: 29 });
@@ -397,14 +553,23 @@ export function deviceContract(ctx: StoreContext): void {
       const live = deviceAuthorization({ expiresAt: T0 + 20 * MINUTE });
       for (const record of [consumed, denied, live]) await store.createDeviceAuthorization(record);
       await store.decideDeviceAuthorization(consumed.userCodeHash, approval(), T0);
-      await store.pollDeviceAuthorization(consumed.deviceCodeHash, T0 + 1, () => tokens(T0 + 1));
+      await store.pollDeviceAuthorization(consumed.deviceCodeHash, consumed.clientId, T0 + 1, () =>
+        tokens(T0 + 1),
+      );
       await store.decideDeviceAuthorization(denied.userCodeHash, { approved: false }, T0);
       const purged = await store.purgeExpired(T0 + 10 * MINUTE);
       expect(purged.deviceAuthorizations).toBe(2);
       // The grant the consumed one created is live and stays.
       expect(purged.grants).toBe(0);
       expect(await store.getGrant(consumed.grantId)).toBeDefined();
-      expect(await store.pollDeviceAuthorization(consumed.deviceCodeHash, T0 + 10 * MINUTE, never)).toEqual({
+      expect(
+        await store.pollDeviceAuthorization(
+          consumed.deviceCodeHash,
+          consumed.clientId,
+          T0 + 10 * MINUTE,
+          never,
+        ),
+      ).toEqual({
         status: "not_found",
       });
       expect(await store.getDeviceAuthorizationByUserCode(live.userCodeHash, T0 + 10 * MINUTE)).toStrictEqual(

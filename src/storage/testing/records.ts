@@ -330,7 +330,9 @@ export function recordContract(ctx: StoreContext): void {
       expect(await store.useOnce(liveMarker, now + HOUR, now)).toBe(false);
       expect(await store.getDeviceAuthorizationByUserCode(liveDevice.userCodeHash, now)).toEqual(liveDevice);
       expect(
-        await store.pollDeviceAuthorization(expiredDevice.deviceCodeHash, now, () => tokens(now)),
+        await store.pollDeviceAuthorization(expiredDevice.deviceCodeHash, expiredDevice.clientId, now, () =>
+          tokens(now),
+        ),
       ).toEqual({
         status: "not_found",
       });
