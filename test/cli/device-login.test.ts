@@ -168,8 +168,9 @@ describe("gatehouse login --device against oidc-provider", () => {
     op = await startOidcProvider({ deviceFlow: {} });
     const session = `gatehouse-device-${process.pid}`;
     const tmux = (...args: string[]) => execFileSync("tmux", args, { encoding: "utf8" });
-    const command = `exec env -u DISPLAY -u WAYLAND_DISPLAY -u BROWSER GATEHOUSE_CONFIG_DIR=${join(dir.path, "tty")} GATEHOUSE_DATABASE_URL= ${process.execPath} ${MAIN} login --device ${op.resourceUrl}`;
-    // remain-on-exit keeps the pane, its last screen and its exit status after the CLI ends.
+    // bash waits for the CLI (which handles Ctrl-C itself and exits normally) and prints its
+    // status; remain-on-exit keeps the pane and its last screen after that.
+    const command = `bash -c 'env -u DISPLAY -u WAYLAND_DISPLAY -u BROWSER GATEHOUSE_CONFIG_DIR=${join(dir.path, "tty")} GATEHOUSE_DATABASE_URL= ${process.execPath} ${MAIN} login --device ${op.resourceUrl}; echo "exit status $?"'`;
     tmux(
       "new-session",
       "-d",
@@ -209,13 +210,13 @@ describe("gatehouse login --device against oidc-provider", () => {
         }).trim(),
       ).toBe(printed);
       tmux("send-keys", "-t", session, "C-c");
-      const dead = () =>
-        tmux("display-message", "-p", "-t", session, "#{pane_dead} #{pane_dead_status}").trim();
-      for (let i = 0; i < 100 && !dead().startsWith("1"); i++) await new Promise((r) => setTimeout(r, 100));
-      expect(dead()).toBe("1 130");
-      expect(tmux("capture-pane", "-p", "-t", session)).toContain(
-        "gatehouse login: cancelled; nothing was stored",
-      );
+      let after = "";
+      for (let i = 0; i < 100 && !after.includes("exit status"); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        after = tmux("capture-pane", "-p", "-t", session);
+      }
+      expect(after).toContain("exit status 130");
+      expect(after).toContain("gatehouse login: cancelled; nothing was stored");
     } finally {
       tmux("kill-session", "-t", session);
     }
