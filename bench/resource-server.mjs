@@ -1,15 +1,24 @@
 #!/usr/bin/env node
 /**
- * Resource-server benchmark (issue 2): requests/s, p99 and server CPU per request of one protected
- * route against the same route unprotected, in one run, with autocannon on loopback. Run after
- * `npm run build`:
+ * Resource-server benchmark (issues 2 and 11): every resource-server row of issue 11 in one run.
+ * Requests/s, p50/p99, server CPU per request and resident memory of each protected route against
+ * the same route unprotected, on loopback. Run after `npm run build`:
  *
  *   node bench/resource-server.mjs [--json] [--seconds 5] [--rounds 5] [--connections 10] [--warmup 2]
+ *                                  [--tokens 60000] [--dist dist] [--autocannon]
  *
- * Every server case runs in its own child process for the whole run; autocannon runs in this
- * (parent) process. Cases are measured in interleaved rounds (each round gives every case
- * seconds/rounds), so load from other processes hits all cases alike; figures are medians over
- * rounds and ratios are medians of the per-round ratios.
+ * Method: every server case runs in its own child process for the whole run. When `taskset` exists
+ * and there are two cores or more, the server children (and the jose loop) are pinned to core 0 and
+ * this process with the load generator to core 1 (BENCH_NO_PIN=1 turns that off). The load
+ * generator is wrk when it is installed (`apt-get install wrk`; a Lua script sends the distinct
+ * tokens), else autocannon in this process (or with --autocannon). Cases are measured in
+ * interleaved rounds (each round gives every case seconds/rounds, whole seconds for wrk, and a
+ * different case goes first each round), so load from other processes hits all cases alike;
+ * figures are medians over rounds, ratios are medians of the per-round ratios, by req/s and by
+ * server CPU per request (process.cpuUsage of the server child: on a shared machine the steadier
+ * figure). The load average is printed with the results. BENCH_CHILD_EXEC_ARGV (e.g.
+ * "--cpu-prof --cpu-prof-dir=/tmp/prof") is passed to the server children, for profiles.
+ * `--dist` names the build to measure (default ./dist), so two builds can be compared.
  *
  *   raw            bare node:http route, no gate (the floor)
  *   node-warm      the same node:http route behind nodeRequireBearer, cachedVerifier(jwtVerifier),
@@ -18,25 +27,33 @@
  *                  full ES256 JWT verification per request)
  *   peer           express + @modelcontextprotocol/sdk requireBearerAuth with a jose.jwtVerify
  *                  verifier against the same key, one token
- *   web-unprot.    toNodeListener + web-standard handler, no gate (extra: the web adapter)
+ *   express-unprot the same Express route, no gate
+ *   express-warm   the same Express route behind gatehouse/express requireBearerAuth, one token
+ *   hono-unprot    a Hono route on @hono/node-server, no gate
+ *   hono-warm      the same Hono route behind gatehouse/hono bearerAuth, one token
+ *   web-unprot     toNodeListener + web-standard handler, no gate (extra: the web adapter)
  *   web-warm       toNodeListener + requireBearer, one token (extra: the web adapter)
- *   jose-loop      bare jose.jwtVerify over distinct tokens, no HTTP, ten concurrent chains
+ *   jose-loop      bare jose.jwtVerify over distinct tokens, no HTTP, ten concurrent chains, on the
+ *                  servers' core
  *
- * Targets: node-warm / raw >= 0.95; node-warm / peer >= 10; node-distinct / jose-loop >= 0.9.
- * The last compares HTTP requests with bare verifications: the HTTP cases share the machine's cores
- * with autocannon, the loop does not, and every request also pays for node:http itself. The
- * "ceiling" line gives the best ratio a gate costing 0 µs could reach given the measured CPU cost
- * of the bare node:http route.
+ * Targets (issue 11): node-warm / raw >= 0.95; node-warm / peer >= 10; node-distinct / jose-loop
+ * >= 0.9; express-warm / express-unprot >= 0.9; hono-warm / hono-unprot >= 0.9.
+ * The jose row compares HTTP requests with bare verifications: every request also pays for
+ * node:http itself. The "ceiling" line gives the best ratio a gate costing 0 µs could reach given
+ * the measured CPU cost of the bare node:http route.
  * The resource is a loopback URI, so every gate checks Host against its allow-list (DNS-rebinding
- * defence); the in-process line gives the warm path with and without that check.
- * Server CPU time per request (process.cpuUsage of the server child, all its threads) is reported
- * beside req/s: on a loaded machine it is the steadier figure. With --json the last line of stdout
- * is one JSON object.
+ * defence); the in-process line gives the warm path with and without that check, and a cold
+ * verification through the gate against bare jose. With --json the last line of stdout is one JSON
+ * object.
  */
-import { fork } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
-import { fileURLToPath } from "node:url";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
+import { join, resolve as resolvePath } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
+const SELF = fileURLToPath(import.meta.url);
 const RESOURCE = "http://127.0.0.1/api";
 const ISSUER = "https://issuer.bench.example";
 const PATH = "/api/notes";
@@ -48,12 +65,11 @@ const JOSE_OPTIONS = { issuer: ISSUER, audience: RESOURCE, algorithms: ["ES256"]
 
 async function child() {
   // The configuration arrives over IPC (the token list is too large for an environment variable).
-  const { caseName, jwk, tokens } = await new Promise((resolve) => process.once("message", resolve));
+  const { caseName, jwk, tokens, dist } = await new Promise((resolve) => process.once("message", resolve));
+  const fromDist = (path) => import(pathToFileURL(join(dist, path)).href);
   const jose = await import("jose");
-  const { toNodeListener, nodeRequireBearer } = await import("../dist/http/node.js");
-  const { createResourceServer, cachedVerifier, jwtVerifier } = await import(
-    "../dist/resource-server/index.js"
-  );
+  const { toNodeListener, nodeRequireBearer } = await fromDist("http/node.js");
+  const { createResourceServer, cachedVerifier, jwtVerifier } = await fromDist("resource-server/index.js");
   // RESOURCE is a loopback URI, so the gate checks Host (DNS-rebinding defence); the server's real
   // port is only known once it listens, hence the explicit list (the same check as the default).
   const newGate = (host) =>
@@ -123,6 +139,29 @@ async function child() {
     const protectedRoute = newGate(host).requireBearer({ scopes: ["notes:read"] });
     const handler = async () => new Response(BODY, { headers: BODY_HEADERS });
     listener = toNodeListener((request) => protectedRoute(request, handler));
+  } else if (caseName === "express-unprotected" || caseName === "express-warm") {
+    const express = (await import("express")).default;
+    const app = express();
+    const send = (_req, res) => res.type("application/json").send(BODY);
+    if (caseName === "express-warm") {
+      const { requireBearerAuth } = await fromDist("http/express.js");
+      app.get(PATH, requireBearerAuth(newGate(host), { scopes: ["notes:read"] }), send);
+    } else {
+      app.get(PATH, send);
+    }
+    listener = app;
+  } else if (caseName === "hono-unprotected" || caseName === "hono-warm") {
+    const { Hono } = await import("hono");
+    const { getRequestListener } = await import("@hono/node-server");
+    const app = new Hono();
+    const send = (c) => c.body(BODY, 200, { "content-type": "application/json" });
+    if (caseName === "hono-warm") {
+      const { bearerAuth } = await fromDist("http/hono.js");
+      app.get(PATH, bearerAuth(newGate(host), { scopes: ["notes:read"] }), send);
+    } else {
+      app.get(PATH, send);
+    }
+    listener = getRequestListener(app.fetch);
   } else if (caseName === "peer") {
     const express = (await import("express")).default;
     const { requireBearerAuth } = await import(
@@ -153,7 +192,7 @@ async function child() {
   process.on("message", (m) => {
     if (m === "cpu") {
       const { user, system } = process.cpuUsage();
-      process.send({ cpuMicros: user + system, user, system });
+      process.send({ cpuMicros: user + system, rss: process.memoryUsage.rss() });
     }
     if (m === "stop") {
       server.closeAllConnections();
@@ -227,10 +266,40 @@ async function inProcessCosts(jose, key, tokens, gate, gateWithoutHostCheck) {
 
 // ---------------------------------------------------------------- parent: orchestration
 
-function startCase(caseName, shared) {
-  const proc = fork(fileURLToPath(import.meta.url), ["--child"], {
-    stdio: ["ignore", "inherit", "inherit", "ipc"],
-  });
+/**
+ * Core 0 for the servers, core 1 for this process (and wrk), when `taskset` is there and there are
+ * two cores or more; otherwise nothing is pinned (and the output says so).
+ */
+function pinning() {
+  if (process.env.BENCH_NO_PIN || availableParallelism() < 2) return undefined;
+  try {
+    execFileSync("taskset", ["-a", "-cp", "1", String(process.pid)], { stdio: "ignore" });
+    return { server: "0", loadGenerator: "1" };
+  } catch {
+    return undefined;
+  }
+}
+
+/** wrk's path when it is installed and wanted, else undefined (autocannon then). */
+function findWrk(wanted) {
+  if (!wanted) return undefined;
+  try {
+    execFileSync("wrk", ["--version"], { stdio: "ignore" });
+  } catch (error) {
+    // `wrk --version` prints its version and exits 1; only a missing binary is ENOENT.
+    if (error.code === "ENOENT") return undefined;
+  }
+  return "wrk";
+}
+
+function startCase(caseName, shared, pin) {
+  const execArgv = process.env.BENCH_CHILD_EXEC_ARGV ? process.env.BENCH_CHILD_EXEC_ARGV.split(" ") : [];
+  const args = [...execArgv, SELF, "--child"];
+  const proc = pin
+    ? spawn("taskset", ["-c", pin.server, process.execPath, ...args], {
+        stdio: ["ignore", "inherit", "inherit", "ipc"],
+      })
+    : spawn(process.execPath, args, { stdio: ["ignore", "inherit", "inherit", "ipc"] });
   proc.send({ caseName, ...shared });
   return new Promise((resolve, reject) => {
     proc.once("message", (m) => resolve({ proc, ...m }));
@@ -268,13 +337,69 @@ async function runAutocannon(autocannon, url, { seconds, connections, headersFor
   };
 }
 
-function cpuOf(proc) {
+/** wrk's Lua script for distinct tokens: `tokenFile first count` as script arguments. */
+const WRK_DISTINCT_LUA = `
+local tokens = {}
+local next_index = 1
+function init(args)
+  local first, count = tonumber(args[2]), tonumber(args[3])
+  local i = 0
+  for line in io.lines(args[1]) do
+    if i >= first and i < first + count then tokens[#tokens + 1] = "Bearer " .. line end
+    i = i + 1
+  end
+end
+function request()
+  local value = tokens[next_index]
+  next_index = next_index % #tokens + 1
+  return wrk.format(nil, nil, { Authorization = value })
+end
+`;
+
+const WRK_UNITS = { us: 1e-3, ms: 1, s: 1000 };
+function wrkMs(text, label) {
+  const m = new RegExp(`\\s${label}%\\s+([\\d.]+)(us|ms|s)`).exec(text);
+  return m ? Math.round(Number(m[1]) * WRK_UNITS[m[2]] * 1000) / 1000 : Number.NaN;
+}
+
+/** One wrk run on the load generator's core; `distinct` = {file, first, count} for the Lua script. */
+function runWrk(url, { seconds, connections, headers, distinct, pin, script }) {
+  const args = ["-t1", `-c${connections}`, `-d${seconds}s`, "--latency"];
+  for (const [name, value] of Object.entries(headers ?? {})) args.push("-H", `${name}: ${value}`);
+  if (distinct) args.push("-s", script);
+  args.push(`${url}${PATH}`);
+  if (distinct) args.push("--", distinct.file, String(distinct.first), String(distinct.count));
+  const [command, fullArgs] = pin ? ["taskset", ["-c", pin.loadGenerator, "wrk", ...args]] : ["wrk", args];
+  return new Promise((resolve, reject) => {
+    const proc = spawn(command, fullArgs, { stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    proc.stdout.on("data", (chunk) => {
+      out += chunk;
+    });
+    proc.once("error", reject);
+    proc.once("exit", (code) => {
+      if (code !== 0) return reject(new Error(`wrk exited with ${code}: ${out}`));
+      const total = Number(/(\d+) requests in/.exec(out)?.[1] ?? Number.NaN);
+      const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0);
+      const socketErrors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+      resolve({
+        requestsPerSecond: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? Number.NaN),
+        total,
+        p50Ms: wrkMs(out, "50"),
+        p99Ms: wrkMs(out, "99"),
+        failures: non2xx + (socketErrors ? socketErrors.slice(1).reduce((a, x) => a + Number(x), 0) : 0),
+      });
+    });
+  });
+}
+
+function sample(proc) {
   proc.send("cpu");
   return new Promise((resolve) => {
     const onMessage = (m) => {
       if (m && typeof m.cpuMicros === "number") {
         proc.off("message", onMessage);
-        resolve(m.cpuMicros);
+        resolve(m);
       }
     };
     proc.on("message", onMessage);
@@ -289,22 +414,32 @@ function median(values) {
 
 const round1 = (x) => Math.round(x * 10) / 10;
 const round3 = (x) => Math.round(x * 1000) / 1000;
+const loadAverage = () => loadavg().map((x) => Math.round(x * 100) / 100);
 
 async function parent() {
   const args = process.argv.slice(2);
   const json = args.includes("--json");
-  const numberArg = (name, fallback) => {
+  const argValue = (name) => {
     const i = args.indexOf(name);
-    return i >= 0 ? Number(args[i + 1]) : fallback;
+    return i >= 0 ? args[i + 1] : undefined;
   };
+  const numberArg = (name, fallback) => Number(argValue(name) ?? fallback);
   const seconds = numberArg("--seconds", 5);
   const rounds = numberArg("--rounds", 5);
   const connections = numberArg("--connections", 10);
-  const tokenCount = numberArg("--tokens", 30_000);
+  const tokenCount = numberArg("--tokens", 60_000);
   const warmupSeconds = numberArg("--warmup", 2);
+  const dist = resolvePath(argValue("--dist") ?? join(SELF, "..", "..", "dist"));
   const log = (line) => (json ? process.stderr : process.stdout).write(`${line}\n`);
 
-  const autocannon = (await import("autocannon")).default;
+  const pin = pinning();
+  const wrk = findWrk(!args.includes("--autocannon"));
+  const generator = wrk ? "wrk" : "autocannon";
+  const autocannon = wrk ? undefined : (await import("autocannon")).default;
+  const loadBefore = loadAverage();
+  log(
+    `load average ${loadBefore.join(" ")}; ${pin ? "servers pinned to core 0, load generator to core 1" : "not pinned"}; ${generator}; build ${dist}`,
+  );
   const jose = await import("jose");
   const { publicKey, privateKey } = await jose.generateKeyPair("ES256", { extractable: true });
   const jwk = { ...(await jose.exportJWK(publicKey)), kid: "bench", alg: "ES256" };
@@ -321,16 +456,25 @@ async function parent() {
   const tokens = [];
   for (let i = 0; i < tokenCount; i++) tokens.push(await sign(i));
   const warmToken = tokens[0];
+  const scratch = mkdtempSync(join(tmpdir(), "gatehouse-rs-bench-"));
+  const tokenFile = join(scratch, "tokens.txt");
+  const script = join(scratch, "distinct.lua");
+  writeFileSync(tokenFile, `${tokens.join("\n")}\n`);
+  writeFileSync(script, WRK_DISTINCT_LUA);
 
-  const roundSeconds = seconds / rounds;
-  // The recorded distinct-token requests use the first 3/4 of the list; warm-up the rest, so no
-  // recorded request hits the cache (unless the list wraps, which is reported).
+  // wrk takes whole seconds.
+  const roundSeconds = wrk ? Math.max(1, Math.round(seconds / rounds)) : seconds / rounds;
+  // The recorded distinct-token requests use the first 3/4 of the list (each round its own slice);
+  // warm-up the rest, so no recorded request hits the cache (unless the list wraps: reported).
   const recordedTokens = Math.floor(tokenCount * 0.75);
+  const perRoundTokens = Math.floor((recordedTokens - 1) / rounds);
   let next = 1;
   let warmupNext = recordedTokens;
+  let distinctRound = 0;
+  let wrkWrapped = false;
   const bearer = { authorization: `Bearer ${warmToken}` };
-  // Every case sends the same Authorization header (ignored where unprotected), so the client does
-  // the same work in each.
+  // Every case sends an Authorization header of the same size (ignored where unprotected), so the
+  // client does the same work in each.
   const cases = {
     raw: { headers: bearer },
     "node-warm": { headers: bearer },
@@ -339,27 +483,58 @@ async function parent() {
         authorization: `Bearer ${tokens[recordedTokens + (warmupNext++ % (tokenCount - recordedTokens))]}`,
       }),
       headersFor: () => ({ authorization: `Bearer ${tokens[next++ % recordedTokens]}` }),
+      distinct: (warmup) =>
+        warmup
+          ? { file: tokenFile, first: recordedTokens, count: tokenCount - recordedTokens }
+          : { file: tokenFile, first: 1 + perRoundTokens * distinctRound++, count: perRoundTokens },
     },
     peer: { headers: bearer },
+    "express-unprotected": { headers: bearer },
+    "express-warm": { headers: bearer },
+    "hono-unprotected": { headers: bearer },
+    "hono-warm": { headers: bearer },
     "web-unprotected": { headers: bearer },
     "web-warm": { headers: bearer },
   };
+  const measure = async (name, c, secs, warmup) => {
+    const url = `http://127.0.0.1:${servers[name].port}`;
+    if (wrk) {
+      const distinct = c.distinct?.(warmup);
+      const result = await runWrk(url, {
+        seconds: Math.max(1, Math.round(secs)),
+        connections,
+        headers: c.headers,
+        distinct,
+        pin,
+        script,
+      });
+      // wrk cycles through its slice: more requests than tokens means some were cache hits.
+      if (distinct && !warmup && result.total > distinct.count) wrkWrapped = true;
+      return result;
+    }
+    return runAutocannon(autocannon, url, {
+      seconds: secs,
+      connections,
+      headers: c.headers,
+      headersFor: warmup ? (c.warmupHeaders ?? c.headersFor) : c.headersFor,
+    });
+  };
   const servers = {};
   const perRound = Object.fromEntries([...Object.keys(cases), "jose-loop"].map((n) => [n, []]));
+  const rss = {};
   let inProcess;
   try {
     for (const [name, c] of Object.entries(cases)) {
-      servers[name] = await startCase(name, { jwk, tokens: [] });
+      servers[name] = await startCase(name, { jwk, tokens: [], dist }, pin);
       // Warm-up (JIT, keep-alive sockets, key import), not recorded: under load the JIT needs a few
       // seconds before node:http reaches its steady cost.
-      await runAutocannon(autocannon, `http://127.0.0.1:${servers[name].port}`, {
-        seconds: warmupSeconds,
-        connections,
-        headers: c.headers,
-        headersFor: c.warmupHeaders ?? c.headersFor,
-      });
+      await measure(name, c, warmupSeconds, true);
     }
-    servers["jose-loop"] = await startCase("jose-loop", { jwk, tokens: tokens.slice(recordedTokens) });
+    servers["jose-loop"] = await startCase(
+      "jose-loop",
+      { jwk, tokens: tokens.slice(recordedTokens), dist },
+      pin,
+    );
     servers["jose-loop"].proc.send({ loop: 0.5 });
     await new Promise((resolve) => servers["jose-loop"].proc.once("message", resolve));
 
@@ -370,15 +545,11 @@ async function parent() {
         ...order.slice(round % order.length),
         ...order.slice(0, round % order.length),
       ]) {
-        const cpuBefore = await cpuOf(servers[name].proc);
-        const measured = await runAutocannon(autocannon, `http://127.0.0.1:${servers[name].port}`, {
-          seconds: roundSeconds,
-          connections,
-          headers: c.headers,
-          headersFor: c.headersFor,
-        });
-        measured.cpuMicrosPerRequest =
-          ((await cpuOf(servers[name].proc)) - cpuBefore) / Math.max(1, measured.total);
+        const before = await sample(servers[name].proc);
+        const measured = await measure(name, c, roundSeconds, false);
+        const after = await sample(servers[name].proc);
+        measured.cpuMicrosPerRequest = (after.cpuMicros - before.cpuMicros) / Math.max(1, measured.total);
+        rss[name] = Math.max(rss[name] ?? 0, after.rss);
         perRound[name].push(measured);
       }
       servers["jose-loop"].proc.send({ loop: roundSeconds });
@@ -395,16 +566,19 @@ async function parent() {
     inProcess = await new Promise((resolve) => servers["jose-loop"].proc.once("message", resolve));
   } finally {
     for (const s of Object.values(servers)) s.proc.send("stop");
+    rmSync(scratch, { recursive: true, force: true });
   }
+  const loadAfter = loadAverage();
 
   const results = {};
   for (const name of Object.keys(cases)) {
     const r = perRound[name];
     results[name] = {
       requestsPerSecond: Math.round(median(r.map((x) => x.requestsPerSecond))),
-      p50Ms: median(r.map((x) => x.p50Ms)),
-      p99Ms: median(r.map((x) => x.p99Ms)),
+      p50Ms: round3(median(r.map((x) => x.p50Ms))),
+      p99Ms: round3(median(r.map((x) => x.p99Ms))),
       cpuMicrosPerRequest: round1(median(r.map((x) => x.cpuMicrosPerRequest))),
+      rssMB: Math.round(rss[name] / 2 ** 20),
       failures: r.reduce((a, x) => a + x.failures, 0),
       rounds: r.map((x) => Math.round(x.requestsPerSecond)),
     };
@@ -416,14 +590,23 @@ async function parent() {
     rounds: loop.map((x) => Math.round(x.opsPerSecond)),
   };
   const rate = (name, i) => perRound[name][i].requestsPerSecond ?? perRound[name][i].opsPerSecond;
+  const cpuOf = (name, i) => perRound[name][i].cpuMicrosPerRequest ?? perRound[name][i].cpuMicrosPerOp;
   const roundRatio = (a, b) => round3(median(perRound[a].map((_, i) => rate(a, i) / rate(b, i))));
-  // Throughput-equivalent ratio by CPU: b's CPU per request / a's (how many of a per CPU-second of b).
-  const cpu = (name) => results[name].cpuMicrosPerRequest ?? results[name].cpuMicrosPerOp;
-  const cpuRatio = (a, b) => round3(cpu(b) / cpu(a));
+  // Throughput-equivalent ratio by CPU, per round then the median: b's CPU per request / a's (how
+  // many of a per CPU-second of b).
+  const cpuRatio = (a, b) => round3(median(perRound[a].map((_, i) => cpuOf(b, i) / cpuOf(a, i))));
   const comparisons = [
     ["warmVsRawNodeHttp", "node-warm / raw node:http", "node-warm", "raw", 0.95],
     ["warmVsPeer", "node-warm / peer (MCP SDK + express)", "node-warm", "peer", 10],
     ["distinctVsJoseLoop", "node-distinct / bare jose verify loop", "node-distinct", "jose-loop", 0.9],
+    [
+      "expressWarmVsUnprotected",
+      "express-warm / express-unprotected",
+      "express-warm",
+      "express-unprotected",
+      0.9,
+    ],
+    ["honoWarmVsUnprotected", "hono-warm / hono-unprotected", "hono-warm", "hono-unprotected", 0.9],
     ["webWarmVsWebUnprotected", "web-warm / web-unprotected", "web-warm", "web-unprotected"],
     ["webUnprotectedVsRawNodeHttp", "web-unprotected / raw node:http", "web-unprotected", "raw"],
   ];
@@ -437,6 +620,7 @@ async function parent() {
       targets[key] = { target, met: ratios[key] >= target, metByCpu: cpuRatios[key] >= target };
   }
   // What the HTTP floor allows: the best ratio a gate costing 0 µs could reach, by CPU.
+  const cpu = (name) => results[name].cpuMicrosPerRequest ?? results[name].cpuMicrosPerOp;
   const rawCpu = cpu("raw");
   const ceilings = {
     warmVsPeer: round3(cpu("peer") / rawCpu),
@@ -445,18 +629,19 @@ async function parent() {
   const inProcessRatios = {
     gateDistinctVsJoseVerify: round3(inProcess.joseVerify / inProcess.gateDistinct),
   };
-  const distinctWrapped = next > recordedTokens;
+  const distinctWrapped = next > recordedTokens || wrkWrapped;
 
   log("");
-  log("case              req/s    p50 ms  p99 ms  server CPU µs/req  failures");
+  log(`load average before ${loadBefore.join(" ")}, after ${loadAfter.join(" ")} (1, 5, 15 min)`);
+  log("case                   req/s   p50 ms  p99 ms  server CPU µs/req  RSS MB  failures");
   for (const [name, r] of Object.entries(results)) {
     if (r.opsPerSecond !== undefined) {
       log(
-        `${name.padEnd(16)}${String(r.opsPerSecond).padStart(7)}  (verifications/s, no HTTP)   ${String(r.cpuMicrosPerOp).padStart(6)} µs/verify`,
+        `${name.padEnd(21)}${String(r.opsPerSecond).padStart(7)}  (verifications/s, no HTTP)   ${String(r.cpuMicrosPerOp).padStart(6)} µs/verify`,
       );
     } else {
       log(
-        `${name.padEnd(16)}${String(r.requestsPerSecond).padStart(7)}  ${String(r.p50Ms).padStart(6)}  ${String(r.p99Ms).padStart(6)}  ${String(r.cpuMicrosPerRequest).padStart(17)}  ${r.failures}`,
+        `${name.padEnd(21)}${String(r.requestsPerSecond).padStart(7)}  ${String(r.p50Ms).padStart(6)}  ${String(r.p99Ms).padStart(6)}  ${String(r.cpuMicrosPerRequest).padStart(17)}  ${String(r.rssMB).padStart(6)}  ${r.failures}`,
       );
     }
   }
@@ -482,7 +667,7 @@ async function parent() {
     log("note: the distinct-token list wrapped during the run; some requests were cache hits");
   if (json) {
     process.stdout.write(
-      `${JSON.stringify({ seconds, rounds, connections, tokens: tokenCount, distinctWrapped, results, ratios, cpuRatios, targets, ceilings, inProcess, inProcessRatios })}\n`,
+      `${JSON.stringify({ seconds, rounds, connections, tokens: tokenCount, generator, pinned: pin !== undefined, loadAverage: { before: loadBefore, after: loadAfter }, distinctWrapped, results, ratios, cpuRatios, targets, ceilings, inProcess, inProcessRatios })}\n`,
     );
   }
 }
