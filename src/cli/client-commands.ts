@@ -7,11 +7,13 @@
  */
 import { homedir } from "node:os";
 import { join } from "node:path";
+import { renderUnicodeCompact } from "uqr";
 import { AuthorizationFlowError, isAuthorizationFlowError } from "../client/errors.js";
 import {
   AuthClient,
   type CreateAuthFetchOptions,
   type DeviceAuthorizationOptions,
+  type DeviceAuthorizationPrompt,
 } from "../client/flow/auth-client.js";
 import { explainNetworkError } from "../client/protocol/network-errors.js";
 import { EncryptedFileTokenStore } from "../client/stores/encrypted-file.js";
@@ -158,6 +160,64 @@ export function cliAuthClient(options: {
     },
     ...options.extra,
   });
+}
+
+/** A device login ended by Ctrl-C (the abort reason the flow rejects with). */
+export class LoginCancelled extends Error {
+  /** The shell's status for a command ended by SIGINT. */
+  static readonly EXIT_STATUS = 130;
+  constructor() {
+    super("login cancelled");
+    this.name = "LoginCancelled";
+  }
+}
+
+/** How long until `expiresAt`, in words ("10 minutes", "45 seconds"). */
+function timeLeft(expiresAt: number): string {
+  const seconds = Math.max(0, Math.round((expiresAt - Date.now()) / 1000));
+  if (seconds < 120) return `${seconds} seconds`;
+  return `${Math.round(seconds / 60)} minutes`;
+}
+
+/**
+ * The device authorization grant (RFC 8628) for a command: the prompt (§3.3) on `out`: the
+ * address and the code, the address with the code filled in (§3.3.1), and that address as a QR
+ * code when `out` is a terminal (a phone's camera opens it); then the wait line on stderr, like
+ * the browser login's. Everything printed was checked by the client first (printable, https or
+ * loopback). Between `listen()` and `dispose()`, Ctrl-C aborts the wait with {@link LoginCancelled}.
+ */
+export function cliDeviceAuthorization(out: NodeJS.WriteStream): {
+  options: DeviceAuthorizationOptions;
+  listen(): void;
+  dispose(): void;
+} {
+  const cancel = new AbortController();
+  const onInterrupt = () => cancel.abort(new LoginCancelled());
+  const onPrompt = (prompt: DeviceAuthorizationPrompt) => {
+    const lines = [
+      `To log in to ${prompt.resource}, open this address on any device:`,
+      `  ${prompt.verificationUri}`,
+      "and enter the code:",
+      `  ${prompt.userCode}`,
+    ];
+    if (prompt.verificationUriComplete) {
+      lines.push("Or open this address, which carries the code:", `  ${prompt.verificationUriComplete}`);
+    }
+    out.write(`${lines.join("\n")}\n`);
+    if (prompt.verificationUriComplete && out.isTTY) {
+      // Light modules are full blocks: right on the usual light-on-dark terminal. A 2-module
+      // quiet zone is enough for phone scanners when the terminal around it is dark.
+      out.write(`${renderUnicodeCompact(prompt.verificationUriComplete, { border: 2 })}\n`);
+    }
+    process.stderr.write(
+      `Waiting for you to approve (Ctrl-C to cancel; the code expires in ${timeLeft(prompt.expiresAt)})…\n`,
+    );
+  };
+  return {
+    options: { onPrompt, signal: cancel.signal },
+    listen: () => process.once("SIGINT", onInterrupt),
+    dispose: () => process.off("SIGINT", onInterrupt),
+  };
 }
 
 /**

@@ -5,7 +5,8 @@
  * verification pages. Covered: the printed address and code, approval then a headless `fetch`
  * with the stored tokens, denial, expiry, the QR code only on a terminal (tmux gives the CLI one),
  * Ctrl-C, and the help text. Then the same login end to end against Gatehouse's own server
- * (`gatehouse demo`), Chromium signing in and allowing on its /device page.
+ * (`gatehouse demo`), Chromium signing in and allowing on its /device page, and a step-up to more
+ * scope by `fetch --device`.
  */
 import { type ChildProcess, execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
@@ -242,42 +243,80 @@ describe("gatehouse login --device against gatehouse demo, allowed on its /devic
     await demo?.stop();
   });
 
-  it("sign in from verification_uri_complete, check the code, Allow: the CLI stores the tokens and a headless fetch reads the notes", async () => {
+  it("sign in from verification_uri_complete, check the code, Allow: the CLI stores the tokens and a headless fetch reads the notes; fetch --device steps up to notes:write the same way", async () => {
     demo = await startDemo(join(dir.path, "demo-data"), ["--no-request-log"]);
     const { issuer, resource, notes, username, password } = demo.ready;
     const config = join(dir.path, "gatehouse");
-    const login = headless(["login", "--device", notes], config);
-    const prompt = await printedPrompt(login);
-    expect(prompt.uri).toBe(`${issuer}/device`);
-
     const context = await browser.newContext({ viewport: { width: 900, height: 900 } });
-    try {
+    /** On the person's other device: the code is filled in; check it, then Allow. */
+    const allow = async (prompt: { complete: URL; userCode: string }, signIn: boolean, shot?: string) => {
       const page = await context.newPage();
       await page.goto(prompt.complete.href);
-      // Signed-in users only: the login page first, which returns to /device with the code.
-      await expect.poll(() => new URL(page.url()).pathname).toBe("/login");
-      await page.locator("#username").fill(username);
-      await page.locator("#password").fill(password);
-      await Promise.all([
-        page.waitForURL((u) => u.pathname === "/device"),
-        page.getByRole("button", { name: "Sign in" }).click(),
-      ]);
+      if (signIn) {
+        // Signed-in users only: the login page first, which returns to /device with the code.
+        await expect.poll(() => new URL(page.url()).pathname).toBe("/login");
+        await page.locator("#username").fill(username);
+        await page.locator("#password").fill(password);
+        await Promise.all([
+          page.waitForURL((u) => u.pathname === "/device"),
+          page.getByRole("button", { name: "Sign in" }).click(),
+        ]);
+      }
       expect(await page.getByTestId("user-code-input").inputValue()).toBe(prompt.userCode);
       await page.getByRole("button", { name: "Continue" }).click();
       // The code the CLI printed is the one shown for checking.
       await expect.poll(() => page.getByTestId("user-code").textContent()).toBe(prompt.userCode);
-      await page.screenshot({ path: "/tmp/device-login-gatehouse-confirm.png", fullPage: true });
+      const asked = await page.getByTestId("requested-scopes").innerText();
+      if (shot) await page.screenshot({ path: shot, fullPage: true });
       await page.getByRole("button", { name: "Allow" }).click();
       await expect.poll(() => page.getByTestId("device-done").textContent()).toContain("You allowed");
+      await page.close();
+      return asked;
+    };
+    try {
+      const login = headless(["login", "--device", notes], config);
+      const prompt = await printedPrompt(login);
+      expect(prompt.uri).toBe(`${issuer}/device`);
+      await allow(prompt, true, "/tmp/device-login-gatehouse-confirm.png");
+      const result = await login.done;
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stdout).toContain(`Logged in to ${resource} via ${issuer}`);
+      const fetched = await headless(["fetch", notes], config).done;
+      expect(fetched.code, fetched.stderr).toBe(0);
+      expect(JSON.parse(fetched.stdout)).toBeDefined();
+
+      // Writing needs notes:write: the headless fetch asks for it with --device, prompting on
+      // stderr so that stdout carries the response alone.
+      const write = headless(
+        [
+          "fetch",
+          "--device",
+          "-X",
+          "POST",
+          "-H",
+          "content-type: application/json",
+          "-d",
+          '{"text":"from a device"}',
+          notes,
+        ],
+        config,
+      );
+      let stepUp: { complete: URL; userCode: string } | undefined;
+      for (let i = 0; i < 300 && !stepUp; i++) {
+        const err = write.stderr();
+        const userCode = /and enter the code:\n {2}(\S+)\n/.exec(err)?.[1];
+        const complete = /which carries the code:\n {2}(\S+)\n/.exec(err)?.[1];
+        if (userCode && complete) stepUp = { userCode, complete: new URL(complete) };
+        else await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(stepUp, write.stderr()).toBeDefined();
+      expect(await allow(stepUp!, false)).toContain("notes:write");
+      const written = await write.done;
+      expect(written.code, written.stderr).toBe(0);
+      expect(written.stderr).toContain("Requesting more scope");
+      expect(JSON.parse(written.stdout)).toMatchObject({ text: "from a device" });
     } finally {
       await context.close();
     }
-
-    const result = await login.done;
-    expect(result.code, result.stderr).toBe(0);
-    expect(result.stdout).toContain(`Logged in to ${resource} via ${issuer}`);
-    const fetched = await headless(["fetch", notes], config).done;
-    expect(fetched.code, fetched.stderr).toBe(0);
-    expect(JSON.parse(fetched.stdout)).toBeDefined();
   }, 120_000);
 });

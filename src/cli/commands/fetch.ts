@@ -5,7 +5,9 @@ import { parseArgs } from "node:util";
 import {
   authorizationServerGivenHint,
   cliAuthClient,
+  cliDeviceAuthorization,
   describeError,
+  LoginCancelled,
   noBrowserReason,
   parseCommandLine,
   urlArgument,
@@ -20,6 +22,8 @@ Authorizing opens a browser and waits for you there (Ctrl-C cancels). Where no b
 opened (--no-browser; no DISPLAY or WAYLAND_DISPLAY on Linux; standard input or output not a
 terminal; $BROWSER, when set, counts as a browser) it fails at once instead, naming the commands
 that log in first: 'gatehouse login <url>' elsewhere, or 'gatehouse login --device <url>'.
+With --device it authorizes by a code approved on another device (RFC 8628) instead, the
+address and code on stderr: for a first login, and for more scope when the resource asks.
 
 Options (curl-like):
   -X, --request METHOD   HTTP method (default GET, or POST with --data)
@@ -28,9 +32,11 @@ Options (curl-like):
   -i, --include          print the status line and response headers
   --print-url            never open a browser; print the authorization URL instead
   --no-browser           never authorize interactively: fail when a login is needed
+  --device               authorize by approving a code on another device (RFC 8628)
 
 Exit status: 0 a 2xx response; 22 any other HTTP status (as curl --fail; the body still goes
-to stdout, the status line to stderr); 1 the request or the authorization failed; 2 usage.
+to stdout, the status line to stderr); 1 the request or the authorization failed; 2 usage;
+130 a --device login cancelled with Ctrl-C.
 `;
 
 export async function run(args: string[]): Promise<number> {
@@ -65,11 +71,21 @@ export async function run(args: string[]): Promise<number> {
   }
   const method = values.request ?? (body !== undefined ? "POST" : "GET");
   const printOnly = values["print-url"] === true;
-  const reason = noBrowserReason({ noBrowser: values["no-browser"] === true, printOnly });
+  if (values.device && (printOnly || values["no-browser"])) {
+    usageError("fetch", "--device is a way to log in: not with --print-url or --no-browser");
+    return 2;
+  }
+  // The response body goes to stdout: the device flow's address and code go to stderr.
+  const device = values.device ? cliDeviceAuthorization(process.stderr) : undefined;
+  const reason = device
+    ? undefined
+    : noBrowserReason({ noBrowser: values["no-browser"] === true, printOnly });
   const client = cliAuthClient({
+    ...(device && { device: device.options }),
     ...(printOnly && { printOnly }),
     ...(reason !== undefined && { refuseInteractive: { url, reason } }),
   });
+  device?.listen();
   try {
     const response = await client.fetch(url, { method, headers, ...(body !== undefined && { body }) });
     if (values.include) {
@@ -86,11 +102,17 @@ export async function run(args: string[]): Promise<number> {
     );
     return 22; // curl --fail's exit status for HTTP errors
   } catch (error) {
+    if (error instanceof LoginCancelled) {
+      process.stderr.write("gatehouse fetch: login cancelled; no request was sent with new tokens\n");
+      return LoginCancelled.EXIT_STATUS;
+    }
     const hint = await authorizationServerGivenHint(error, url);
     process.stderr.write(
       `gatehouse fetch: ${describeError(error, { url: url })}\n${hint ? `  ${hint}\n` : ""}`,
     );
     return 1;
+  } finally {
+    device?.dispose();
   }
 }
 
@@ -112,6 +134,7 @@ function parse(args: string[]) {
       include: { type: "boolean", short: "i" },
       "print-url": { type: "boolean" },
       "no-browser": { type: "boolean" },
+      device: { type: "boolean" },
     },
   });
 }

@@ -4,12 +4,12 @@
  * (the device authorization grant, RFC 8628).
  */
 import { parseArgs } from "node:util";
-import { renderUnicodeCompact } from "uqr";
-import type { DeviceAuthorizationPrompt } from "../../client/flow/auth-client.js";
 import {
   authorizationServerGivenHint,
   cliAuthClient,
+  cliDeviceAuthorization,
   describeError,
+  LoginCancelled,
   missingResourceProblem,
   noBrowserReason,
   parseCommandLine,
@@ -39,6 +39,9 @@ Options:
   --client-secret SECRET      pre-registered client secret (prefer GATEHOUSE_CLIENT_SECRET)
   --issuer URL                issuer the pre-registered client belongs to
   --force                     authorize again even if a valid token is stored
+
+Exit status: 0 logged in; 1 the login failed (denied, expired, unreachable, refused); 2 usage;
+130 a --device login cancelled with Ctrl-C.
 `;
 
 export async function run(args: string[]): Promise<number> {
@@ -51,15 +54,11 @@ export async function run(args: string[]): Promise<number> {
     usageError("login", "--print-url is for the browser login; --device prints its own address and code");
     return 2;
   }
-  // Ctrl-C during a device login stops the polling and says so (the browser login's listener
-  // ends with the process).
-  const cancel = new AbortController();
-  const onInterrupt = () => cancel.abort(new LoginCancelled());
+  // The address and code on stdout, where the result of a login goes too.
+  const device = values.device ? cliDeviceAuthorization(process.stdout) : undefined;
   const noBrowser = values.device ? undefined : noBrowserReason({ printOnly: values["print-url"] === true });
   const client = cliAuthClient({
-    ...(values.device && {
-      device: { onPrompt: printDevicePrompt, signal: cancel.signal },
-    }),
+    ...(device && { device: device.options }),
     // Nothing to open a browser on: only print the URL (xdg-open could start a text browser on
     // a terminal that is not there).
     ...(noBrowser && {
@@ -80,7 +79,7 @@ export async function run(args: string[]): Promise<number> {
     process.stderr.write(`gatehouse login: ${missing}\n${hint ? `  ${hint}\n` : ""}`);
     return 1;
   }
-  if (values.device) process.once("SIGINT", onInterrupt);
+  device?.listen();
   try {
     const tokens = await client.login(resource, { force: values.force ?? false });
     const expires = tokens.expires_at ? `, expires ${new Date(tokens.expires_at).toISOString()}` : "";
@@ -93,7 +92,7 @@ export async function run(args: string[]): Promise<number> {
   } catch (error) {
     if (error instanceof LoginCancelled) {
       process.stderr.write("gatehouse login: cancelled; nothing was stored\n");
-      return 130; // the shell's status for a command ended by SIGINT
+      return LoginCancelled.EXIT_STATUS;
     }
     const hint = await authorizationServerGivenHint(error, resource);
     process.stderr.write(
@@ -101,48 +100,8 @@ export async function run(args: string[]): Promise<number> {
     );
     return 1;
   } finally {
-    process.off("SIGINT", onInterrupt);
+    device?.dispose();
   }
-}
-
-class LoginCancelled extends Error {
-  constructor() {
-    super("login cancelled");
-  }
-}
-
-/** How long until `expiresAt`, in words ("10 minutes", "45 seconds"). */
-function timeLeft(expiresAt: number): string {
-  const seconds = Math.max(0, Math.round((expiresAt - Date.now()) / 1000));
-  if (seconds < 120) return `${seconds} seconds`;
-  return `${Math.round(seconds / 60)} minutes`;
-}
-
-/**
- * RFC 8628 §3.3: the address and the code go to stdout, where the person reads them; the address
- * with the code filled in too (§3.3.1), and as a QR code when stdout is a terminal (a phone's
- * camera opens it). The wait line goes to stderr, like the browser login's. Everything printed
- * was checked by the client first (printable, https or loopback).
- */
-function printDevicePrompt(prompt: DeviceAuthorizationPrompt): void {
-  const lines = [
-    `To log in to ${prompt.resource}, open this address on any device:`,
-    `  ${prompt.verificationUri}`,
-    `and enter the code:`,
-    `  ${prompt.userCode}`,
-  ];
-  if (prompt.verificationUriComplete) {
-    lines.push("Or open this address, which carries the code:", `  ${prompt.verificationUriComplete}`);
-  }
-  process.stdout.write(`${lines.join("\n")}\n`);
-  if (prompt.verificationUriComplete && process.stdout.isTTY) {
-    // Light modules are full blocks: right on the usual light-on-dark terminal. A 2-module quiet
-    // zone is enough for phone scanners when the terminal around it is dark.
-    process.stdout.write(`${renderUnicodeCompact(prompt.verificationUriComplete, { border: 2 })}\n`);
-  }
-  process.stderr.write(
-    `Waiting for you to approve (Ctrl-C to cancel; the code expires in ${timeLeft(prompt.expiresAt)})…\n`,
-  );
 }
 
 function parse(args: string[]) {
