@@ -81,10 +81,9 @@ export type ApprovedRequest = Pick<
   | "state"
   | "codeChallenge"
   | "codeChallengeMethod"
-> & {
-  /** RFC 9449 §10: the `dpop_jkt` the code is bound to. */
-  dpopJkt?: string;
-};
+  // RFC 9449 §10: the `dpop_jkt` the code is bound to, kept by the interaction across the pages.
+  | "dpopJkt"
+>;
 
 /**
  * Issues an authorization code (OAuth 2.1 §4.1.2): 256 random bits, stored only as its SHA-256,

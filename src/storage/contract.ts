@@ -82,6 +82,12 @@ export interface InteractionRecord {
   /** Hash of the CSRF token the forms of this interaction carry. */
   csrfHash: string;
   userId?: string;
+  /**
+   * RFC 9449 §10: the JWK SHA-256 thumbprint (base64url) the authorization request named in
+   * `dpop_jkt`, handed on to the code ({@link AuthorizationCodeRecord.dpopJkt}) when the interaction
+   * completes, so a request that needs the login or consent page is bound like a silent one.
+   */
+  dpopJkt?: string;
   createdAt: number;
   expiresAt: number;
 }

@@ -113,14 +113,23 @@ export function version1Rows(bool: (value: boolean) => unknown): Version1Rows {
 
 /**
  * What a store migrated from version 1 must answer for `rows`: the interaction and the code read
- * redirectUriSent=true (version 1 always sent redirect_uri), the code redeems into a grant without a
- * sessionHash, and the grant takes a step-up request.
+ * redirectUriSent=true (version 1 always sent redirect_uri), the interaction has no dpopJkt and a new
+ * one keeps it, the code redeems into a grant without a sessionHash, and the grant takes a step-up
+ * request.
  */
 export async function expectVersion1RowsMigrated(
   store: AuthorizationStore,
   rows: Version1Rows,
 ): Promise<void> {
-  expect((await store.getInteraction(rows.interactionId, T0))?.redirectUriSent).toBe(true);
+  const stored = await store.getInteraction(rows.interactionId, T0);
+  expect(stored?.redirectUriSent).toBe(true);
+  // Interactions are kept whole as JSON: one stored before dpopJkt existed is simply not bound, and
+  // a new one keeps its thumbprint without any schema change.
+  expect(stored).toBeDefined();
+  expect(stored).not.toHaveProperty("dpopJkt");
+  const bound = interaction({ dpopJkt: secret().hash });
+  await store.createInteraction(bound);
+  expect(await store.consumeInteraction(bound.id, T0)).toStrictEqual(bound);
   let seen: unknown;
   const result = await store.redeemAuthorizationCode(
     rows.code.codeHash,

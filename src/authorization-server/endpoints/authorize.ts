@@ -379,19 +379,6 @@ async function continueInteraction(
     }
   }
 
-  if (req.dpopJkt !== undefined) {
-    // The interaction record cannot carry `dpop_jkt` to the code yet (storage contract): refuse
-    // rather than issue a code the client believes bound and is not (RFC 9449 §10).
-    return errorToClient(
-      ctx,
-      req.client,
-      req.redirectUri,
-      req.state,
-      new OAuthError("invalid_request", {
-        description: "dpop_jkt is accepted only when the user has already consented; retry without it",
-      }),
-    );
-  }
   const existingBinding = readCookie(request, "binding", ctx);
   const binding = existingBinding ?? randomToken(32);
   const id = newInteractionId();
@@ -409,6 +396,8 @@ async function continueInteraction(
     codeChallengeMethod: "S256",
     csrfHash: sha256Base64url(csrfToken(binding, `interaction:${id}`)),
     ...(session ? { userId: session.user.id } : {}),
+    // RFC 9449 §10: the code this interaction ends in is bound to the key, as a silent one is.
+    ...(req.dpopJkt === undefined ? {} : { dpopJkt: req.dpopJkt }),
     createdAt: now,
     expiresAt: now + INTERACTION_TTL_MS,
   });

@@ -1,6 +1,7 @@
 /**
- * Contract: DPoP binding of codes and grants. A code keeps the `dpop_jkt` of its authorization
- * request (RFC 9449 §10) for the token endpoint to compare; the grant is bound to the key the token
+ * Contract: DPoP binding of interactions, codes and grants. A pending interaction keeps the
+ * `dpop_jkt` of its authorization request (RFC 9449 §10) until login and consent complete it, and a
+ * code keeps it for the token endpoint to compare; the grant is bound to the key the token
  * endpoint names when it issues (`IssuedTokens.grantDpopJkt`, RFC 9449 §5), and every later read
  * of the grant — a refresh rotation above all — carries that binding unchanged.
  */
@@ -8,12 +9,27 @@
 import { describe, expect, it } from "vitest";
 import type { AuthorizationCodeRecord, GrantRecord } from "../contract.js";
 import type { StoreContext } from "./context.js";
-import { code, HOUR, id, issueGrant, secret, T0, tokens } from "./fixtures.js";
+import { code, HOUR, id, interaction, issueGrant, secret, T0, tokens } from "./fixtures.js";
 
 const pass = () => undefined;
 
 export function dpopContract(ctx: StoreContext): void {
   describe("DPoP-bound codes and grants", () => {
+    it("an interaction keeps its dpopJkt through get, setInteractionUser and consume; one without has none", async () => {
+      const store = ctx.store();
+      const bound = interaction({ dpopJkt: secret().hash });
+      const plain = interaction();
+      await store.createInteraction(bound);
+      await store.createInteraction(plain);
+      expect(await store.getInteraction(bound.id, T0)).toStrictEqual(bound);
+      await store.setInteractionUser(bound.id, "user-1");
+      expect(await store.getInteraction(bound.id, T0 + 1)).toStrictEqual({ ...bound, userId: "user-1" });
+      expect(await store.consumeInteraction(bound.id, T0 + 2)).toStrictEqual({ ...bound, userId: "user-1" });
+      const consumed = await store.consumeInteraction(plain.id, T0 + 2);
+      expect(consumed).toStrictEqual(plain);
+      expect(consumed).not.toHaveProperty("dpopJkt");
+    });
+
     it("a code keeps its dpopJkt; the grant is bound to the key the redemption names", async () => {
       const store = ctx.store();
       const record = code({ dpopJkt: secret().hash });
