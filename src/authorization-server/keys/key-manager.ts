@@ -2,6 +2,7 @@
  * The signing keys: creates, rotates and publishes them (`/jwks.json`), signs access tokens
  * (RFC 9068) and verifies this server's own tokens for revocation and introspection.
  */
+import { createPrivateKey, type JsonWebKey, type KeyObject, sign as signWithKey } from "node:crypto";
 import {
   calculateJwkThumbprint,
   createLocalJWKSet,
@@ -66,6 +67,40 @@ async function newKeyRecord(
   };
 }
 
+/**
+ * How node:crypto signs for a JWS `alg` (RFC 7518 §3.4, RFC 8037 §3.1): ES256 is ECDSA P-256 over
+ * SHA-256 with the signature as the raw 64-byte R || S (IEEE P1363), never DER; EdDSA hashes
+ * internally (no digest name). Other algorithms are signed by jose.
+ */
+const NODE_SIGNERS: Record<string, { digest: string | null; dsaEncoding?: "ieee-p1363" }> = {
+  ES256: { digest: "sha256", dsaEncoding: "ieee-p1363" },
+  EdDSA: { digest: null },
+};
+
+/** A private key ready to sign: a node:crypto KeyObject for {@link NODE_SIGNERS}, else jose's. */
+type ImportedKey = { kind: "node"; key: KeyObject } | { kind: "jose"; key: CryptoKey | Uint8Array };
+
+/**
+ * A compact JWS (RFC 7515 §7.1) signed synchronously by node:crypto: the same bytes as jose's
+ * `SignJWT` (header and payload JSON, base64url without padding) without WebCrypto's asynchronous
+ * job per signature, the largest fixed cost of issuing a token.
+ */
+function signCompact(
+  header: Record<string, unknown>,
+  payload: Record<string, unknown>,
+  key: KeyObject,
+): string {
+  const signer = NODE_SIGNERS[header.alg as string];
+  if (!signer) throw new Error(`no node:crypto signer for ${String(header.alg)}`);
+  const input = `${Buffer.from(JSON.stringify(header)).toString("base64url")}.${Buffer.from(JSON.stringify(payload)).toString("base64url")}`;
+  const signature = signWithKey(
+    signer.digest,
+    Buffer.from(input),
+    signer.dsaEncoding ? { key, dsaEncoding: signer.dsaEncoding } : key,
+  );
+  return `${input}.${signature.toString("base64url")}`;
+}
+
 /** The newest key not yet retired: every instance reading the same rows picks the same signer. */
 function currentSigner(keys: readonly SigningKeyRecord[]): SigningKeyRecord | undefined {
   let best: SigningKeyRecord | undefined;
@@ -85,7 +120,7 @@ function currentSigner(keys: readonly SigningKeyRecord[]): SigningKeyRecord | un
 export function createKeyManager(deps: KeyManagerDeps): ServerKeyManager {
   const cacheMs = deps.cacheMs ?? 5000;
   let cached: { keys: SigningKeyRecord[]; readAt: number } | undefined;
-  const imported = new Map<string, CryptoKey | Uint8Array>();
+  const imported = new Map<string, ImportedKey>();
 
   async function keys(): Promise<SigningKeyRecord[]> {
     const t = deps.now();
@@ -111,10 +146,15 @@ export function createKeyManager(deps: KeyManagerDeps): ServerKeyManager {
     return key;
   }
 
-  async function privateKey(record: SigningKeyRecord): Promise<CryptoKey | Uint8Array> {
+  /** The record's private key, opened (signing-key-envelope.ts) and imported once per `kid`. */
+  async function privateKey(record: SigningKeyRecord): Promise<ImportedKey> {
     let key = imported.get(record.kid);
     if (!key) {
-      key = await importJWK(await openPrivateJwk(record, deps.keyring), record.alg);
+      const jwk = await openPrivateJwk(record, deps.keyring);
+      key =
+        record.alg in NODE_SIGNERS
+          ? { kind: "node", key: createPrivateKey({ key: jwk as JsonWebKey, format: "jwk" }) }
+          : { kind: "jose", key: await importJWK(jwk, record.alg) };
       imported.set(record.kid, key);
     }
     return key;
@@ -161,9 +201,11 @@ export function createKeyManager(deps: KeyManagerDeps): ServerKeyManager {
     /** RFC 9068 §2.2: iss, exp, aud, sub, client_id, iat, jti (and scope); header `typ: at+jwt`. */
     async signAccessToken(claims: AccessTokenClaims) {
       const record = await signer();
-      return new SignJWT({ ...claims, iss: deps.issuer })
-        .setProtectedHeader({ alg: record.alg, typ: "at+jwt", kid: record.kid })
-        .sign(await privateKey(record));
+      const header = { alg: record.alg, typ: "at+jwt", kid: record.kid };
+      const payload = { ...claims, iss: deps.issuer };
+      const key = await privateKey(record);
+      if (key.kind === "node") return signCompact(header, payload, key.key);
+      return new SignJWT(payload).setProtectedHeader(header).sign(key.key);
     },
 
     async publicJwks() {

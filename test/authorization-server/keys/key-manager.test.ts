@@ -78,6 +78,47 @@ describe("signing keys", () => {
     expect(await keys.verifyAccessToken(token)).toMatchObject({ ...CLAIMS, iss: ISSUER });
   });
 
+  it("ES256 signatures are raw R || S (64 bytes, RFC 7518 §3.4), not DER, and verify with node:crypto too", async () => {
+    const { keys } = manager();
+    const token = await keys.signAccessToken(CLAIMS);
+    const [h, p, s] = token.split(".");
+    const signature = Buffer.from(s!, "base64url");
+    expect(signature).toHaveLength(64);
+    const [jwk] = (await keys.publicJwks()).keys;
+    const { createPublicKey, verify } = await import("node:crypto");
+    const publicKey = createPublicKey({ key: jwk as never, format: "jwk" });
+    const input = Buffer.from(`${h}.${p}`);
+    expect(verify("sha256", input, { key: publicKey, dsaEncoding: "ieee-p1363" }, signature)).toBe(true);
+    const flipped = Buffer.from(signature);
+    flipped[10]! ^= 1;
+    expect(verify("sha256", input, { key: publicKey, dsaEncoding: "ieee-p1363" }, flipped)).toBe(false);
+  });
+
+  it("an EdDSA key stored beside the ES256 one signs when it is the newest (RFC 8037), verifiable against the JWKS", async () => {
+    const { keys, store, clock } = manager(createMemoryStore(), undefined, 0);
+    await keys.ensureSigningKey();
+    const { calculateJwkThumbprint, exportJWK, generateKeyPair } = await import("jose");
+    const pair = await generateKeyPair("EdDSA", { extractable: true });
+    const publicJwk = await exportJWK(pair.publicKey);
+    const kid = await calculateJwkThumbprint(publicJwk);
+    await store.addSigningKey({
+      kid,
+      alg: "EdDSA",
+      publicJwk: { ...publicJwk, kid, alg: "EdDSA", use: "sig" },
+      privateJwk: { ...(await exportJWK(pair.privateKey)), kid, alg: "EdDSA" },
+      createdAt: clock.now + 1,
+    });
+    const token = await keys.signAccessToken(CLAIMS);
+    expect(decodeHeader(token)).toMatchObject({ alg: "EdDSA", typ: "at+jwt", kid });
+    const { payload } = await jwtVerify(token, createLocalJWKSet((await keys.publicJwks()) as never), {
+      issuer: ISSUER,
+      typ: "at+jwt",
+      currentDate: new Date(clock.now),
+    });
+    expect(payload).toMatchObject(CLAIMS);
+    expect(await keys.verifyAccessToken(token)).toMatchObject({ ...CLAIMS, iss: ISSUER });
+  });
+
   it("rotation: new key signs, the retired one stays published until its tokens expire, then goes", async () => {
     const { keys, clock } = manager();
     const oldToken = await keys.signAccessToken(CLAIMS);
