@@ -1,31 +1,48 @@
 #!/usr/bin/env node
 /**
- * Authorization-server benchmark: complete code flows per second and refresh grants per second,
- * with p99 latency and the server's resident memory, for
+ * Authorization-server benchmark: issue 11's two rows side by side in one run,
  *
- * - Gatehouse (`createAuthorizationServer` from dist/, on durable SQLite: WAL, synchronous=FULL),
- * - the MCP TypeScript SDK's `mcpAuthRouter` with its in-memory demo provider
- *   (`DemoInMemoryAuthProvider`, Express), rate limits off on both sides.
+ * - code flows per second by a signed-in browser session ("sessions"): GET /authorize answered
+ *   silently from the session and a remembered consent, then POST /token with the PKCE verifier;
+ * - refresh grants per second: POST /token with grant_type=refresh_token, each loop following its
+ *   own rotation chain;
  *
- * A "complete flow" is GET /authorize with a signed-in browser session and an existing consent
- * (Gatehouse answers with the code silently; the SDK demo provider never asks anyone) followed by
- * POST /token with the PKCE verifier. A "refresh" is POST /token with grant_type=refresh_token,
- * each worker following its own rotation chain. The SDK demo provider does not implement refresh
- * ("Not implemented for example demo"), so this script adds the smallest in-memory rotation to a
- * subclass of it; that part of the peer is ours, and says so in the output.
+ * for Gatehouse (`createAuthorizationServer` from dist/, on durable SQLite: WAL, synchronous=FULL)
+ * and the peer, the MCP TypeScript SDK's `mcpAuthRouter` (Express) with its in-memory demo provider
+ * (`DemoInMemoryAuthProvider`) issuing JWT access tokens (ES256, jose) as Gatehouse does. Rate limits
+ * are off on both sides. The demo provider issues opaque tokens and has no refresh ("Not implemented
+ * for example demo"); the JWT signing and the smallest in-memory rotation are added by this script
+ * to a subclass, and the output says so.
  *
- * Each server runs in its own child process (so its RSS is its own and it does not share an event
- * loop with the load); the load generator is this process, on the same 2-core machine, so figures
- * are a floor, not a capacity. Run after `npm run build`:
+ * Besides, Gatehouse alone (the peer has no login): complete flows by a browser that is not signed
+ * in ("sign-ins"): GET /authorize, the login page, POST /login with the password (scrypt, the KDF
+ * kept strong on purpose), the code, POST /token. Sessions never pay scrypt; sign-ins always do.
+ * Each sign-in comes from its own loopback address (127.1.x.y) and user, so the login limits per
+ * address and per user (which the bench keeps on) are never reached.
  *
- *   node bench/authorization-server.mjs [--json] [--seconds 6] [--concurrency 8]
+ * Method (issue 11): each server runs in its own child process, pinned with `taskset` to core 0
+ * when `taskset` exists and there are two cores or more; this process, the load generator, pins
+ * itself to core 1. Both servers stay up for the whole run and are measured in interleaved repeats
+ * (the order alternating per repeat); each repeat gives a ratio Gatehouse/peer, and the summary is
+ * the median. Beside req/s stands the server CPU per request (user + system of the server process,
+ * threads included), which depends far less on what else the shared machine is doing; its ratio
+ * is peer CPU / Gatehouse CPU, so ≥ 1.0 means "at least as good" in both. The load generator's own
+ * CPU per request is printed too: if it approaches 1000 ms / req/s, the generator is the limit.
+ * Run after `npm run build`:
+ *
+ *   node bench/authorization-server.mjs [--json] [--seconds 3] [--repeats 3] [--concurrency 8]
+ *                                       [--only sessions|refreshes|signIns]
+ *
+ * `--only` measures one case (for profiling: BENCH_CHILD_EXEC_ARGV="--cpu-prof" passes flags to
+ * the server processes); the ratios need sessions and refreshes both.
  *
  * With --json, progress goes to stderr and the last line on stdout is one JSON object.
  */
-import { fork } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { request as httpRequest } from "node:http";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -39,8 +56,10 @@ const CLIENT_ID = "bench-client";
 // redirect; it reads the code from the Location header.
 const REDIRECT_URI = "https://bench.example/callback";
 const USERNAME = "bench";
-/** Most concurrent workers a run may use (each refresh worker signs in as its own user). */
+/** Most concurrent loops a run may use (each refresh loop signs in as its own user). */
 const MAX_WORKERS = 64;
+/** Users for the sign-in case: each sign-in takes the next one, so no user meets its login limit. */
+const SIGN_IN_USERS = 512;
 const PASSWORD = "correct horse battery staple";
 
 // ------------------------------------------------------------------ server children
@@ -66,10 +85,15 @@ async function serveGatehouse() {
     tokenRateLimit: { perClientPerMinute: 0, perAddressPerMinute: 0 },
   });
   handler = server.fetch;
-  // One user per worker for the refresh phase (each signs in on its own; sign-ins are rate-limited
-  // per username), plus the one the flow phase shares.
+  // One user per refresh loop (grants of one sign-in supersede each other), the one the session
+  // case shares, and the sign-in case's users. One hash for all: the KDF cost is paid at login.
   const passwordHash = await hashPassword(PASSWORD);
-  for (const username of [USERNAME, ...Array.from({ length: MAX_WORKERS }, (_, i) => `${USERNAME}-${i}`)]) {
+  const usernames = [
+    USERNAME,
+    ...Array.from({ length: MAX_WORKERS }, (_, i) => `${USERNAME}-${i}`),
+    ...Array.from({ length: SIGN_IN_USERS }, (_, i) => `signin-${i}`),
+  ];
+  for (const username of usernames) {
     await store.createUser({ id: username, username, passwordHash, isAdmin: false, createdAt: Date.now() });
   }
   await store.createClient({
@@ -83,6 +107,19 @@ async function serveGatehouse() {
     metadata: {},
     createdAt: Date.now(),
   });
+  // The sign-in case's users approved this client before: a sign-in is the password check and the
+  // silent code, without the first-visit consent page.
+  for (let i = 0; i < SIGN_IN_USERS; i++) {
+    const now = Date.now();
+    await store.grantConsent({
+      userId: `signin-${i}`,
+      clientId: CLIENT_ID,
+      redirectUri: REDIRECT_URI,
+      scopes: SCOPE.split(" "),
+      createdAt: now,
+      updatedAt: now,
+    });
+  }
   return {
     url: http.url,
     // Durable commits (transactions) and write operations so far, when the store counts them.
@@ -103,21 +140,44 @@ async function serveSdk() {
     "@modelcontextprotocol/sdk/examples/server/demoInMemoryOAuthProvider.js"
   );
   const { InvalidGrantError } = await import("@modelcontextprotocol/sdk/server/auth/errors.js");
+  const { SignJWT, generateKeyPair } = await import("jose");
+  const { privateKey } = await generateKeyPair("ES256");
+  let issuer = "";
 
-  /** The demo provider plus the smallest in-memory refresh rotation (the demo throws "Not implemented"). */
+  /** An RFC 9068 access token, ES256 like Gatehouse's, for what the demo stored as opaque. */
+  const jwtAccessToken = (clientId, scope, resource) =>
+    new SignJWT({ client_id: clientId, scope })
+      .setProtectedHeader({ alg: "ES256", typ: "at+jwt", kid: "bench" })
+      .setIssuer(issuer)
+      .setSubject("demo_user")
+      .setAudience(resource ? String(resource) : RESOURCE)
+      .setIssuedAt()
+      .setExpirationTime("1h")
+      .setJti(randomBytes(16).toString("base64url"))
+      .sign(privateKey);
+
+  /** The demo provider with JWT access tokens and the smallest in-memory refresh rotation. */
   class DemoWithRefresh extends DemoInMemoryAuthProvider {
     refreshTokens = new Map();
     async exchangeAuthorizationCode(client, code, verifier, redirectUri, resource) {
       const tokens = await super.exchangeAuthorizationCode(client, code, verifier, redirectUri, resource);
+      const data = this.tokens.get(tokens.access_token);
+      this.tokens.delete(tokens.access_token);
+      const access = await jwtAccessToken(client.client_id, tokens.scope, data.resource);
+      this.tokens.set(access, { ...data, token: access });
       const refresh = randomBytes(32).toString("base64url");
-      this.refreshTokens.set(refresh, { clientId: client.client_id, scope: tokens.scope, resource });
-      return { ...tokens, refresh_token: refresh };
+      this.refreshTokens.set(refresh, {
+        clientId: client.client_id,
+        scope: tokens.scope,
+        resource: data.resource,
+      });
+      return { ...tokens, access_token: access, refresh_token: refresh };
     }
     async exchangeRefreshToken(client, refreshToken) {
       const grant = this.refreshTokens.get(refreshToken);
       if (!grant || grant.clientId !== client.client_id) throw new InvalidGrantError("invalid refresh token");
       this.refreshTokens.delete(refreshToken);
-      const access = randomBytes(32).toString("base64url");
+      const access = await jwtAccessToken(client.client_id, grant.scope, grant.resource);
       this.tokens.set(access, {
         token: access,
         clientId: client.client_id,
@@ -154,6 +214,7 @@ async function serveSdk() {
     const s = app.listen(0, "127.0.0.1", () => resolve(s));
   });
   const url = `http://127.0.0.1:${server.address().port}`;
+  issuer = url;
   router = mcpAuthRouter({
     provider,
     issuerUrl: new URL(url),
@@ -176,10 +237,13 @@ async function serveSdk() {
 async function childMain(kind) {
   const running = kind === "gatehouse" ? await serveGatehouse() : await serveSdk();
   process.on("message", async (message) => {
-    if (message === "rss") process.send({ rss: process.memoryUsage().rss });
-    if (message === "writes") {
+    if (message === "sample") {
       const cpu = process.cpuUsage();
-      process.send({ writes: running.writeStats?.() ?? null, cpuMs: (cpu.user + cpu.system) / 1000 });
+      process.send({
+        rss: process.memoryUsage().rss,
+        writes: running.writeStats?.() ?? null,
+        cpuMs: (cpu.user + cpu.system) / 1000,
+      });
     }
     if (message === "close") {
       await running.close();
@@ -190,26 +254,40 @@ async function childMain(kind) {
   process.send({ url: running.url });
 }
 
-// ------------------------------------------------------------------ load generator
+// ------------------------------------------------------------------ pinning
 
-function startChild(kind) {
-  const child = fork(SELF, ["--serve", kind], {
-    execArgv: process.env.BENCH_CHILD_EXEC_ARGV ? process.env.BENCH_CHILD_EXEC_ARGV.split(" ") : [],
-    stdio: ["ignore", "inherit", "inherit", "ipc"],
-  });
+/**
+ * Core 0 for the servers, core 1 for this process, when `taskset` is there and there are two
+ * cores or more; otherwise nothing is pinned (and the output says so).
+ */
+function pinning() {
+  if (process.env.BENCH_NO_PIN) return undefined;
+  if (availableParallelism() < 2) return undefined;
+  try {
+    execFileSync("taskset", ["-a", "-cp", "1", String(process.pid)], { stdio: "ignore" });
+    return { server: "0", loadGenerator: "1" };
+  } catch {
+    return undefined;
+  }
+}
+
+function startChild(kind, pin) {
+  const execArgv = process.env.BENCH_CHILD_EXEC_ARGV ? process.env.BENCH_CHILD_EXEC_ARGV.split(" ") : [];
+  const args = [...execArgv, SELF, "--serve", kind];
+  const child = pin
+    ? spawn("taskset", ["-c", pin.server, process.execPath, ...args], {
+        stdio: ["ignore", "inherit", "inherit", "ipc"],
+      })
+    : spawn(process.execPath, args, { stdio: ["ignore", "inherit", "inherit", "ipc"] });
   const waiting = [];
   child.on("message", (m) => waiting.shift()?.(m));
   const next = () => new Promise((resolve) => waiting.push(resolve));
   return {
-    child,
+    kind,
     ready: next(),
-    async rss() {
-      child.send("rss");
-      return (await next()).rss;
-    },
-    /** The store's write counters (Gatehouse) and the CPU time the server process has used. */
-    async writes() {
-      child.send("writes");
+    /** Resident memory, the store's write counters (Gatehouse) and the CPU the server has used. */
+    async sample() {
+      child.send("sample");
       return await next();
     },
     async close() {
@@ -218,6 +296,8 @@ function startChild(kind) {
     },
   };
 }
+
+// ------------------------------------------------------------------ load generator
 
 function pkce() {
   const verifier = randomBytes(32).toString("base64url");
@@ -232,19 +312,50 @@ function form(fields) {
   };
 }
 
-/** A minimal cookie jar for the one interactive login. */
-class Jar {
+/** The next loopback source address (127.1.x.y): each browser sign-in comes from its own. */
+let nextAddress = 0;
+function freshAddress() {
+  nextAddress++;
+  return `127.1.${(nextAddress >> 8) & 255}.${nextAddress & 255 || 1}`;
+}
+
+/**
+ * A browser for the login flow: a cookie jar over node:http from its own source address (fetch
+ * cannot choose one), so per-address login limits see distinct browsers.
+ */
+class Browser {
   cookies = new Map();
-  async request(url, init = {}) {
-    const headers = new Headers(init.headers);
-    if (this.cookies.size) headers.set("cookie", [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; "));
-    const res = await fetch(url, { ...init, headers, redirect: "manual" });
-    for (const line of res.headers.getSetCookie()) {
-      const [pair] = line.split(";");
-      const eq = pair.indexOf("=");
-      if (eq > 0) this.cookies.set(pair.slice(0, eq).trim(), pair.slice(eq + 1).trim());
-    }
-    return res;
+  constructor(localAddress) {
+    this.localAddress = localAddress;
+  }
+  request(url, init = {}) {
+    const headers = { ...(init.headers ?? {}) };
+    if (this.cookies.size) headers.cookie = this.header();
+    return new Promise((resolve, reject) => {
+      const req = httpRequest(
+        url,
+        { method: init.method ?? "GET", headers, localAddress: this.localAddress },
+        (res) => {
+          const chunks = [];
+          res.on("data", (c) => chunks.push(c));
+          res.on("end", () => {
+            for (const line of res.headers["set-cookie"] ?? []) {
+              const [pair] = line.split(";");
+              const eq = pair.indexOf("=");
+              if (eq > 0) this.cookies.set(pair.slice(0, eq).trim(), pair.slice(eq + 1).trim());
+            }
+            resolve({
+              status: res.statusCode,
+              location: res.headers.location ?? "",
+              text: Buffer.concat(chunks).toString("utf8"),
+            });
+          });
+          res.on("error", reject);
+        },
+      );
+      req.on("error", reject);
+      req.end(init.body);
+    });
   }
   header() {
     return [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
@@ -272,43 +383,48 @@ function authorizeUrl(base, challenge, state) {
   })}`;
 }
 
-/** Gatehouse: one real login and consent, so later /authorize calls are silent. Returns the cookie header. */
-async function gatehouseSession(base, username = USERNAME) {
-  const jar = new Jar();
-  const { challenge } = pkce();
-  let res = await jar.request(authorizeUrl(base, challenge, "s"));
-  let location = res.headers.get("location") ?? "";
+/**
+ * Gatehouse in a browser that is not signed in: /authorize → login page → POST /login (the
+ * password check) → consent when none is remembered yet → the code. Returns the session cookie
+ * and the code's redirect.
+ */
+async function gatehouseSignIn(base, username, challenge, state) {
+  const browser = new Browser(freshAddress());
+  let res = await browser.request(authorizeUrl(base, challenge, state));
+  let location = res.location;
   if (location.includes("/login")) {
-    const page = await jar.request(new URL(location, base).href);
-    res = await jar.request(`${base}/login`, {
-      ...form({ ...hiddenFields(await page.text()), username, password: PASSWORD }),
+    const page = await browser.request(new URL(location, base).href);
+    res = await browser.request(`${base}/login`, {
+      ...form({ ...hiddenFields(page.text), username, password: PASSWORD }),
     });
-    location = res.headers.get("location") ?? "";
+    location = res.location;
   }
   if (location.includes("/consent")) {
-    const page = await jar.request(new URL(location, base).href);
-    res = await jar.request(`${base}/consent`, {
-      ...form({ ...hiddenFields(await page.text()), decision: "approve" }),
-    });
-    location = res.headers.get("location") ?? "";
+    // With a remembered consent the consent step answers with the code at once.
+    res = await browser.request(new URL(location, base).href);
+    location = res.location;
+    if (res.status === 200) {
+      res = await browser.request(`${base}/consent`, {
+        ...form({ ...hiddenFields(res.text), decision: "approve" }),
+      });
+      location = res.location;
+    }
   }
   if (!location.startsWith(REDIRECT_URI))
-    throw new Error(`gatehouse login flow ended at ${location.slice(0, 80)}`);
-  return jar.header();
+    throw new Error(`gatehouse sign-in ended with ${res.status} at ${location.slice(0, 80)}`);
+  return { cookie: browser.header(), location };
 }
 
-/** GET /authorize (silent) → code → POST /token. Returns the token response body. */
-async function codeFlow(base, cookie) {
-  const { verifier, challenge } = pkce();
-  const state = randomBytes(12).toString("base64url");
-  const res = await fetch(authorizeUrl(base, challenge, state), {
-    redirect: "manual",
-    headers: cookie ? { cookie } : {},
-  });
-  await res.arrayBuffer();
-  const location = res.headers.get("location") ?? "";
+/** A signed-in session (cookie header) for Gatehouse; the peer needs none. */
+async function session(server, username = USERNAME) {
+  if (server.kind !== "gatehouse") return undefined;
+  return (await gatehouseSignIn(server.url, username, pkce().challenge, "s")).cookie;
+}
+
+/** Reads the code from the redirect and redeems it at POST /token. Returns the token response body. */
+async function redeem(base, location, state, verifier) {
   if (!location.startsWith(REDIRECT_URI))
-    throw new Error(`/authorize answered ${res.status} to ${location.slice(0, 80)}`);
+    throw new Error(`/authorize redirected to ${location.slice(0, 80)}`);
   const back = new URL(location).searchParams;
   if (back.get("state") !== state) throw new Error("state mismatch");
   const token = await fetch(
@@ -325,6 +441,28 @@ async function codeFlow(base, cookie) {
   const body = await token.json();
   if (token.status !== 200) throw new Error(`/token answered ${token.status} ${body.error}`);
   return body;
+}
+
+/** GET /authorize (silent, from the session) → code → POST /token. Returns the token response body. */
+async function codeFlow(base, cookie) {
+  const { verifier, challenge } = pkce();
+  const state = randomBytes(12).toString("base64url");
+  const res = await fetch(authorizeUrl(base, challenge, state), {
+    redirect: "manual",
+    headers: cookie ? { cookie } : {},
+  });
+  await res.arrayBuffer();
+  return redeem(base, res.headers.get("location") ?? "", state, verifier);
+}
+
+/** A complete flow by a browser that is not signed in: the password check, the code, the tokens. */
+let nextSignInUser = 0;
+async function signInFlow(base) {
+  const { verifier, challenge } = pkce();
+  const state = randomBytes(12).toString("base64url");
+  const username = `signin-${nextSignInUser++ % SIGN_IN_USERS}`;
+  const { location } = await gatehouseSignIn(base, username, challenge, state);
+  return redeem(base, location, state, verifier);
 }
 
 async function refresh(base, refreshToken) {
@@ -348,132 +486,142 @@ function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 }
 
-/** Runs `op` in `concurrency` loops for `seconds`; each loop keeps its own state. */
-async function measure({ seconds, concurrency, init, op, sampleRss, sampleWrites = async () => null }) {
+const round = (value, digits) => Math.round(value * 10 ** digits) / 10 ** digits;
+
+function median(values) {
+  const sorted = values.filter((v) => typeof v === "number" && Number.isFinite(v)).sort((a, b) => a - b);
+  if (!sorted.length) return undefined;
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+/**
+ * Runs `op` in `states.length` loops for `seconds`; loop i carries `states[i]` (a refresh chain),
+ * re-initialised with `init` after an error.
+ */
+async function measure(server, { seconds, states, init, op }) {
   const latencies = [];
   let errors = 0;
   let firstError;
   let peakRss = 0;
-  // Loops' init() (a code flow per refresh chain) runs inside the window too; its commits are few.
-  const writesBefore = await sampleWrites();
-  const end = performance.now() + seconds * 1000;
+  const before = await server.sample();
+  const loadBefore = process.cpuUsage();
   const sampler = setInterval(async () => {
-    peakRss = Math.max(peakRss, await sampleRss());
+    peakRss = Math.max(peakRss, (await server.sample()).rss);
   }, 250);
   const started = performance.now();
+  const end = started + seconds * 1000;
   await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      let state = await init();
+    states.map(async (_, i) => {
       while (performance.now() < end) {
         const t = performance.now();
         try {
-          state = await op(state);
+          states[i] = await op(states[i]);
           latencies.push(performance.now() - t);
         } catch (error) {
           errors++;
           firstError ??= error.message;
-          state = await init();
+          states[i] = await init(i);
         }
       }
     }),
   );
   const elapsed = (performance.now() - started) / 1000;
   clearInterval(sampler);
-  peakRss = Math.max(peakRss, await sampleRss());
-  const writesAfter = await sampleWrites();
+  const loadCpu = process.cpuUsage(loadBefore);
+  const after = await server.sample();
+  peakRss = Math.max(peakRss, after.rss);
   latencies.sort((a, b) => a - b);
-  const commits = writesBefore?.writes && writesAfter.writes.transactions - writesBefore.writes.transactions;
-  const writeOps = writesBefore?.writes && writesAfter.writes.operations - writesBefore.writes.operations;
-  // Server CPU per operation: unlike the rate, it hardly depends on how loaded the machine is.
-  const cpuMs = writesBefore && writesAfter.cpuMs - writesBefore.cpuMs;
+  const n = Math.max(1, latencies.length);
+  const commits = before.writes && after.writes.transactions - before.writes.transactions;
+  const writeOps = before.writes && after.writes.operations - before.writes.operations;
   return {
-    perSecond: Math.round((latencies.length / elapsed) * 10) / 10,
+    perSecond: round(latencies.length / elapsed, 1),
     completed: latencies.length,
     errors,
     ...(firstError ? { firstError } : {}),
-    p50Ms: Math.round(percentile(latencies, 50) * 10) / 10,
-    p99Ms: Math.round(percentile(latencies, 99) * 10) / 10,
-    peakRssMiB: Math.round((peakRss / 1048576) * 10) / 10,
-    ...(cpuMs ? { serverCpuMsPerOp: Math.round((cpuMs / Math.max(1, latencies.length)) * 100) / 100 } : {}),
+    // Server CPU per operation: unlike the rate, it hardly depends on how loaded the machine is.
+    serverCpuMsPerOp: round((after.cpuMs - before.cpuMs) / n, 3),
+    loadGeneratorCpuMsPerOp: round((loadCpu.user + loadCpu.system) / 1000 / n, 3),
+    p50Ms: round(percentile(latencies, 50), 1),
+    p99Ms: round(percentile(latencies, 99), 1),
+    peakRssMiB: round(peakRss / 1048576, 1),
     ...(commits
+      ? { commitsPerOp: round(commits / n, 2), writesPerCommit: round(writeOps / commits, 1) }
+      : {}),
+  };
+}
+
+/** The cases every server runs; `signIns` only Gatehouse (the peer has no login). */
+function cases(server, concurrency) {
+  const url = server.url;
+  const chain = async (i) => (await codeFlow(url, await session(server, `${USERNAME}-${i}`))).refresh_token;
+  const shared = { cookie: undefined };
+  return {
+    sessions: {
+      states: Array(concurrency).fill(0),
+      prepare: async () => {
+        shared.cookie = await session(server);
+      },
+      init: async () => 0,
+      op: async () => {
+        await codeFlow(url, shared.cookie);
+        return 0;
+      },
+    },
+    refreshes: {
+      states: Array(concurrency).fill(undefined),
+      // Each loop signs in on its own: grants of one sign-in supersede each other (a step-up
+      // retires the grant it covers), so loops sharing a session would revoke each other's chains.
+      prepare: async function () {
+        this.states = await Promise.all(this.states.map((_, i) => chain(i)));
+      },
+      init: chain,
+      op: (token) => refresh(url, token),
+    },
+    ...(server.kind === "gatehouse"
       ? {
-          commitsPerOp: Math.round((commits / Math.max(1, latencies.length)) * 100) / 100,
-          writesPerCommit: Math.round((writeOps / commits) * 10) / 10,
+          signIns: {
+            states: Array(concurrency).fill(0),
+            prepare: async () => {},
+            init: async () => 0,
+            op: async () => {
+              await signInFlow(url);
+              return 0;
+            },
+          },
         }
       : {}),
   };
 }
 
-async function benchServer(kind, options, log) {
-  const server = startChild(kind);
-  const { url } = await server.ready;
-  try {
-    const cookie = kind === "gatehouse" ? await gatehouseSession(url) : undefined;
-    const sampleRss = () => server.rss();
-    const sampleWrites = () => server.writes();
-    // Warm-up: JIT, statement cache, connection pool.
-    await measure({
-      seconds: 1,
-      concurrency: options.concurrency,
-      init: async () => 0,
-      op: async () => codeFlow(url, cookie),
-      sampleRss,
-    });
-    log(`${kind}: code flows for ${options.seconds} s ...`);
-    const flows = await measure({
-      seconds: options.seconds,
-      concurrency: options.concurrency,
-      init: async () => 0,
-      op: async () => {
-        await codeFlow(url, cookie);
-        return 0;
-      },
-      sampleRss,
-      sampleWrites,
-    });
-    log(`${kind}: refresh grants for ${options.seconds} s ...`);
-    let worker = 0;
-    const refreshes = await measure({
-      seconds: options.seconds,
-      concurrency: options.concurrency,
-      // Each worker signs in on its own: grants of one sign-in supersede each other (a step-up
-      // retires the grant it covers), so workers sharing a session would revoke each other's chains.
-      init: async () => {
-        const session =
-          kind === "gatehouse" ? await gatehouseSession(url, `${USERNAME}-${worker++}`) : undefined;
-        return (await codeFlow(url, session)).refresh_token;
-      },
-      op: (token) => refresh(url, token),
-      sampleRss,
-      sampleWrites,
-    });
-    return { flows, refreshes };
-  } finally {
-    await server.close();
-  }
-}
-
 function parseOptions(argv) {
-  const options = { json: false, seconds: 6, concurrency: 8 };
+  const options = { json: false, seconds: 3, repeats: 3, concurrency: 8, only: undefined };
   for (let i = 0; i < argv.length; i++) {
     const [name, inline] = argv[i].split("=", 2);
     const value = () => Number(inline ?? argv[++i]);
     if (name === "--json") options.json = true;
     else if (name === "--seconds") options.seconds = value();
+    else if (name === "--repeats") options.repeats = value();
     else if (name === "--concurrency") options.concurrency = value();
+    else if (name === "--only") options.only = inline ?? argv[++i];
     else throw new Error(`unknown option ${name}`);
   }
-  if (!(options.seconds > 0) || !(options.concurrency >= 1) || options.concurrency > MAX_WORKERS)
-    throw new Error("--seconds and --concurrency must be positive");
+  if (
+    !(options.seconds > 0) ||
+    !(Number.isInteger(options.repeats) && options.repeats >= 1) ||
+    !(Number.isInteger(options.concurrency) && options.concurrency >= 1) ||
+    options.concurrency > MAX_WORKERS
+  ) {
+    throw new Error(`--seconds, --repeats and --concurrency (at most ${MAX_WORKERS}) must be positive`);
+  }
   return options;
 }
 
 /**
  * What one durable SQLite commit costs on this disk (WAL, synchronous=FULL: one fsync per commit).
- * better-sqlite3 is synchronous, so with one commit per write this would bound Gatehouse's rate (a
- * silent code flow writes twice: code insert, redemption; a refresh once). The store group-commits
- * the writes that arrive together, so under concurrency the commits per operation (printed per
- * case) fall below that and the bound with them.
+ * better-sqlite3 is synchronous and the store group-commits the writes that arrive together
+ * (printed per case as commits per operation and writes per commit).
  */
 async function probeCommitMs() {
   const { default: Database } = await import("better-sqlite3");
@@ -489,59 +637,135 @@ async function probeCommitMs() {
     for (let i = 0; i < n; i++) insert.run(i);
     const ms = (performance.now() - t) / n;
     db.close();
-    return Math.round(ms * 100) / 100;
+    return round(ms, 2);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
+/** Medians over the repeats of one server's case. */
+function summarize(runs) {
+  const keys = ["perSecond", "serverCpuMsPerOp", "loadGeneratorCpuMsPerOp", "p50Ms", "p99Ms", "commitsPerOp"];
+  const out = Object.fromEntries(
+    keys.map((k) => [k, median(runs.map((r) => r[k]))]).filter(([, v]) => v !== undefined),
+  );
+  out.peakRssMiB = Math.max(...runs.map((r) => r.peakRssMiB));
+  out.errors = runs.reduce((sum, r) => sum + r.errors, 0);
+  const firstError = runs.find((r) => r.firstError)?.firstError;
+  if (firstError) out.firstError = firstError;
+  return out;
+}
+
 async function main() {
   const options = parseOptions(process.argv.slice(2));
   const log = (line) => (options.json ? process.stderr : process.stdout).write(`${line}\n`);
+  const pin = pinning();
+  const loadAverageBefore = loadavg().map((v) => round(v, 2));
   const commitMs = await probeCommitMs();
   log(
-    `durable SQLite commit on this disk: ${commitMs} ms (one commit per write would cap at ~${Math.round(1000 / commitMs / 2)} flows/s, ~${Math.round(1000 / commitMs)} refreshes/s)`,
+    `durable SQLite commit on this disk: ${commitMs} ms; pinning: ${pin ? `servers on core ${pin.server}, load generator on core ${pin.loadGenerator}` : "none"}`,
   );
-  const gatehouse = await benchServer("gatehouse", options, log);
-  const sdk = await benchServer("sdk", options, log);
+
+  const servers = [startChild("gatehouse", pin), startChild("sdk", pin)];
+  const results = { gatehouse: {}, sdk: {} };
+  try {
+    for (const server of servers) server.url = (await server.ready).url;
+    const work = new Map(servers.map((server) => [server, cases(server, options.concurrency)]));
+    for (const [server, byCase] of work) {
+      for (const c of Object.values(byCase)) await c.prepare();
+      // Warm-up: JIT, statement cache, connections.
+      for (const name of ["sessions", "refreshes"]) {
+        await measure(server, { seconds: 1, ...byCase[name] });
+      }
+    }
+    for (let r = 0; r < options.repeats; r++) {
+      const order = r % 2 === 0 ? servers : [...servers].reverse();
+      for (const name of ["sessions", "refreshes", "signIns"]) {
+        if (options.only && options.only !== name) continue;
+        for (const server of order) {
+          const c = work.get(server)[name];
+          if (!c) continue;
+          log(`repeat ${r + 1}/${options.repeats}: ${server.kind} ${name} for ${options.seconds} s ...`);
+          const result = await measure(server, { seconds: options.seconds, ...c });
+          results[server.kind][name] ??= [];
+          results[server.kind][name].push(result);
+        }
+      }
+    }
+  } finally {
+    for (const server of servers) await server.close().catch(() => {});
+  }
+
+  const ratioRuns = (name) =>
+    results.gatehouse[name].map((g, i) => {
+      const s = results.sdk[name][i];
+      return {
+        perSecond: round(g.perSecond / s.perSecond, 2),
+        serverCpu: round(s.serverCpuMsPerOp / g.serverCpuMsPerOp, 2),
+      };
+    });
+  const ratios = {};
+  for (const name of ["sessions", "refreshes"]) {
+    if (!results.gatehouse[name]) continue;
+    const runs = ratioRuns(name);
+    ratios[name] = {
+      perSecond: round(median(runs.map((r) => r.perSecond)), 2),
+      serverCpu: round(median(runs.map((r) => r.serverCpu)), 2),
+      perRepeat: runs,
+    };
+  }
   const result = {
     benchmark: "authorization-server",
     node: process.version,
     seconds: options.seconds,
+    repeats: options.repeats,
     concurrency: options.concurrency,
+    pinned: pin ?? null,
+    loadAverage: { before: loadAverageBefore, after: loadavg().map((v) => round(v, 2)) },
     sqliteCommitMs: commitMs,
-    /** The cap if every write committed on its own (without group commit). */
-    gatehouseCeilingOneCommitPerWrite: {
-      flowsPerSecond: Math.round(1000 / commitMs / 2),
-      refreshesPerSecond: Math.round(1000 / commitMs),
+    gatehouse: {
+      storage: "SQLite (WAL, synchronous=FULL)",
+      ...Object.fromEntries(
+        Object.entries(results.gatehouse).map(([k, runs]) => [k, { ...summarize(runs), runs }]),
+      ),
     },
-    gatehouse: { storage: "SQLite (WAL, synchronous=FULL)", ...gatehouse },
     sdk: {
-      storage: "in memory (DemoInMemoryAuthProvider; refresh rotation added by this script)",
-      ...sdk,
+      storage:
+        "in memory (DemoInMemoryAuthProvider; JWT access tokens and refresh rotation added by this script)",
+      ...Object.fromEntries(
+        Object.entries(results.sdk).map(([k, runs]) => [k, { ...summarize(runs), runs }]),
+      ),
     },
-    ratios: {
-      flows: Math.round((gatehouse.flows.perSecond / sdk.flows.perSecond) * 100) / 100,
-      refreshes: Math.round((gatehouse.refreshes.perSecond / sdk.refreshes.perSecond) * 100) / 100,
-    },
+    /** Gatehouse/peer per repeat, then the median; serverCpu is peer CPU ÷ Gatehouse CPU per request. */
+    ratios,
   };
   if (options.json) {
     process.stdout.write(`${JSON.stringify(result)}\n`);
     return;
   }
   const row = (name, r) =>
-    `  ${name.padEnd(22)} ${String(r.perSecond).padStart(8)}/s  p50 ${String(r.p50Ms).padStart(6)} ms  p99 ${String(r.p99Ms).padStart(6)} ms  peak RSS ${r.peakRssMiB} MiB  errors ${r.errors}  server CPU ${r.serverCpuMsPerOp} ms/op` +
-    (r.commitsPerOp === undefined
-      ? ""
-      : `  commits/op ${r.commitsPerOp} (${r.writesPerCommit} writes/commit)`);
+    `  ${name.padEnd(22)} ${String(r.perSecond).padStart(8)}/s  server CPU ${String(r.serverCpuMsPerOp).padStart(6)} ms/op  load gen CPU ${r.loadGeneratorCpuMsPerOp} ms/op  p50 ${r.p50Ms} ms  p99 ${r.p99Ms} ms  peak RSS ${r.peakRssMiB} MiB  errors ${r.errors}` +
+    (r.commitsPerOp === undefined ? "" : `  commits/op ${r.commitsPerOp}`) +
+    (r.firstError ? `  first error: ${r.firstError}` : "");
   log(
-    `\nAuthorization server, ${options.concurrency} concurrent loops, ${options.seconds} s per case (${process.version})`,
+    `\nAuthorization server, ${options.concurrency} concurrent loops, ${options.repeats} interleaved repeats of ${options.seconds} s per case, medians (${process.version}; load average ${result.loadAverage.before.join(" ")} → ${result.loadAverage.after.join(" ")})`,
   );
-  log(row("gatehouse flows", gatehouse.flows));
-  log(row("sdk demo flows", sdk.flows));
-  log(row("gatehouse refreshes", gatehouse.refreshes));
-  log(row("sdk demo refreshes", sdk.refreshes));
-  log(`  ratio gatehouse/sdk: flows ${result.ratios.flows}, refreshes ${result.ratios.refreshes}`);
+  const rows = [
+    ["gatehouse sessions", result.gatehouse.sessions],
+    ["sdk sessions", result.sdk.sessions],
+    ["gatehouse refreshes", result.gatehouse.refreshes],
+    ["sdk refreshes", result.sdk.refreshes],
+    ["gatehouse sign-ins", result.gatehouse.signIns],
+  ];
+  for (const [name, r] of rows) if (r) log(row(name, r));
+  if (result.gatehouse.signIns) {
+    log("  (sign-ins: Gatehouse only, each with a password check; the peer has no login)");
+  }
+  for (const name of Object.keys(ratios)) {
+    log(
+      `  ratio gatehouse/sdk, ${name}: req/s ${ratios[name].perSecond}, server CPU ${ratios[name].serverCpu} (per repeat: ${ratios[name].perRepeat.map((r) => `${r.perSecond}/${r.serverCpu}`).join(", ")})`,
+    );
+  }
 }
 
 const serveIndex = process.argv.indexOf("--serve");
