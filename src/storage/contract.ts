@@ -49,10 +49,49 @@ export interface ClientRecord {
 export interface UserRecord {
   id: string;
   username: string;
-  /** Memory-hard hash (scrypt) in a self-describing string. */
+  /**
+   * Memory-hard hash (scrypt) in a self-describing string. A user created from an upstream
+   * identity has no password: `NO_PASSWORD` (../authorization-server/upstream/accounts.ts), which no
+   * password verifies, so the column stays required and no code path has to remember a null.
+   */
   passwordHash: string;
   isAdmin: boolean;
   createdAt: number;
+}
+
+/**
+ * A local account's link to a user of an upstream identity provider. The key is (provider,
+ * subject), the provider's stable user id; an account is never found by e-mail.
+ */
+export interface UpstreamIdentityRecord {
+  providerId: string;
+  /** `sub` of the ID token, GitHub's numeric `id`. */
+  subject: string;
+  userId: string;
+  /** Profile fields as last seen at sign-in, for display only. */
+  email?: string;
+  emailVerified: boolean;
+  displayName?: string;
+  createdAt: number;
+  lastSignInAt: number;
+}
+
+/**
+ * An upstream sign-in waiting for its callback: single use, minutes long, bound to the browser.
+ * The `state` sent to the provider is stored only as its hash; the PKCE verifier and the nonce are
+ * derived from the browser's binding cookie and never stored.
+ */
+export interface UpstreamLoginRecord {
+  stateHash: string;
+  providerId: string;
+  /** SHA-256 of the browser's binding cookie (as {@link InteractionRecord.browserBindingHash}). */
+  browserBindingHash: string;
+  /** The authorization request it is a step of; absent for a plain account sign-in. */
+  interactionId?: string;
+  /** For an account sign-in: the path under the issuer to return to. */
+  returnTo?: string;
+  createdAt: number;
+  expiresAt: number;
 }
 
 /** A signed-in browser. The cookie value is random; only its hash is stored. */
@@ -504,6 +543,29 @@ export interface AuthorizationStore {
    */
   useOnce(key: string, expiresAt: number, now: number): Promise<boolean>;
 
+  // Sign-in through upstream identity providers
+  createUpstreamLogin(login: UpstreamLoginRecord): Promise<void>;
+  /**
+   * Atomic: returns the record once and deletes it, whichever instance asks; undefined when unknown,
+   * already consumed or expired at `now`.
+   */
+  consumeUpstreamLogin(stateHash: string, now: number): Promise<UpstreamLoginRecord | undefined>;
+  getUpstreamIdentity(providerId: string, subject: string): Promise<UpstreamIdentityRecord | undefined>;
+  /** Links an identity to an existing user; {@link StorageConflictError} when it is linked already. */
+  linkUpstreamIdentity(identity: UpstreamIdentityRecord): Promise<void>;
+  /**
+   * Creates `user` and links `identity` to it in one transaction: {@link StorageConflictError}, and
+   * nothing written, when the identity is linked already or the username is taken.
+   */
+  createUserWithUpstreamIdentity(user: UserRecord, identity: UpstreamIdentityRecord): Promise<void>;
+  /** Updates a linked identity's profile fields and `lastSignInAt`. */
+  recordUpstreamSignIn(
+    identity: Pick<
+      UpstreamIdentityRecord,
+      "providerId" | "subject" | "email" | "emailVerified" | "displayName" | "lastSignInAt"
+    >,
+  ): Promise<void>;
+
   // Rate limits (shared across instances)
   /** Adds one hit to `key` in the fixed window starting at `windowStart`; returns the new count. */
   hitRateLimit(key: string, windowStart: number, windowMs: number): Promise<number>;
@@ -513,8 +575,8 @@ export interface AuthorizationStore {
   putCachedDocument(url: string, body: string, expiresAt: number): Promise<void>;
 
   /**
-   * Deletes expired codes, tokens, interactions, sessions, unused registrations, single-use markers
-   * and device authorizations; live grants stay.
+   * Deletes expired codes, tokens, interactions, sessions, unused registrations, single-use markers,
+   * device authorizations and upstream logins; live grants stay.
    */
   purgeExpired(now: number): Promise<PurgeResult>;
 }

@@ -26,6 +26,8 @@ import type {
   RotateRefreshResult,
   SessionRecord,
   SigningKeyRecord,
+  UpstreamIdentityRecord,
+  UpstreamLoginRecord,
   UserRecord,
 } from "../contract.js";
 import { StorageConflictError } from "../contract.js";
@@ -76,6 +78,10 @@ export function createMemoryStore(): AuthorizationStore {
   /** Device authorizations by device code hash, and the device code hash of each user code hash. */
   const devices = new Map<string, DeviceAuthorizationRecord>();
   const devicesByUserCode = new Map<string, string>();
+  const upstreamLogins = new Map<string, UpstreamLoginRecord>();
+  /** Keyed by JSON [providerId, subject]. */
+  const upstreamIdentities = new Map<string, UpstreamIdentityRecord>();
+  const identityKey = (providerId: string, subject: string) => JSON.stringify([providerId, subject]);
 
   /** Refuses a token write that would overwrite an existing record, before anything is written. */
   function assertTokensFree(tokens: Omit<IssuedTokens, "grantExpiresAt">): void {
@@ -413,6 +419,44 @@ export function createMemoryStore(): AuthorizationStore {
       return true;
     },
 
+    async createUpstreamLogin(login) {
+      if (upstreamLogins.has(login.stateHash))
+        throw new StorageConflictError("upstream login already exists");
+      upstreamLogins.set(login.stateHash, copy(login));
+    },
+    async consumeUpstreamLogin(stateHash, now) {
+      const login = upstreamLogins.get(stateHash);
+      if (!login) return undefined;
+      upstreamLogins.delete(stateHash);
+      return isExpired(login.expiresAt, now) ? undefined : copy(login);
+    },
+    async getUpstreamIdentity(providerId, subject) {
+      const identity = upstreamIdentities.get(identityKey(providerId, subject));
+      return identity && copy(identity);
+    },
+    async linkUpstreamIdentity(identity) {
+      const key = identityKey(identity.providerId, identity.subject);
+      if (upstreamIdentities.has(key)) throw new StorageConflictError("upstream identity already linked");
+      upstreamIdentities.set(key, copy(identity));
+    },
+    async createUserWithUpstreamIdentity(user, identity) {
+      const key = identityKey(identity.providerId, identity.subject);
+      if (upstreamIdentities.has(key)) throw new StorageConflictError("upstream identity already linked");
+      if (users.has(user.id)) throw new StorageConflictError("user id already exists");
+      for (const other of users.values()) {
+        if (other.username === user.username) throw new StorageConflictError("username already exists");
+      }
+      users.set(user.id, copy(user));
+      upstreamIdentities.set(key, copy({ ...identity, userId: user.id }));
+    },
+    async recordUpstreamSignIn(update) {
+      const identity = upstreamIdentities.get(identityKey(update.providerId, update.subject));
+      if (!identity) return;
+      delete identity.email;
+      delete identity.displayName;
+      Object.assign(identity, copy(update));
+    },
+
     async hitRateLimit(key, windowStart, windowMs) {
       const entry = rateLimits.get(key);
       if (!entry || windowStart > entry.windowStart) {
@@ -473,6 +517,7 @@ export function createMemoryStore(): AuthorizationStore {
         return true;
       });
       sweep(rateLimits, (r) => isExpired(r.expiresAt, now));
+      sweep(upstreamLogins, (l) => isExpired(l.expiresAt, now));
       sweep(documents, (d) => isExpired(d.expiresAt, now));
       return result;
     },

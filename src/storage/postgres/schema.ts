@@ -191,4 +191,34 @@ CREATE TABLE device_authorizations (
 CREATE INDEX device_authorizations_expires_at ON device_authorizations (expires_at);
 `,
   },
+  {
+    version: 4,
+    description: "upstream_logins, upstream_identities (sign-in through upstream identity providers)",
+    // An identity is keyed by (provider, subject), never by e-mail; a user may have several.
+    sql: `
+CREATE TABLE upstream_logins (
+  state_hash text PRIMARY KEY,
+  provider_id text NOT NULL,
+  browser_binding_hash text NOT NULL,
+  interaction_id text,
+  return_to text,
+  created_at bigint NOT NULL,
+  expires_at bigint NOT NULL
+);
+CREATE INDEX upstream_logins_expires_at ON upstream_logins (expires_at);
+
+CREATE TABLE upstream_identities (
+  provider_id text NOT NULL,
+  subject text NOT NULL,
+  user_id text NOT NULL,
+  email text,
+  email_verified boolean NOT NULL,
+  display_name text,
+  created_at bigint NOT NULL,
+  last_sign_in_at bigint NOT NULL,
+  PRIMARY KEY (provider_id, subject)
+);
+CREATE INDEX upstream_identities_user_id ON upstream_identities (user_id);
+`,
+  },
 ];

@@ -63,6 +63,16 @@ import {
   updateDeviceAuthorizationStatement,
   useOnceStatement,
 } from "../sql/statements.js";
+import {
+  consumeUpstreamLoginStatement,
+  getUpstreamIdentityStatement,
+  insertUpstreamIdentityStatement,
+  insertUpstreamLoginStatement,
+  insertUserStatement,
+  recordUpstreamSignInStatement,
+  rowToUpstreamIdentity,
+  rowToUpstreamLogin,
+} from "../sql/upstream.js";
 import { type Db, type Execute, openPool, type PostgresStoreOptions, type Query } from "./pool.js";
 import { POSTGRES_MIGRATIONS } from "./schema.js";
 
@@ -531,6 +541,35 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
         [key, windowStart, windowStart + windowMs],
       );
       return Number(row?.count);
+    },
+
+    async createUpstreamLogin(login) {
+      await exec(execute, insertUpstreamLoginStatement("$n", login));
+    },
+    async consumeUpstreamLogin(stateHash, now) {
+      const statement = consumeUpstreamLoginStatement("$n", stateHash);
+      const row = await first(statement.text, [...statement.values]);
+      return row && Number(row.expires_at) > now ? rowToUpstreamLogin(row) : undefined;
+    },
+    async getUpstreamIdentity(providerId, subject) {
+      const statement = getUpstreamIdentityStatement("$n", providerId, subject);
+      const row = await first(statement.text, [...statement.values]);
+      return row && rowToUpstreamIdentity(row);
+    },
+    async linkUpstreamIdentity(identity) {
+      await exec(execute, insertUpstreamIdentityStatement("$n", identity, Boolean));
+    },
+    async createUserWithUpstreamIdentity(user, identity) {
+      await transaction(async (tx) => {
+        await exec(tx.execute, insertUserStatement("$n", user, Boolean));
+        await exec(
+          tx.execute,
+          insertUpstreamIdentityStatement("$n", { ...identity, userId: user.id }, Boolean),
+        );
+      });
+    },
+    async recordUpstreamSignIn(update) {
+      await exec(execute, recordUpstreamSignInStatement("$n", update, Boolean));
     },
 
     async getCachedDocument(url, now) {

@@ -149,6 +149,7 @@ const PURGE: readonly { sql: string; counts?: keyof PurgeResult }[] = [
   { counts: "deviceAuthorizations", sql: "DELETE FROM device_authorizations WHERE expires_at <= :now" },
   { sql: "DELETE FROM rate_limits WHERE expires_at <= :now" },
   { sql: "DELETE FROM cached_documents WHERE expires_at <= :now" },
+  { sql: "DELETE FROM upstream_logins WHERE expires_at <= :now" },
 ];
 
 /**

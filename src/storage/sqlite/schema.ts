@@ -190,4 +190,34 @@ CREATE TABLE device_authorizations (
 CREATE INDEX device_authorizations_expires_at ON device_authorizations (expires_at);
 `,
   },
+  {
+    version: 4,
+    description: "upstream_logins, upstream_identities (sign-in through upstream identity providers)",
+    // An identity is keyed by (provider, subject), never by e-mail; a user may have several.
+    sql: `
+CREATE TABLE upstream_logins (
+  state_hash TEXT PRIMARY KEY,
+  provider_id TEXT NOT NULL,
+  browser_binding_hash TEXT NOT NULL,
+  interaction_id TEXT,
+  return_to TEXT,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX upstream_logins_expires_at ON upstream_logins (expires_at);
+
+CREATE TABLE upstream_identities (
+  provider_id TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  user_id TEXT NOT NULL,
+  email TEXT,
+  email_verified INTEGER NOT NULL,
+  display_name TEXT,
+  created_at INTEGER NOT NULL,
+  last_sign_in_at INTEGER NOT NULL,
+  PRIMARY KEY (provider_id, subject)
+) STRICT;
+CREATE INDEX upstream_identities_user_id ON upstream_identities (user_id);
+`,
+  },
 ];

@@ -66,6 +66,16 @@ import {
   updateDeviceAuthorizationStatement,
   useOnceStatement,
 } from "../sql/statements.js";
+import {
+  consumeUpstreamLoginStatement,
+  getUpstreamIdentityStatement,
+  insertUpstreamIdentityStatement,
+  insertUpstreamLoginStatement,
+  insertUserStatement,
+  recordUpstreamSignInStatement,
+  rowToUpstreamIdentity,
+  rowToUpstreamLogin,
+} from "../sql/upstream.js";
 import { prepareFile, translate } from "./files.js";
 import { createGroupCommit, type GroupCommitStats } from "./group-commit.js";
 import { SQLITE_MIGRATIONS } from "./schema.js";
@@ -581,6 +591,33 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
         ),
       );
       return Number(row?.count);
+    },
+
+    async createUpstreamLogin(login) {
+      await write(() => exec(insertUpstreamLoginStatement("?", login)));
+    },
+    async consumeUpstreamLogin(stateHash, now) {
+      const statement = consumeUpstreamLoginStatement("?", stateHash);
+      const row = await write(() => one(statement.text, ...statement.values));
+      return row && Number(row.expires_at) > now ? rowToUpstreamLogin(row) : undefined;
+    },
+    async getUpstreamIdentity(providerId, subject) {
+      const statement = getUpstreamIdentityStatement("?", providerId, subject);
+      const row = await read(() => one(statement.text, ...statement.values));
+      return row && rowToUpstreamIdentity(row);
+    },
+    async linkUpstreamIdentity(identity) {
+      await write(() => exec(insertUpstreamIdentityStatement("?", identity, sqliteValue)));
+    },
+    async createUserWithUpstreamIdentity(user, identity) {
+      // One savepoint of the group commit: a conflict in either insert undoes both.
+      await write(() => {
+        exec(insertUserStatement("?", user, sqliteValue));
+        exec(insertUpstreamIdentityStatement("?", { ...identity, userId: user.id }, sqliteValue));
+      });
+    },
+    async recordUpstreamSignIn(update) {
+      await write(() => exec(recordUpstreamSignInStatement("?", update, sqliteValue)));
     },
 
     async getCachedDocument(url, now) {

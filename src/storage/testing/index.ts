@@ -15,6 +15,7 @@ import { markerContract } from "./markers.js";
 import { recordContract } from "./records.js";
 import { refreshContract } from "./refresh.js";
 import { signingKeyContract } from "./signing-keys.js";
+import { upstreamContract } from "./upstream.js";
 
 export interface StorageContractOptions {
   /** Names the suite in the test report: `storage contract: <name>`. */
@@ -89,5 +90,6 @@ export function runStorageContract(options: StorageContractOptions): void {
     dpopContract(context);
     markerContract(context);
     deviceContract(context);
+    upstreamContract(context);
   });
 }
