@@ -15,6 +15,7 @@ import type { Browser } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { launchChromium } from "../support/browser.js";
 import { type OidcProviderFixture, startOidcProvider } from "../support/oidc-provider.js";
+import { decideOnDevicePage } from "../support/oidc-provider-device-page.js";
 import {
   type CliResult,
   type DemoReady,
@@ -93,30 +94,6 @@ function terminalBlocksAsImage(rows: string[]): string {
   return `P1\n${width * scale} ${pixels.length * scale}\n${lines.join("\n")}\n`;
 }
 
-/** The person's other device on oidc-provider's pages: confirm, sign in, consent; or abort. */
-async function onAnotherDevice(url: URL, decision: "approve" | "deny"): Promise<void> {
-  const context = await browser.newContext();
-  try {
-    await context.route(/^https?:\/\/(?!127\.0\.0\.1[:/])/, (route) => route.abort());
-    const page = await context.newPage();
-    await page.goto(url.href);
-    if (decision === "deny") {
-      await page.getByRole("button", { name: "[ Abort ]" }).click();
-      await page.waitForLoadState();
-      return;
-    }
-    await page.getByRole("button", { name: "Continue" }).click();
-    await page.locator('input[name="login"]').fill("alice");
-    await page.locator('input[name="password"]').fill("irrelevant");
-    await page.getByRole("button", { name: "Sign-in" }).click();
-    await page.getByRole("button", { name: "Continue" }).click();
-    await page.waitForLoadState();
-    await expect(page.locator("body").textContent()).resolves.toMatch(/Sign-in Success/i);
-  } finally {
-    await context.close();
-  }
-}
-
 describe("gatehouse login --device against oidc-provider", () => {
   it("prints the address and code (no QR code off a terminal), waits, stores the tokens; a headless fetch then uses them", async () => {
     op = await startOidcProvider({ deviceFlow: {} });
@@ -125,7 +102,7 @@ describe("gatehouse login --device against oidc-provider", () => {
     const prompt = await printedPrompt(login);
     expect(prompt.uri).toBe(`${op.issuer}/device`);
     expect(prompt.complete.searchParams.get("user_code")).toBe(prompt.userCode);
-    await onAnotherDevice(prompt.complete, "approve");
+    await decideOnDevicePage(browser, prompt.complete.href, "approve", { userCode: prompt.userCode });
     const result = await login.done;
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toContain(`Logged in to ${op.resourceUrl} via ${op.issuer}`);
@@ -148,7 +125,7 @@ describe("gatehouse login --device against oidc-provider", () => {
     op = await startOidcProvider({ deviceFlow: {} });
     const config = join(dir.path, "deny");
     const login = headless(["login", "--device", op.resourceUrl], config);
-    await onAnotherDevice((await printedPrompt(login)).complete, "deny");
+    await decideOnDevicePage(browser, (await printedPrompt(login)).complete.href, "deny");
     const result = await login.done;
     expect(result.code).toBe(1);
     expect(result.stderr).toContain("the login was denied on the verification page [access_denied]");

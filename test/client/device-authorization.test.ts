@@ -8,7 +8,7 @@
  * (the provider's `expired_token`); the abort signal; a server without the endpoint; a registration
  * made by the code flow being replaced by one that allows the device grant.
  */
-import type { Browser, BrowserContext } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   AuthClient,
@@ -28,16 +28,15 @@ import {
   type OidcProviderOptions,
   startOidcProvider,
 } from "../support/oidc-provider.js";
+import { decideOnDevicePage } from "../support/oidc-provider-device-page.js";
 
 let browser: Browser;
 let op: OidcProviderFixture | undefined;
-const contexts: BrowserContext[] = [];
 
 beforeAll(async () => {
   browser = await launchChromium();
 }, 60_000);
 afterEach(async () => {
-  for (const context of contexts.splice(0)) await context.close();
   await op?.close();
   op = undefined;
 });
@@ -50,37 +49,16 @@ async function start(options: OidcProviderOptions = {}): Promise<OidcProviderFix
   return op;
 }
 
-/**
- * A person on another device: opens the verification URI with the code filled in, confirms the
- * code, signs in as alice and consents; or presses "Abort" on the confirmation page (`deny`).
- * Requests to anything but loopback (the pages' web fonts) are refused: this machine has no
- * other network.
- */
-async function verifyOnAnotherDevice(
+/** The person approves or denies on the provider's pages for `prompt`, checking its code. */
+function verifyOnAnotherDevice(
   prompt: DeviceAuthorizationPrompt,
   decision: "approve" | "deny",
   screenshot?: string,
 ): Promise<void> {
-  const context = await browser.newContext();
-  contexts.push(context);
-  await context.route(/^https?:\/\/(?!127\.0\.0\.1[:/])/, (route) => route.abort());
-  const page = await context.newPage();
-  await page.goto(prompt.verificationUriComplete ?? prompt.verificationUri);
-  // The confirmation page shows the code the CLI printed.
-  await expect(page.locator("body").textContent()).resolves.toContain(prompt.userCode);
-  if (screenshot) await page.screenshot({ path: screenshot });
-  if (decision === "deny") {
-    await page.getByRole("button", { name: "[ Abort ]" }).click();
-    await page.waitForLoadState();
-    return;
-  }
-  await page.getByRole("button", { name: "Continue" }).click();
-  await page.locator('input[name="login"]').fill("alice");
-  await page.locator('input[name="password"]').fill("irrelevant");
-  await page.getByRole("button", { name: "Sign-in" }).click();
-  await page.getByRole("button", { name: "Continue" }).click();
-  await page.waitForLoadState();
-  await expect(page.locator("body").textContent()).resolves.toMatch(/Sign-in Success/i);
+  return decideOnDevicePage(browser, prompt.verificationUriComplete ?? prompt.verificationUri, decision, {
+    userCode: prompt.userCode,
+    ...(screenshot && { screenshot }),
+  });
 }
 
 /**

@@ -11,9 +11,9 @@ import {
   validateAuthorizationResponse,
 } from "../protocol/authorization.js";
 import { resolveClient } from "../protocol/registration.js";
-import { exchangeAuthorizationCode, toStoredTokens } from "../protocol/tokens.js";
+import { exchangeAuthorizationCode } from "../protocol/tokens.js";
 import type { StoredServer, StoredTokens } from "../stores/types.js";
-import { type AuthState, bindTokens, dpopFor, keysFor } from "./state.js";
+import { type AuthState, dpopFor, issuedTokens, keysFor } from "./state.js";
 
 /** Tokens for `resource` through the user agent; fails with `no_interactive_authorization` without one. */
 export async function authorizationCode(
@@ -91,13 +91,9 @@ export async function authorizationCode(
         scope,
       },
     );
-    return await bindTokens(
-      toStoredTokens(response, {
-        issuer: metadata.issuer,
-        client_id: client.client_id,
-        resource,
-        requestedScope: scope,
-      }),
+    return await issuedTokens(
+      response,
+      { issuer: metadata.issuer, client_id: client.client_id, resource, requestedScope: scope },
       dpop,
     );
   } finally {

@@ -13,13 +13,12 @@ import {
   splitScope,
   withOfflineAccess,
 } from "../protocol/step-up.js";
-import { toStoredTokens } from "../protocol/tokens.js";
 import { type StoredTokens, tokensKey } from "../stores/types.js";
 import { authorizationCode } from "./authorization-code.js";
 import { deviceAuthorization } from "./device-authorization.js";
 import { revokeSuperseded } from "./logout.js";
 import { discoverForResource } from "./resource-discovery.js";
-import { type AuthState, bindTokens, dpopFor } from "./state.js";
+import { type AuthState, dpopFor, issuedTokens } from "./state.js";
 
 /** How to authorize: `previousScopes` makes it a step-up; `fresh` ignores cached metadata. */
 export interface AuthorizeOptions {
@@ -92,13 +91,14 @@ async function runAuthorization(
     });
     state.clients.set(metadata.issuer, result.client);
     state.keys.set(metadata.issuer, result.keys);
-    tokens = await bindTokens(
-      toStoredTokens(result.response, {
+    tokens = await issuedTokens(
+      result.response,
+      {
         issuer: metadata.issuer,
         client_id: result.client.client_id,
         resource: resourceValue,
         requestedScope: scope,
-      }),
+      },
       dpopWanted ? await dpopFor(state, metadata.issuer, result.client.client_id, false) : undefined,
     );
   } else if (config.deviceAuthorization) {

@@ -15,10 +15,9 @@ import {
 } from "../protocol/device-authorization.js";
 import { deviceAuthorizationEndpoint } from "../protocol/discovery.js";
 import { type ResolveClientOptions, registerDynamically, resolveClient } from "../protocol/registration.js";
-import { toStoredTokens } from "../protocol/tokens.js";
 import { clientKey, type StoredServer, type StoredTokens } from "../stores/types.js";
 import type { DeviceAuthorizationOptions } from "./options.js";
-import { type AuthState, bindTokens, dpopFor, keysFor } from "./state.js";
+import { type AuthState, dpopFor, issuedTokens, keysFor } from "./state.js";
 
 /**
  * The redirect URI a device-flow registration carries. The device grant needs none, but a client
@@ -54,6 +53,7 @@ export async function deviceAuthorization(
     resource,
     scope,
     consentPrompt: needsConsentPrompt(scope, metadata, server.discovered_via),
+    signal: device.signal,
   };
   const registration = registrationOptions(state, server);
   const known = await state.store.get("client", metadata.issuer);
@@ -101,13 +101,9 @@ export async function deviceAuthorization(
     authorization,
     { resource, ...(device.signal && { signal: device.signal }) },
   );
-  return bindTokens(
-    toStoredTokens(response, {
-      issuer: metadata.issuer,
-      client_id: client.client_id,
-      resource,
-      requestedScope: scope,
-    }),
+  return issuedTokens(
+    response,
+    { issuer: metadata.issuer, client_id: client.client_id, resource, requestedScope: scope },
     dpop,
   );
 }

@@ -4,6 +4,7 @@
  * authorization server metadata, DPoP signers and the stored binding of a resource.
  * Internal to the client; not exported from `src/client/index.ts`.
  */
+import type { TokenEndpointResponse } from "oauth4webapi";
 import type { AuthorizationServerMetadata } from "../../shared/metadata.js";
 import type { SingleFlight } from "../../shared/single-flight.js";
 import { discoverAuthorizationServerVia, resourceMatchesServer } from "../protocol/discovery.js";
@@ -11,7 +12,7 @@ import { createDPoPKey, DPoPSigner } from "../protocol/dpop.js";
 import type { FetchLike } from "../protocol/http.js";
 import { preregisteredClient } from "../protocol/registration.js";
 import type { ScopeStrategy } from "../protocol/step-up.js";
-import type { ClientKeyMaterial } from "../protocol/tokens.js";
+import { type ClientKeyMaterial, toStoredTokens } from "../protocol/tokens.js";
 import type {
   StoredClient,
   StoredResource,
@@ -57,6 +58,19 @@ export async function bindTokens(
 ): Promise<StoredTokens> {
   if (!signer || !isDPoPToken(tokens)) return tokens;
   return { ...tokens, dpop_jkt: await signer.thumbprint() };
+}
+
+/**
+ * The tokens a new authorization (any grant) issued, as stored: for this issuer, client and
+ * resource, with the requested scope when the response names none (RFC 6749 §5.1), and the DPoP
+ * key they are bound to.
+ */
+export function issuedTokens(
+  response: TokenEndpointResponse,
+  base: { issuer: string; client_id: string; resource: string; requestedScope: string | undefined },
+  signer: DPoPSigner | undefined,
+): Promise<StoredTokens> {
+  return bindTokens(toStoredTokens(response, base), signer);
 }
 
 /** The stored resource whose `resource` value matches `serverUrl` most specifically, and its tokens. */

@@ -10,7 +10,12 @@ import { AuthorizationFlowError } from "../errors.js";
 import { deviceAuthorizationEndpoint } from "./discovery.js";
 import { assertSecureUrl, wireOptions } from "./http.js";
 import { explainNetworkError } from "./network-errors.js";
-import { clientAuthentication, grantRequest, type TokenRequestContext } from "./tokens.js";
+import {
+  clientAuthentication,
+  endpointOAuthError,
+  grantRequest,
+  type TokenRequestContext,
+} from "./tokens.js";
 
 /** RFC 8628 §3.4: the grant type of the token request. */
 export const DEVICE_CODE_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code";
@@ -26,6 +31,8 @@ const MIN_INTERVAL_SECONDS = 1;
  * finishes must end (common servers give 10 to 15 minutes, the longest 30).
  */
 const MAX_WAIT_SECONDS = 30 * 60;
+/** How long the device authorization request may take. */
+const REQUEST_TIMEOUT_MS = 30_000;
 /** Consecutive transport failures while polling before the flow gives up. */
 const MAX_TRANSPORT_FAILURES = 3;
 /** RFC 8628 §6.1 suggests short user codes; anything this long is not meant for a person. */
@@ -90,35 +97,8 @@ function displayableUri(value: string, member: string, step: string): string {
 /** Maps what the device authorization request threw to our error, never quoting a code. */
 function deviceAuthorizationError(error: unknown, step: string, endpoint: string): AuthorizationFlowError {
   if (error instanceof AuthorizationFlowError) return error;
-  if (error instanceof oauth.ResponseBodyError) {
-    return new AuthorizationFlowError(
-      "oauth_error",
-      `device authorization endpoint answered ${error.error}${error.error_description ? `: ${error.error_description}` : ""}`,
-      {
-        kind: "oauth",
-        step,
-        status: error.status,
-        oauthError: {
-          error: error.error,
-          ...(error.error_description && { error_description: error.error_description }),
-        },
-        cause: error,
-      },
-    );
-  }
-  if (error instanceof oauth.WWWAuthenticateChallengeError) {
-    return new AuthorizationFlowError(
-      "oauth_error",
-      `device authorization endpoint rejected the client (HTTP ${error.status})`,
-      {
-        kind: "oauth",
-        step,
-        status: error.status,
-        oauthError: { error: error.cause[0]?.parameters.error ?? "invalid_client" },
-        cause: error,
-      },
-    );
-  }
+  const answered = endpointOAuthError(error, "oauth_error", "device authorization", step);
+  if (answered) return answered;
   if (explainNetworkError(error) !== undefined || (error instanceof TypeError && error.cause !== undefined)) {
     return new AuthorizationFlowError(
       "transport_failed",
@@ -142,7 +122,13 @@ function deviceAuthorizationError(error: unknown, step: string, endpoint: string
  */
 export async function requestDeviceAuthorization(
   ctx: TokenRequestContext,
-  options: { resource: string; scope?: string | undefined; consentPrompt?: boolean },
+  options: {
+    resource: string;
+    scope?: string | undefined;
+    consentPrompt?: boolean;
+    /** Cancels the request (it also gives up after 30 s). */
+    signal?: AbortSignal | undefined;
+  },
 ): Promise<DeviceAuthorization> {
   const { metadata } = ctx;
   const step = `device authorization request (RFC 8628 §3.1, ${metadata.issuer})`;
@@ -171,10 +157,18 @@ export async function requestDeviceAuthorization(
       client,
       clientAuthentication(ctx.client, ctx.keys),
       parameters,
-      wireOptions(ctx.fetch, [endpoint], "device authorization response", step),
+      {
+        // A server that never answers does not hold the login up for ever.
+        signal: options.signal
+          ? AbortSignal.any([options.signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)])
+          : AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+        ...wireOptions(ctx.fetch, [endpoint], "device authorization response", step),
+      },
     );
     answer = await oauth.processDeviceAuthorizationResponse(as, client, response);
   } catch (error) {
+    // Cancelled by the caller: its reason, as for any aborted request.
+    if (options.signal?.aborted) throw options.signal.reason;
     throw deviceAuthorizationError(error, step, endpoint);
   }
   const interval = answer.interval ?? DEFAULT_INTERVAL_SECONDS;

@@ -145,14 +145,14 @@ export function clientEndpoint(
 
 /**
  * The error for an OAuth error response from the `endpoint` endpoint, as oauth4webapi reports it:
- * an error body (RFC 6749 §5.2, RFC 7009 §2.2.1) or a challenge refusing the client's
+ * an error body (RFC 6749 §5.2, RFC 7009 §2.2.1, RFC 8628 §3.2) or a challenge refusing the client's
  * authentication (401 with `WWW-Authenticate`). Kind `oauth`, with the server's error code and
  * description; undefined for any other failure.
  */
 export function endpointOAuthError(
   error: unknown,
   code: AuthorizationFlowErrorCode,
-  endpoint: "token" | "revocation",
+  endpoint: "token" | "revocation" | "device authorization",
   step: string,
 ): AuthorizationFlowError | undefined {
   if (error instanceof oauth.ResponseBodyError) {
