@@ -6,9 +6,11 @@
  */
 import {
   type Attributes,
+  createNoopMeter,
   type Histogram,
   type MeterProvider,
   metrics,
+  ProxyTracerProvider,
   type Span,
   SpanKind,
   SpanStatusCode,
@@ -24,6 +26,24 @@ export const OAUTH_ERROR_ATTRIBUTE = "oauth.error";
 // Looked up on each use, not cached at import: an SDK registered after this module loaded still
 // receives the spans (the global tracer provider is a proxy, so this is a map lookup).
 const tracer = () => trace.getTracer(INSTRUMENTATION_SCOPE);
+
+/**
+ * Whether the application has installed a tracer or meter provider. Without one every span and
+ * histogram is a no-op, yet making them (attributes, closures, context, a span per store call) cost
+ * about a tenth of a token request; so the request and store wrappers run their work bare until a
+ * provider appears. Asked on every call, like {@link tracer}: an SDK registered after start-up is
+ * seen from its first request on.
+ *
+ * A tracer provider is registered when the API's global proxy has a delegate (`getDelegateTracer`
+ * answers undefined otherwise); a global provider of another shape (another copy of the API)
+ * counts as registered. A meter provider is registered when its meter is not the API's no-op meter.
+ */
+function telemetryInstalled(): boolean {
+  const tracerProvider = trace.getTracerProvider();
+  if (!(tracerProvider instanceof ProxyTracerProvider)) return true;
+  if (tracerProvider.getDelegateTracer(INSTRUMENTATION_SCOPE) !== undefined) return true;
+  return metrics.getMeterProvider().getMeter(INSTRUMENTATION_SCOPE) !== createNoopMeter();
+}
 
 interface Instruments {
   requestDuration: Histogram;
@@ -76,6 +96,7 @@ export async function traceRequest(
   method: string,
   run: (finish: (status: number, oauthError?: string) => void) => Promise<Response>,
 ): Promise<Response> {
+  if (!telemetryInstalled()) return run(ignoreFinish);
   const started = performance.now();
   return tracer().startActiveSpan(
     `${method} ${route}`,
@@ -102,6 +123,8 @@ export async function traceRequest(
     },
   );
 }
+
+function ignoreFinish(): void {}
 
 /** Runs one store operation in a client span (`gatehouse.store <operation>`). */
 export function traceStoreOperation<T>(operation: string, run: () => Promise<T>): Promise<T> {
@@ -130,6 +153,7 @@ async function clientSpan<T>(
   histogram: () => { record(value: number, attributes: Attributes): void },
   run: () => Promise<T>,
 ): Promise<T> {
+  if (!telemetryInstalled()) return run();
   const started = performance.now();
   const span = tracer().startSpan(name, { kind: SpanKind.CLIENT, attributes });
   let outcome = "ok";
@@ -160,8 +184,11 @@ export function tracedStore<S extends object>(store: S): S {
       if (wrapper === undefined) {
         wrapper = (...args: unknown[]) => {
           const result = (value as (...a: unknown[]) => unknown).apply(target, args);
-          // Only asynchronous operations are store round trips; a synchronous helper is returned as is.
-          return result instanceof Promise ? traceStoreOperation(property, () => result) : result;
+          // Only asynchronous operations are store round trips; a synchronous helper is returned as
+          // is, and so is everything while no telemetry is installed.
+          return result instanceof Promise && telemetryInstalled()
+            ? traceStoreOperation(property, () => result)
+            : result;
         };
         wrapped.set(property, wrapper);
       }
