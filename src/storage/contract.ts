@@ -127,6 +127,11 @@ export interface InteractionRecord {
    * completes, so a request that needs the login or consent page is bound like a silent one.
    */
   dpopJkt?: string;
+  /**
+   * What the request's `prompt` demands (OpenID Connect Core §3.1.2.1): `login`, a sign-in newer
+   * than the request; `consent`, the consent page even where a remembered consent covers it.
+   */
+  prompt?: Array<"login" | "consent">;
   createdAt: number;
   expiresAt: number;
 }

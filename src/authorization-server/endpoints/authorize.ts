@@ -340,6 +340,11 @@ function errorToClient(
   return seeOther(location);
 }
 
+/** The `prompt` values the login and consent pages act on (OpenID Connect Core §3.1.2.1). */
+function promptDemands(prompt: Set<string>): Array<"login" | "consent"> {
+  return (["login", "consent"] as const).filter((value) => prompt.has(value));
+}
+
 /**
  * Step 5. A signed-in user whose consent (for this client and redirect URI) already covers the
  * requested scopes through the hierarchy gets the code at once, when the client's identity is
@@ -398,6 +403,8 @@ async function continueInteraction(
     ...(session ? { userId: session.user.id } : {}),
     // RFC 9449 §10: the code this interaction ends in is bound to the key, as a silent one is.
     ...(req.dpopJkt === undefined ? {} : { dpopJkt: req.dpopJkt }),
+    // The pages honour it too: a session older than the request, or a remembered consent, does not answer it.
+    ...(promptDemands(req.prompt).length > 0 ? { prompt: promptDemands(req.prompt) } : {}),
     createdAt: now,
     expiresAt: now + INTERACTION_TTL_MS,
   });

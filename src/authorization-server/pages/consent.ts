@@ -95,6 +95,7 @@ async function showConsent(request: Request, ctx: ServerContext): Promise<Respon
   if (
     state.newScopes.length === 0 &&
     state.alreadyGranted.length > 0 &&
+    !bound.interaction.prompt?.includes("consent") &&
     maySkipConsent(client, bound.interaction.redirectUri)
   ) {
     // Everything was granted before (the user just signed in) to a client whose identity is

@@ -23,7 +23,7 @@ import { readPageForm } from "./form.js";
 import { formPage } from "./form-page.js";
 import { html, page } from "./html.js";
 import { htmlResponse, seeOther } from "./security-headers.js";
-import { currentSession, startSession } from "./session.js";
+import { type CurrentSession, currentSession, startSession } from "./session.js";
 
 /**
  * The login page: a plain HTML form (no JavaScript), passwords checked against scrypt hashes in
@@ -115,8 +115,19 @@ async function showLogin(request: Request, ctx: ServerContext): Promise<Response
     url.searchParams.get("return"),
   );
   if (login instanceof Response) return login;
-  if (await currentSession(request, ctx)) return seeOther(nextAfterLogin(ctx, login));
+  const session = await currentSession(request, ctx);
+  if (session && sessionAnswers(login, session)) return seeOther(nextAfterLogin(ctx, login));
   return renderLogin(ctx, login, { status: 200 });
+}
+
+/**
+ * Whether the browser's session may stand in for a sign-in. Under `prompt=login` (OpenID Connect
+ * Core §3.1.2.1) only a session started after the authorization request does.
+ */
+function sessionAnswers(login: LoginContext, session: CurrentSession): boolean {
+  if (login.kind !== "interaction") return true;
+  const { interaction } = login.bound;
+  return !interaction.prompt?.includes("login") || session.record.createdAt >= interaction.createdAt;
 }
 
 function renderLogin(

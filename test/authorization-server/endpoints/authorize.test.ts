@@ -397,6 +397,39 @@ describe("a valid request", () => {
     expect(forced.headers.get("location")).toMatch(/^\/login\?interaction=/);
   });
 
+  it("prompt=consent shows the consent page even when a remembered consent covers the request", async () => {
+    await h.addClient({ clientId: "prompt-consent", redirectUris: ["https://app.example/cb"] });
+    const request = { client_id: "prompt-consent", scope: "notes:read" };
+    const agent = new Agent(h.url);
+    const { fields } = await reachConsent(agent, authorizeUrl(h.url, request));
+    expect((await agent.post("/consent", { ...fields, decision: "approve" })).status).toBe(303);
+    // Without prompt the same request is now silent; with prompt=consent the user is asked.
+    const silent = await agent.get(authorizeUrl(h.url, request));
+    expect(silent.headers.get("location")).toMatch(/^https:\/\/app\.example\/cb\?code=/);
+    const asked = await agent.get(authorizeUrl(h.url, { ...request, prompt: "consent" }));
+    const consentPath = asked.headers.get("location");
+    expect(consentPath).toMatch(/^\/consent\?interaction=/);
+    const page = await agent.get(consentPath!);
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).toContain('name="decision"');
+    expect(page.headers.get("location")).toBeNull();
+  });
+
+  it("prompt=login shows the login page to a browser signed in before the request", async () => {
+    await h.addClient({ clientId: "prompt-login", redirectUris: ["https://app.example/cb"] });
+    const request = { client_id: "prompt-login", scope: "notes:read" };
+    const agent = new Agent(h.url);
+    const { fields } = await reachConsent(agent, authorizeUrl(h.url, request));
+    expect((await agent.post("/consent", { ...fields, decision: "approve" })).status).toBe(303);
+    const forced = await agent.get(authorizeUrl(h.url, { ...request, prompt: "login" }));
+    const loginPath = forced.headers.get("location");
+    expect(loginPath).toMatch(/^\/login\?interaction=/);
+    const page = await agent.get(loginPath!);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('name="password"');
+  });
+
   it("consent is per redirect URI: another registered URI of the same client is not silent", async () => {
     const agent = new Agent(h.url);
     const first = authorizeUrl(h.url, { client_id: "two-uris", redirect_uri: "https://app.example/one" });
