@@ -39,6 +39,8 @@ afterEach(async () => {
 async function startHostile(options: {
   device?: Record<string, unknown> | ((res: import("node:http").ServerResponse) => void);
   tokenError?: string;
+  /** The token endpoint reads the poll and never answers. */
+  hangPolls?: boolean;
   metadata?: Record<string, unknown>;
 }): Promise<Hostile> {
   let issuer = "";
@@ -74,6 +76,7 @@ async function startHostile(options: {
     if (req.url === "/token" && req.method === "POST") {
       req.resume();
       state.polls++;
+      if (options.hangPolls) return;
       res
         .writeHead(400, { "content-type": "application/json", "cache-control": "no-store" })
         .end(JSON.stringify({ error: options.tokenError ?? "authorization_pending" }));
@@ -191,6 +194,22 @@ describe("polling a hostile token endpoint", () => {
     );
     expect(error.oauthError?.error).toBe("invalid_grant");
     expect(hostile.polls).toBe(1);
+  });
+
+  it("a poll the server never answers: the abort signal ends it at once with its reason", async () => {
+    hostile = await startHostile({ hangPolls: true });
+    const ctx = await context(hostile);
+    const authorization = await requestDeviceAuthorization(ctx, { resource: "http://127.0.0.1:9/mcp" });
+    const controller = new AbortController();
+    const reason = new Error("Ctrl-C");
+    const polling = pollDeviceAuthorization(ctx, authorization, {
+      resource: "http://127.0.0.1:9/mcp",
+      signal: controller.signal,
+      wait: async () => {},
+    });
+    while (hostile.polls === 0) await new Promise((r) => setTimeout(r, 10));
+    controller.abort(reason);
+    await expect(polling).rejects.toBe(reason);
   });
 
   it("a server that answers authorization_pending past the codes' lifetime: the client's own clock ends it", async () => {

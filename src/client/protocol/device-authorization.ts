@@ -8,7 +8,7 @@
 import * as oauth from "oauth4webapi";
 import { AuthorizationFlowError } from "../errors.js";
 import { deviceAuthorizationEndpoint } from "./discovery.js";
-import { assertSecureUrl, wireOptions } from "./http.js";
+import { assertSecureUrl, type FetchLike, wireOptions } from "./http.js";
 import { explainNetworkError } from "./network-errors.js";
 import {
   clientAuthentication,
@@ -31,7 +31,7 @@ const MIN_INTERVAL_SECONDS = 1;
  * finishes must end (common servers give 10 to 15 minutes, the longest 30).
  */
 const MAX_WAIT_SECONDS = 30 * 60;
-/** How long the device authorization request may take. */
+/** How long one request (the device authorization request, one poll) may take. */
 const REQUEST_TIMEOUT_MS = 30_000;
 /** Consecutive transport failures while polling before the flow gives up. */
 const MAX_TRANSPORT_FAILURES = 3;
@@ -126,7 +126,7 @@ export async function requestDeviceAuthorization(
     resource: string;
     scope?: string | undefined;
     consentPrompt?: boolean;
-    /** Cancels the request (it also gives up after 30 s). */
+    /** Cancels the request (which also gives up after 30 s). */
     signal?: AbortSignal | undefined;
   },
 ): Promise<DeviceAuthorization> {
@@ -157,13 +157,12 @@ export async function requestDeviceAuthorization(
       client,
       clientAuthentication(ctx.client, ctx.keys),
       parameters,
-      {
-        // A server that never answers does not hold the login up for ever.
-        signal: options.signal
-          ? AbortSignal.any([options.signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)])
-          : AbortSignal.timeout(REQUEST_TIMEOUT_MS),
-        ...wireOptions(ctx.fetch, [endpoint], "device authorization response", step),
-      },
+      wireOptions(
+        boundedInTime(ctx.fetch, options.signal),
+        [endpoint],
+        "device authorization response",
+        step,
+      ),
     );
     answer = await oauth.processDeviceAuthorizationResponse(as, client, response);
   } catch (error) {
@@ -188,6 +187,19 @@ export async function requestDeviceAuthorization(
     }),
     expiresAt: Date.now() + Math.min(answer.expires_in, MAX_WAIT_SECONDS) * 1000,
     interval: Math.max(interval, MIN_INTERVAL_SECONDS),
+  };
+}
+
+/**
+ * `fetchImpl` whose every request gives up after {@link REQUEST_TIMEOUT_MS} (a server that never
+ * answers does not hold the login up for ever) and ends when `signal` is aborted.
+ */
+function boundedInTime(fetchImpl: FetchLike, signal: AbortSignal | undefined): FetchLike {
+  return (input, init) => {
+    const signals = [AbortSignal.timeout(REQUEST_TIMEOUT_MS)];
+    if (signal) signals.push(signal);
+    if (init?.signal) signals.push(init.signal);
+    return fetchImpl(input, { ...init, signal: AbortSignal.any(signals) });
   };
 }
 
@@ -235,8 +247,9 @@ function expired(step: string, fromServer?: AuthorizationFlowError): Authorizati
  * RFC 8628 §3.4-3.5: polls the token endpoint with the device code every `interval` seconds until
  * the user approves (the token response), denies (`authorization_denied`) or the codes expire
  * (`authorization_timed_out`, from the server's `expired_token` or the client's own clock).
- * `slow_down` adds 5 seconds to the interval for good; a transport failure doubles it (§3.5,
- * exponential backoff), and three in a row end the flow. The context's DPoP key, when it has one,
+ * `slow_down` adds 5 seconds to the interval for good; a transport failure (a poll unanswered
+ * after 30 s among them) doubles it (§3.5, exponential backoff), and three in a row end the flow.
+ * The signal ends the wait and a poll in flight alike. The context's DPoP key, when it has one,
  * proves possession on every poll (RFC 9449 §5).
  */
 export async function pollDeviceAuthorization(
@@ -246,17 +259,20 @@ export async function pollDeviceAuthorization(
 ): Promise<oauth.TokenEndpointResponse> {
   const step = `device authorization, polling the token endpoint (RFC 8628 §3.4, ${ctx.metadata.issuer})`;
   const wait = options.wait ?? waitFor;
+  const polling: TokenRequestContext = { ...ctx, fetch: boundedInTime(ctx.fetch, options.signal) };
   let interval = authorization.interval;
   let transportFailures = 0;
   for (;;) {
     await wait(interval * 1000, options.signal);
     options.signal?.throwIfAborted();
     try {
-      return await grantRequest(ctx, DEVICE_CODE_GRANT_TYPE, {
+      return await grantRequest(polling, DEVICE_CODE_GRANT_TYPE, {
         device_code: authorization.deviceCode,
         resource: options.resource,
       });
     } catch (error) {
+      // Cancelled by the caller mid-request: its reason, as for any aborted request.
+      if (options.signal?.aborted) throw options.signal.reason;
       if (!(error instanceof AuthorizationFlowError)) throw error;
       const answer = error.kind === "oauth" ? error.oauthError?.error : undefined;
       if (error.kind === "transport") {
