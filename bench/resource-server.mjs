@@ -6,6 +6,7 @@
  *
  *   node bench/resource-server.mjs [--json] [--seconds 5] [--rounds 5] [--connections 10] [--warmup 2]
  *                                  [--tokens 60000] [--dist dist] [--autocannon]
+ *                                  [--cases node-warm,hono-warm,...]
  *
  * Method: every server case runs in its own child process for the whole run. When `taskset` exists
  * and there are two cores or more, the server children (and the jose loop) are pinned to core 0 and
@@ -150,7 +151,7 @@ async function child() {
       app.get(PATH, send);
     }
     listener = app;
-  } else if (caseName === "hono-unprotected" || caseName === "hono-warm") {
+  } else if (caseName === "hono-unprotected" || caseName === "hono-warm" || caseName === "hono-noop") {
     const { Hono } = await import("hono");
     const { getRequestListener } = await import("@hono/node-server");
     const app = new Hono();
@@ -158,6 +159,13 @@ async function child() {
     if (caseName === "hono-warm") {
       const { bearerAuth } = await fromDist("http/hono.js");
       app.get(PATH, bearerAuth(newGate(host), { scopes: ["notes:read"] }), send);
+    } else if (caseName === "hono-noop") {
+      // The least any Hono middleware costs: async, sets a variable, awaits next().
+      const noop = async (c, next) => {
+        c.set("auth", undefined);
+        await next();
+      };
+      app.get(PATH, noop, send);
     } else {
       app.get(PATH, send);
     }
@@ -475,7 +483,7 @@ async function parent() {
   const bearer = { authorization: `Bearer ${warmToken}` };
   // Every case sends an Authorization header of the same size (ignored where unprotected), so the
   // client does the same work in each.
-  const cases = {
+  const allCases = {
     raw: { headers: bearer },
     "node-warm": { headers: bearer },
     "node-distinct": {
@@ -493,9 +501,15 @@ async function parent() {
     "express-warm": { headers: bearer },
     "hono-unprotected": { headers: bearer },
     "hono-warm": { headers: bearer },
+    "hono-noop": { headers: bearer },
     "web-unprotected": { headers: bearer },
     "web-warm": { headers: bearer },
   };
+  // --cases a,b: only those (raw always, as the floor), for a quick look at one row.
+  const only = argValue("--cases")?.split(",");
+  const cases = Object.fromEntries(
+    Object.entries(allCases).filter(([name]) => !only || name === "raw" || only.includes(name)),
+  );
   const measure = async (name, c, secs, warmup) => {
     const url = `http://127.0.0.1:${servers[name].port}`;
     if (wrk) {
@@ -607,6 +621,7 @@ async function parent() {
       0.9,
     ],
     ["honoWarmVsUnprotected", "hono-warm / hono-unprotected", "hono-warm", "hono-unprotected", 0.9],
+    ["honoWarmVsNoopMiddleware", "hono-warm / hono-noop middleware", "hono-warm", "hono-noop"],
     ["webWarmVsWebUnprotected", "web-warm / web-unprotected", "web-warm", "web-unprotected"],
     ["webUnprotectedVsRawNodeHttp", "web-unprotected / raw node:http", "web-unprotected", "raw"],
   ];
@@ -614,6 +629,7 @@ async function parent() {
   const cpuRatios = {};
   const targets = {};
   for (const [key, , a, b, target] of comparisons) {
+    if (!perRound[a] || !perRound[b]) continue;
     ratios[key] = roundRatio(a, b);
     cpuRatios[key] = cpuRatio(a, b);
     if (target !== undefined)
@@ -623,7 +639,7 @@ async function parent() {
   const cpu = (name) => results[name].cpuMicrosPerRequest ?? results[name].cpuMicrosPerOp;
   const rawCpu = cpu("raw");
   const ceilings = {
-    warmVsPeer: round3(cpu("peer") / rawCpu),
+    warmVsPeer: results.peer ? round3(cpu("peer") / rawCpu) : undefined,
     distinctVsJoseLoop: round3(cpu("jose-loop") / (cpu("jose-loop") + rawCpu)),
   };
   const inProcessRatios = {
@@ -648,6 +664,7 @@ async function parent() {
   log("");
   log("ratio                                     by req/s  by CPU   target   met (req/s, CPU)");
   for (const [key, label, , , target] of comparisons) {
+    if (ratios[key] === undefined) continue;
     log(
       `${label.padEnd(42)}${String(ratios[key]).padEnd(10)}${String(cpuRatios[key]).padEnd(9)}${
         target === undefined

@@ -59,21 +59,42 @@ export interface BearerRequestHead {
   bodyText(): Promise<string>;
 }
 
-/** A web `Request` seen as a {@link BearerRequestHead} (its body is read through a clone). */
+/**
+ * A web `Request` seen as a {@link BearerRequestHead} (its body is read through a clone). A class,
+ * so the getters live on its prototype: an object literal with getters costs an allocation per
+ * accessor on every request.
+ */
+class WebRequestHead implements BearerRequestHead {
+  readonly url: string;
+  constructor(private readonly request: Request) {
+    this.url = request.url;
+  }
+  /** The URL's authority, which the adapter built from Host (or a trusted X-Forwarded-Host). */
+  get host(): string | undefined {
+    return authorityOf(this.url);
+  }
+  get method(): string {
+    return this.request.method;
+  }
+  header(name: string): string | null {
+    return this.request.headers.get(name);
+  }
+  /**
+   * Read only when needed (a urlencoded Content-Type): some hosts build the body, or the whole
+   * request, on first access (@hono/node-server materialises a full `Request` for it).
+   */
+  get hasBody(): boolean {
+    return this.request.body !== null;
+  }
+  /** A clone tees the body, so the handler still reads it in full. */
+  bodyText(): Promise<string> {
+    return this.request.clone().text();
+  }
+}
+
+/** A web `Request` seen as a {@link BearerRequestHead}. */
 export function headOfRequest(request: Request): BearerRequestHead {
-  const url = request.url;
-  return {
-    url,
-    // The URL's authority, which the adapter built from Host (or a trusted X-Forwarded-Host).
-    get host() {
-      return authorityOf(url);
-    },
-    method: request.method,
-    header: (name) => request.headers.get(name),
-    hasBody: request.body !== null,
-    // A clone tees the body, so the handler still reads it in full.
-    bodyText: () => request.clone().text(),
-  };
+  return new WebRequestHead(request);
 }
 
 /** `host[:port]` of an absolute URL as WHATWG serialises it (`scheme://authority/path`). */
@@ -173,7 +194,8 @@ function isB64Token(value: string): boolean {
 
 /** True when the request has a urlencoded body, which must be checked for `access_token`. */
 function mayCarryFormToken(head: BearerRequestHead): boolean {
-  return head.hasBody && mediaType(head.header("content-type")) === FORM;
+  // Content-Type first: it is a header read, `hasBody` may be costly (see headOfRequest).
+  return mediaType(head.header("content-type")) === FORM && head.hasBody;
 }
 
 /** True when a urlencoded form body has an `access_token` parameter (RFC 6750 §2.2). */
