@@ -39,18 +39,21 @@ interface ResourceLog {
  * The resource: Gatehouse's own gate with DPoP required (RFC 9449 §7.1, §7.2), verifying the
  * server's JWTs with its published keys and each proof against the token's `cnf.jkt`.
  */
-async function dpopResource(issuer: string, log: ResourceLog) {
+async function dpopResource(issuer: string, log: ResourceLog, policy: "allowed" | "required" = "required") {
   const jwks = (await (await fetch(`${issuer}/jwks.json`)).json()) as { keys: Record<string, unknown>[] };
   const gate = createResourceServer({
     resource: RESOURCE,
     authorizationServers: [issuer],
-    scopesSupported: ["notes:read"],
+    scopesSupported: ["notes:read", "notes:write"],
     verifier: jwtVerifier({ issuer, audience: RESOURCE, jwks }),
-    dpop: { policy: "required", algorithms: ["ES256"] },
+    dpop: { policy, algorithms: ["ES256"] },
   });
-  const guarded = gate.requireBearer({ scopes: ["notes:read"] });
+  const reading = gate.requireBearer({ scopes: ["notes:read"] });
+  // Writing needs more: a token for notes:read alone is answered 403 insufficient_scope.
+  const writing = gate.requireBearer({ scopes: ["notes:write"] });
   return async (request: Request): Promise<Response> => {
     if (gate.handles(request)) return gate.metadataResponse(request);
+    const guarded = request.method === "POST" ? writing : reading;
     const response = await guarded(request, async (_request, auth) => {
       log.accepted.push({ jkt: auth.dpopJkt });
       return Response.json({ ok: true });
@@ -169,5 +172,39 @@ describe("DPoP end to end: Gatehouse client, authorization server and a cnf.jkt-
     expect(refreshed?.refresh_token).not.toBe(refreshToken);
     // The only refusal was the first, token-less request (the 401 that starts the flow).
     expect(resourceLog.refused).toEqual([401]);
+  });
+
+  it("steps up when the gate, allowing both schemes, puts insufficient_scope in the DPoP challenge", async () => {
+    server = await startFlowServer({ clients: [publicClient({ redirectUris: [REDIRECT_URI] })] });
+    const issuer = server.issuer;
+    const resourceLog: ResourceLog = { accepted: [], refused: [] };
+    // RFC 9449 §7.1: the error goes in the challenge of the scheme the request used (DPoP), and a
+    // Bearer challenge without an error follows; the client must read the DPoP one.
+    const resource = await dpopResource(issuer, resourceLog, "allowed");
+    const scopesAsked: string[] = [];
+    const client = new AuthClient({
+      store: new MemoryTokenStore(),
+      redirectUri: REDIRECT_URI,
+      userAgent: async (authorizationUrl) => {
+        scopesAsked.push(authorizationUrl.searchParams.get("scope") ?? "");
+        return userAgent(issuer, browser)(authorizationUrl);
+      },
+      preregisteredClients: { [issuer]: { client_id: "cli" } },
+      fetch: async (input, init) => {
+        const request = new Request(input, init);
+        if (new URL(request.url).origin === "https://notes.example") return resource(request);
+        return fetch(request);
+      },
+    });
+    const browser = new Browser();
+    expect((await client.fetch(`${RESOURCE}/notes`)).status).toBe(200);
+    const written = await client.fetch(`${RESOURCE}/notes`, { method: "POST", body: "hello" });
+    expect(written.status).toBe(200);
+    expect(scopesAsked).toHaveLength(2);
+    expect(scopesAsked[1]?.split(" ")).toContain("notes:write");
+    // Both admitted requests proved the key; the refusals were the first 401 and the 403 step-up.
+    expect(resourceLog.accepted).toHaveLength(2);
+    expect(resourceLog.accepted.every((entry) => entry.jkt !== undefined)).toBe(true);
+    expect(resourceLog.refused).toEqual([401, 403]);
   });
 });

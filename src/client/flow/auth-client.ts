@@ -102,7 +102,7 @@ export class AuthClient {
         await discard(response);
         continue;
       }
-      const challenge = readChallenge(response);
+      const challenge = readChallenge(response, signer ? "DPoP" : "Bearer");
       if (!challenge) return response;
       const challenged = splitScope(challenge.scope);
       const granted = splitScope(tokens?.scope).filter((s) => s !== "offline_access");

@@ -33,14 +33,20 @@ export interface BearerChallenge {
 }
 
 /**
- * The first `Bearer` (or `DPoP`) challenge of a response's `WWW-Authenticate`, if it is parsable.
+ * The challenge of the scheme the request used (`Bearer` unless it sent a DPoP-bound token), else
+ * the other one, from a response's `WWW-Authenticate`, if it is parsable. A resource that offers
+ * both puts the error in the challenge of the scheme the request used (RFC 9449 §7.1).
  * Spec "Protected resource metadata discovery" 2: only a parsable header's `resource_metadata` is used.
  */
-export function readChallenge(response: Response): BearerChallenge | undefined {
+export function readChallenge(
+  response: Response,
+  usedScheme: "Bearer" | "DPoP" = "Bearer",
+): BearerChallenge | undefined {
   const header = response.headers.get("www-authenticate");
   if (!header) return undefined;
   const challenges = parseWWWAuthenticate(header);
-  const challenge = findChallenge(challenges, "Bearer") ?? findChallenge(challenges, "DPoP");
+  const otherScheme = usedScheme === "Bearer" ? "DPoP" : "Bearer";
+  const challenge = findChallenge(challenges, usedScheme) ?? findChallenge(challenges, otherScheme);
   if (!challenge) return undefined;
   const p = challenge.params;
   const dpopOffered = findChallenge(challenges, "DPoP") !== undefined;
