@@ -80,6 +80,14 @@ import { prepareFile, translate } from "./files.js";
 import { createGroupCommit, type GroupCommitStats } from "./group-commit.js";
 import { SQLITE_MIGRATIONS } from "./schema.js";
 
+/** listGrants filter fields and the grants columns they match. */
+const GRANT_FILTER_COLUMNS = [
+  ["userId", "user_id"],
+  ["clientId", "client_id"],
+  ["resource", "resource"],
+  ["sessionHash", "session_hash"],
+] as const;
+
 /** SQLite has no booleans: they are bound as 0/1. */
 function sqliteValue(value: unknown): unknown {
   return typeof value === "boolean" ? (value ? 1 : 0) : value;
@@ -413,20 +421,25 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       return row && rowToGrant(row);
     },
     async listGrants(filter = {}) {
+      // Only the conditions the filter sets: a `(? IS NULL OR user_id = ?)` term keeps SQLite from
+      // using the user_id and client_id indexes, so every call scanned the whole grants table
+      // (which grows by one row per approved flow). One statement text per filter shape, cached.
+      // With a user, the user's index is the one to search (a client may have every user's grants):
+      // a unary `+` keeps the client_id term from competing for it (SQLite query optimizer overview,
+      // "Disqualifying WHERE clause terms using unary-+"). Column names come from the table above.
+      const conditions: string[] = [];
+      const params: Record<string, string> = {};
+      for (const [key, column] of GRANT_FILTER_COLUMNS) {
+        const value = filter[key];
+        if (value === undefined) continue;
+        const term = key === "clientId" && filter.userId !== undefined ? `+${column}` : column;
+        conditions.push(`${term} = $${key}`);
+        params[key] = value;
+      }
+      if (filter.active) conditions.push("revoked_at IS NULL");
+      const where = conditions.length ? ` WHERE ${conditions.join(" AND ")}` : "";
       const rows = await read(() =>
-        all(
-          `SELECT * FROM grants WHERE ($userId IS NULL OR user_id = $userId)
-           AND ($clientId IS NULL OR client_id = $clientId) AND ($resource IS NULL OR resource = $resource)
-           AND ($sessionHash IS NULL OR session_hash = $sessionHash)
-           AND ($active = 0 OR revoked_at IS NULL) ORDER BY created_at, grant_id`,
-          {
-            userId: filter.userId ?? null,
-            clientId: filter.clientId ?? null,
-            resource: filter.resource ?? null,
-            sessionHash: filter.sessionHash ?? null,
-            active: filter.active ? 1 : 0,
-          },
-        ),
+        all(`SELECT * FROM grants${where} ORDER BY created_at, grant_id`, params),
       );
       return rows.map(rowToGrant);
     },
