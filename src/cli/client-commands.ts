@@ -53,11 +53,6 @@ export function noBrowserReason(
   return undefined;
 }
 
-/** The two ways to log in that work without a browser on this machine, for messages. */
-export function headlessLoginCommands(url: string): string {
-  return `run 'gatehouse login ${url}' where a browser can open, or 'gatehouse login --device ${url}' to approve on another device`;
-}
-
 /**
  * An authorization session that refuses at once (before any registration or request), for a
  * command that must not wait for a browser nobody can use (`fetch` without a login, headless).
@@ -66,7 +61,7 @@ function refusingSession(url: string, reason: string): AuthorizationSessionFacto
   return async () => {
     throw new AuthorizationFlowError(
       "no_interactive_authorization",
-      `${url} needs a login and no browser can be opened here (${reason}); ${headlessLoginCommands(url)}`,
+      `${url} needs a login and no browser can be opened here (${reason}); run 'gatehouse login ${url}' where a browser can open, or 'gatehouse login --device ${url}' to approve on another device, or add --device to this command`,
       { kind: "action", step: "authorization" },
     );
   };
