@@ -17,8 +17,14 @@ export type RateLimitName = "registration" | "token" | "login" | "device_code";
 export type RateLimitKeyKind = "address" | "client" | "host" | "username";
 
 /** Every audit event, by `type`. `at` is the server clock (ms since the epoch). */
-export type AuditEvent = { at: number } & (
-  | { type: "login_succeeded"; user_id: string }
+export type AuditEvent = {
+  at: number;
+} /** `upstream_provider`: the sign-in went through that upstream identity provider. */ & (
+  | { type: "login_succeeded"; user_id: string; upstream_provider?: string }
+  /** An upstream sign-in did not complete; `reason` names the step (never the provider's words). */
+  | { type: "upstream_sign_in_failed"; upstream_provider: string; reason: string }
+  /** A first upstream sign-in created a local account (`createAccounts`). */
+  | { type: "upstream_account_created"; upstream_provider: string; user_id: string }
   /** `user_id` only when the username exists (the password was wrong). */
   | { type: "login_failed"; user_id?: string }
   | { type: "consent_granted"; client_id: string; user_id: string }
@@ -91,6 +97,7 @@ export type AuditEventInput = AuditEvent extends infer E
 /** Signals an operator should look at are warnings; the rest of the trail is info. */
 const WARNING_EVENTS: ReadonlySet<AuditEventType> = new Set([
   "login_failed",
+  "upstream_sign_in_failed",
   "refresh_token_reused",
   "authorization_code_replayed",
   "device_code_replayed",

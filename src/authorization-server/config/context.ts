@@ -6,6 +6,7 @@ import type { Logger } from "../../shared/log.js";
 import type { ScopeHierarchy } from "../../shared/scopes.js";
 import type { AuthorizationStore, ClientRecord } from "../../storage/contract.js";
 import type { AuditEventInput, AuditTrail } from "../audit.js";
+import type { ResolvedUpstreamSignIn } from "../upstream/resolve.js";
 import type {
   AuthorizationServerOptions,
   EnterpriseAuthorizationOptions,
@@ -53,6 +54,8 @@ export interface ResolvedOptions {
    * options built by hand (page tests) need not, and then DPoP is off.
    */
   dpop?: ResolvedDPoPOptions;
+  /** Sign-in through upstream identity providers; present only when configured. */
+  upstreamSignIn?: ResolvedUpstreamSignIn;
   /** Present only when configured; each one enables its grant type (grants/grant-types.ts). */
   tokenExchange?: TokenExchangeOptions;
   enterpriseAuthorization?: Omit<EnterpriseAuthorizationOptions, "identityProviders"> & {

@@ -6,6 +6,7 @@ import type { Logger } from "../../shared/log.js";
 import type { Revision } from "../../shared/revision.js";
 import type { AuthorizationStore, ClientRecord } from "../../storage/contract.js";
 import type { AuditEvent } from "../audit.js";
+import type { UpstreamSignInOptions } from "../upstream/options.js";
 
 export type { Revision };
 
@@ -228,6 +229,11 @@ export interface AuthorizationServerOptions {
   enterpriseAuthorization?: EnterpriseAuthorizationOptions;
   /** Workload JWTs from trusted issuers (RFC 7523); docs/authorization-server.md "Workload identity". */
   workloadIdentity?: WorkloadIdentityOptions;
+  /**
+   * Sign-in through upstream identity providers (OpenID Connect or GitHub-style OAuth 2) on the
+   * login page; docs/authorization-server.md "Sign-in through an upstream provider".
+   */
+  upstreamSignIn?: UpstreamSignInOptions;
   /** Clients known from configuration (`gatehouse clients add` writes them to storage instead). */
   clients?: ClientRecord[];
   /**

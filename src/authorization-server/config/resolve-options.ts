@@ -9,6 +9,7 @@ import { canonicalResourceUri, isLoopbackHost } from "../../shared/resource-uri.
 import { DEFAULT_REVISION, isRevision } from "../../shared/revision.js";
 import { isScopeToken } from "../../shared/scopes.js";
 import { dpopNonceSecret } from "../grants/dpop-binding.js";
+import { resolveUpstreamSignIn } from "../upstream/resolve.js";
 import type { ResolvedDPoPOptions, ResolvedOptions } from "./context.js";
 import type {
   AuthorizationServerOptions,
@@ -310,7 +311,16 @@ export function resolveOptions(
     allowInsecureLoopback,
     dpop: resolveDPoP(options),
     ...resolveGrantExtensions(options),
+    ...upstreamSignIn(options.upstreamSignIn),
   };
+}
+
+/** `upstreamSignIn`, checked in ../upstream/resolve.ts; absent when not configured. */
+function upstreamSignIn(
+  value: AuthorizationServerOptions["upstreamSignIn"],
+): Pick<ResolvedOptions, "upstreamSignIn"> {
+  const resolved = resolveUpstreamSignIn(value);
+  return resolved ? { upstreamSignIn: resolved } : {};
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,12 +13,13 @@ import { handleConsent } from "../pages/consent.js";
 import { handleDevice } from "../pages/device.js";
 import { handleLogin } from "../pages/login.js";
 import { handleAccount, handleLogout } from "../pages/logout.js";
+import { upstreamCallbackEndpoint } from "../upstream/sign-in.js";
 import { handleAuthorize } from "./authorize.js";
 import { preflightResponse, withCors } from "./cors.js";
 import { deviceAuthorizationSettings, handleDeviceAuthorization } from "./device-authorization.js";
 import { handleHealth } from "./health.js";
 import { handleIntrospect } from "./introspect.js";
-import { ENDPOINT_PATHS } from "./paths.js";
+import { ENDPOINT_PATHS, upstreamCallbackPath } from "./paths.js";
 import { handleRegister } from "./register.js";
 import { handleRevoke } from "./revoke.js";
 import { handleToken } from "./token.js";
@@ -126,6 +127,13 @@ export function createHandler(
     // RFC 8628: the device's request (no browser, so no CORS) and the user's verification page.
     add("deviceAuthorization", ["POST"], handleDeviceAuthorization, false);
     add("device", ["GET", "POST"], handleDevice, false);
+  }
+  // Sign-in through upstream identity providers: one callback (redirect URI) per provider.
+  const upstream = ctx.options.upstreamSignIn;
+  for (const provider of upstream?.providers ?? []) {
+    const path = upstreamCallbackPath(provider.id);
+    const endpoint = upstreamCallbackEndpoint(provider, upstream!);
+    routes.set(`${base}${path}`, { name: path, methods: ["GET"], endpoint, cors: false });
   }
 
   return async function handle(request: Request, info: FetchInfo = {}): Promise<Response> {

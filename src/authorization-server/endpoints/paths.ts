@@ -24,6 +24,14 @@ export const ENDPOINT_PATHS = {
 
 export type EndpointName = keyof typeof ENDPOINT_PATHS;
 
+/**
+ * Where an upstream identity provider sends the browser back (relative to the issuer's path): one
+ * path per configured provider, the redirect URI to register at that provider.
+ */
+export function upstreamCallbackPath(providerId: string): string {
+  return `/upstream/${providerId}/callback`;
+}
+
 export function endpointUrl(issuer: string, name: EndpointName): string {
   return `${issuer.replace(/\/$/, "")}${ENDPOINT_PATHS[name]}`;
 }

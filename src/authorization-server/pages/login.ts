@@ -1,5 +1,6 @@
 /**
- * The login page: password sign-in with rate limits, then on to consent.
+ * The login page: password sign-in with rate limits, or a button per upstream identity provider,
+ * then on to consent.
  */
 import { randomToken } from "../../shared/crypto.js";
 import type { ClientRecord, InteractionRecord } from "../../storage/contract.js";
@@ -8,6 +9,8 @@ import { ENDPOINT_PATHS } from "../endpoints/paths.js";
 import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
 import { DUMMY_PASSWORD_HASH_PROMISE, verifyPassword } from "../password.js";
 import { clientRateLimitKey, hitSlidingWindows } from "../rate-limit.js";
+import { NO_PASSWORD } from "../upstream/accounts.js";
+import { startUpstreamSignIn, upstreamFormTargets } from "../upstream/sign-in.js";
 import {
   type BoundInteraction,
   csrfFailurePage,
@@ -33,6 +36,10 @@ import { type CurrentSession, currentSession, startSession } from "./session.js"
  * With `?interaction=` it is a step of an authorization request and continues to the consent page;
  * without, it signs in to the account page (`/account`), its CSRF token bound to the browser cookie,
  * or to the admin page with `?return=` naming it (the only allowed return path: no open redirect).
+ *
+ * With upstream providers configured (`upstreamSignIn`), each is a button of its own form, posted
+ * here with the same CSRF token (`upstream=<id>`), which starts the sign-in at the provider
+ * (upstream/sign-in.ts); `localPasswords: false` removes the password form and refuses its POST.
  */
 export const handleLogin: Endpoint = formPage({
   where: "login",
@@ -101,9 +108,20 @@ function nextAfterLogin(ctx: ServerContext, login: LoginContext): string {
     : (login.returnTo ?? issuerPath(ctx, ENDPOINT_PATHS.account));
 }
 
-/** Where forms on the page may end up after redirects (see `contentSecurityPolicy`). */
-function formTargets(login: LoginContext): string[] {
-  return login.kind === "interaction" ? [login.bound.interaction.redirectUri] : [];
+/**
+ * Where forms on the page may end up after redirects (see `contentSecurityPolicy`): the client's
+ * redirect URI (a silent consent may follow the sign-in) and each provider's authorization endpoint.
+ */
+async function formTargets(ctx: ServerContext, login: LoginContext): Promise<string[]> {
+  const upstream = ctx.options.upstreamSignIn
+    ? await upstreamFormTargets(ctx, ctx.options.upstreamSignIn)
+    : [];
+  return login.kind === "interaction" ? [login.bound.interaction.redirectUri, ...upstream] : upstream;
+}
+
+/** Whether the username and password form is offered (default yes; `upstreamSignIn.localPasswords`). */
+function localPasswords(ctx: ServerContext): boolean {
+  return ctx.options.upstreamSignIn?.localPasswords ?? true;
 }
 
 async function showLogin(request: Request, ctx: ServerContext): Promise<Response> {
@@ -130,37 +148,53 @@ function sessionAnswers(login: LoginContext, session: CurrentSession): boolean {
   return !interaction.prompt?.includes("login") || session.record.createdAt >= interaction.createdAt;
 }
 
-function renderLogin(
+async function renderLogin(
   ctx: ServerContext,
   login: LoginContext,
   options: { status: number; error?: string; username?: string },
-): Response {
+): Promise<Response> {
   const interaction: InteractionRecord | undefined =
     login.kind === "interaction" ? login.bound.interaction : undefined;
   const clientName =
     login.kind === "interaction" && login.client ? describeClient(login.client).name : undefined;
   // Which server asks for the password: the issuer's host, so a user can tell one server from another.
   const issuerHost = new URL(ctx.options.issuer).host;
+  const providers = ctx.options.upstreamSignIn?.providers ?? [];
+  // The fields both forms carry: where the sign-in continues, and the CSRF token.
+  const hidden = html`${interaction ? html`<input type="hidden" name="interaction" value="${interaction.id}">` : ""}
+${login.kind === "account" && login.returnTo ? html`<input type="hidden" name="return" value="${login.returnTo}">` : ""}
+<input type="hidden" name="csrf" value="${csrfFor(login)}">`;
   const body = html`<h1>Sign in</h1>
 <p class="muted">with your account on <strong data-testid="issuer-host">${issuerHost}</strong></p>
 ${clientName !== undefined ? html`<p>to continue to <span class="name" data-testid="client-name">${clientName}</span></p>` : ""}
 ${options.error ? html`<p class="error" role="alert" data-testid="login-error">${options.error}</p>` : ""}
+${
+  providers.length > 0
+    ? html`<form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.login)}" data-testid="upstream-providers">
+${hidden}
+${providers.map((p) => html`<div class="actions"><button type="submit" name="upstream" value="${p.id}" data-testid="upstream-${p.id}">Continue with ${p.displayName}</button></div>`)}
+</form>`
+    : ""
+}
+${
+  localPasswords(ctx)
+    ? html`${providers.length > 0 ? html`<p class="muted">or with a username and password</p>` : ""}
 <form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.login)}">
-${interaction ? html`<input type="hidden" name="interaction" value="${interaction.id}">` : ""}
-${login.kind === "account" && login.returnTo ? html`<input type="hidden" name="return" value="${login.returnTo}">` : ""}
-<input type="hidden" name="csrf" value="${csrfFor(login)}">
+${hidden}
 <label for="username">Username</label>
 <input type="text" id="username" name="username" autocomplete="username" autocapitalize="none" spellcheck="false" required value="${options.username ?? ""}">
 <label for="password">Password</label>
 <input type="password" id="password" name="password" autocomplete="current-password" required>
 <div class="actions"><button type="submit" class="primary">Sign in</button></div>
-</form>`;
+</form>`
+    : ""
+}`;
   const cookies =
     login.kind === "account" && login.newBinding ? [serializeCookie("binding", login.binding, ctx)] : [];
   return htmlResponse(page("Sign in", body), {
     status: options.status,
     cookies,
-    formTargets: formTargets(login),
+    formTargets: await formTargets(ctx, login),
   });
 }
 
@@ -195,6 +229,11 @@ async function submitLogin(request: Request, ctx: ServerContext, info: FetchInfo
       : !login.newBinding && csrfMatches(form.get("csrf"), csrfFor(login));
   if (!csrfOk) return csrfFailurePage();
 
+  const upstream = form.get("upstream");
+  if (upstream !== undefined) return startUpstream(ctx, login, upstream);
+  if (!localPasswords(ctx)) {
+    return renderLogin(ctx, login, { status: 400, error: "Sign-in with a password is turned off here." });
+  }
   const username = (form.get("username") ?? "").slice(0, 200);
   const password = form.get("password") ?? "";
   if (username === "" || password === "") {
@@ -217,11 +256,12 @@ async function submitLogin(request: Request, ctx: ServerContext, info: FetchInfo
     return response;
   }
   const user = await ctx.store.getUserByUsername(username);
-  // An unknown user is checked against a dummy hash so both cases take the same time.
-  const passwordOk = await verifyPassword(
-    password,
-    user?.passwordHash ?? (await DUMMY_PASSWORD_HASH_PROMISE),
-  );
+  // An unknown user, or one without a password (created from an upstream identity), is checked
+  // against a dummy hash so every case takes the same time; NO_PASSWORD itself never verifies.
+  const hasPassword = user !== undefined && user.passwordHash !== NO_PASSWORD;
+  const passwordOk =
+    (await verifyPassword(password, hasPassword ? user.passwordHash : await DUMMY_PASSWORD_HASH_PROMISE)) &&
+    hasPassword;
   if (!user || !passwordOk) {
     ctx.audit?.(user ? { type: "login_failed", user_id: user.id } : { type: "login_failed" });
     return renderLogin(ctx, login, { status: 400, error: "Incorrect username or password.", username });
@@ -230,4 +270,21 @@ async function submitLogin(request: Request, ctx: ServerContext, info: FetchInfo
   if (login.kind === "interaction") await ctx.store.setInteractionUser(login.bound.interaction.id, user.id);
   ctx.audit?.({ type: "login_succeeded", user_id: user.id });
   return seeOther(nextAfterLogin(ctx, login), [cookie]);
+}
+
+/** The `upstream=<id>` button: starts the sign-in at that provider for this browser. */
+async function startUpstream(ctx: ServerContext, login: LoginContext, providerId: string): Promise<Response> {
+  const settings = ctx.options.upstreamSignIn;
+  const provider = settings?.providers.find((p) => p.id === providerId);
+  if (!settings || !provider) {
+    return renderLogin(ctx, login, { status: 400, error: "Choose one of the sign-in options on this page." });
+  }
+  return startUpstreamSignIn(
+    ctx,
+    settings,
+    provider,
+    login.kind === "interaction"
+      ? { binding: login.bound.binding, interactionId: login.bound.interaction.id }
+      : { binding: login.binding, ...(login.returnTo !== undefined ? { returnTo: login.returnTo } : {}) },
+  );
 }

@@ -1,0 +1,104 @@
+/**
+ * The options of sign-in through upstream identity providers, as the caller writes them
+ * (`AuthorizationServerOptions.upstreamSignIn`); ./resolve.ts checks them and applies the presets.
+ */
+
+/** The providers Gatehouse knows the settings of (./presets.ts); `oidc` and `oauth2` are generic. */
+export type UpstreamPresetName = "github" | "google" | "microsoft" | "okta" | "auth0" | "keycloak" | "gitlab";
+
+/**
+ * Who signed in upstream, as the admission rules and the `admit` callback see it. `subject` is the
+ * provider's stable user id (`sub` of the ID token, GitHub's numeric `id`): the account is found by
+ * (provider, subject), never by e-mail.
+ */
+export interface UpstreamProfile {
+  /** The provider's `id` in the configuration. */
+  provider: string;
+  subject: string;
+  email?: string;
+  /** True only when the provider said so (`email_verified: true`, or GitHub's `verified`). */
+  emailVerified: boolean;
+  /** A human name or login, for display only. */
+  name?: string;
+  /** GitHub's login, OpenID Connect's `preferred_username`. */
+  username?: string;
+  /** Google Workspace `hd`. */
+  hostedDomain?: string;
+  /** Microsoft Entra `tid`. */
+  tenantId?: string;
+  /** GitHub organisation logins (only when the organisations endpoint is configured). */
+  organizations?: string[];
+  /** Every claim of the ID token, or the user-info document of a plain OAuth 2 provider. */
+  claims: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * Who may sign in through a provider. Every rule given must pass (they combine with AND); with no
+ * rule, everyone the provider signs in is admitted (then turn `createAccounts` on only for a
+ * provider whose users are all yours, such as a single-tenant Entra or a Workspace).
+ */
+export interface UpstreamAdmissionOptions {
+  /** E-mail domains admitted (exact, case-insensitive); the e-mail must be verified by the provider. */
+  emailDomains?: string[];
+  /** GitHub organisations (logins); needs the `read:org` scope for private memberships. */
+  githubOrganizations?: string[];
+  /** Google Workspace domains, matched against the ID token's `hd` claim. */
+  googleHostedDomains?: string[];
+  /** Microsoft Entra tenant ids (GUIDs), matched against the ID token's `tid` claim. */
+  entraTenants?: string[];
+  /** Library only: the last word, after the rules above; false (or a throw) refuses the sign-in. */
+  admit?: (profile: UpstreamProfile) => boolean | Promise<boolean>;
+}
+
+/** One upstream identity provider. */
+export interface UpstreamProviderOptions {
+  /** Lowercase letters, digits and `-` (at most 32): names the provider in its callback path. */
+  id: string;
+  /** Settings of a known provider; `kind` and the endpoints below then need not be given. */
+  preset?: UpstreamPresetName;
+  /** `oidc` (OpenID Connect: discovery, ID token) or `oauth2` (a user-info endpoint, GitHub style). */
+  kind?: "oidc" | "oauth2";
+  /** The button's words ("Continue with <displayName>"); default the preset's name or the id. */
+  displayName?: string;
+  clientId: string;
+  /** The secret the provider issued to Gatehouse; absent for a public client (PKCE only). */
+  clientSecret?: string;
+  /** How Gatehouse authenticates at the provider's token endpoint (default `client_secret_basic`, GitHub `client_secret_post`). */
+  tokenEndpointAuthMethod?: "client_secret_basic" | "client_secret_post" | "none";
+  /** OpenID Connect: the issuer, exactly as the provider writes it (discovery is fetched from it). */
+  issuer?: string;
+  /**
+   * Microsoft Entra: the tenant (a GUID, a domain, or `organizations`/`common`/`consumers`); a
+   * national cloud gives `issuer` (`https://<authority>/<tenant>/v2.0`) instead.
+   */
+  tenant?: string;
+  /** Plain OAuth 2 endpoints (GitHub's are the preset's; a GitHub Enterprise Server names its own). */
+  authorizationEndpoint?: string;
+  tokenEndpoint?: string;
+  userInfoEndpoint?: string;
+  /** GitHub style: where verified e-mail addresses are listed (`/user/emails`). */
+  emailsEndpoint?: string;
+  /** GitHub style: where the user's organisations are listed (`/user/orgs`). */
+  organizationsEndpoint?: string;
+  /** Scopes asked of the provider (default: the preset's, `openid email profile` for OpenID Connect). */
+  scopes?: string[];
+  /** ID token signature algorithms accepted (default RS256, ES256, PS256; never HS* or none). */
+  algorithms?: string[];
+  /** Create a local account on a first sign-in (default false: only linked accounts may sign in). */
+  createAccounts?: boolean;
+  admission?: UpstreamAdmissionOptions;
+}
+
+/** Sign-in through upstream identity providers (docs/authorization-server.md "Sign-in through an upstream provider"). */
+export interface UpstreamSignInOptions {
+  providers: UpstreamProviderOptions[];
+  /** Offer the username and password form too (default true). */
+  localPasswords?: boolean;
+  /** Deadline of each request to a provider (default 10000 ms). */
+  timeoutMs?: number;
+  /**
+   * DANGEROUS, tests only: reach providers on loopback and trust these CA certificates (PEM). Never
+   * set in production: it re-opens server-side request forgery to this machine.
+   */
+  dangerouslyAllowLoopbackForTesting?: { ca?: string[] };
+}

@@ -1,0 +1,325 @@
+/**
+ * The one place that checks the upstream sign-in options and applies the presets (DESIGN.md
+ * principle 5: a bad configuration fails at start-up, with a message naming the option).
+ */
+import { fetchUrlProblem } from "../../shared/guarded-fetch-url.js";
+import { isScopeToken } from "../../shared/scopes.js";
+import { fail } from "../config/resolve-options.js";
+import type {
+  UpstreamAdmissionOptions,
+  UpstreamPresetName,
+  UpstreamProviderOptions,
+  UpstreamSignInOptions,
+} from "./options.js";
+import { DEFAULT_OIDC_SCOPES, ENTRA_MULTI_TENANT, UPSTREAM_PRESETS } from "./presets.js";
+
+/** What every provider kind has, resolved. */
+interface ResolvedProviderBase {
+  id: string;
+  displayName: string;
+  clientId: string;
+  clientSecret?: string;
+  tokenEndpointAuthMethod: "client_secret_basic" | "client_secret_post" | "none";
+  scopes: string[];
+  createAccounts: boolean;
+  admission: UpstreamAdmissionOptions;
+  preset?: UpstreamPresetName;
+}
+
+export interface ResolvedOidcProvider extends ResolvedProviderBase {
+  kind: "oidc";
+  /** The configured issuer; for Entra multi-tenant the metadata's `{tenantid}` issuer is accepted. */
+  issuer: string;
+  /** Entra `common`/`organizations`: `iss` is the metadata issuer with the token's `tid` in it. */
+  multiTenantIssuer: boolean;
+  algorithms: string[];
+}
+
+export interface ResolvedOAuth2Provider extends ResolvedProviderBase {
+  kind: "oauth2";
+  authorizationEndpoint: string;
+  tokenEndpoint: string;
+  userInfoEndpoint: string;
+  emailsEndpoint?: string;
+  organizationsEndpoint?: string;
+}
+
+export type ResolvedUpstreamProvider = ResolvedOidcProvider | ResolvedOAuth2Provider;
+
+export interface ResolvedUpstreamSignIn {
+  providers: ResolvedUpstreamProvider[];
+  localPasswords: boolean;
+  timeoutMs: number;
+  allowLoopback: false | { ca?: string[] };
+}
+
+/** ID token algorithms accepted unless configured (asymmetric; RFC 8725 §3.1). */
+export const DEFAULT_ID_TOKEN_ALGORITHMS = ["RS256", "ES256", "PS256"];
+
+/** Asymmetric JWS algorithms only: an HMAC would be keyed with the client secret, `none` signs nothing. */
+const ID_TOKEN_ALGORITHMS = new Set([
+  "RS256",
+  "RS384",
+  "RS512",
+  "PS256",
+  "PS384",
+  "PS512",
+  "ES256",
+  "ES384",
+  "ES512",
+  "EdDSA",
+  "Ed25519",
+]);
+
+const PROVIDER_ID = /^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/;
+const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/** A DNS name (for e-mail and hosted domains): labels of letters, digits and hyphens. */
+const DOMAIN = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/;
+const TENANT = /^[A-Za-z0-9.-]{1,128}$/;
+
+function string(value: unknown, name: string): string {
+  if (typeof value !== "string" || value === "") fail(`${name} must be a non-empty string`);
+  return value;
+}
+
+function optionalString(value: unknown, name: string): string | undefined {
+  return value === undefined ? undefined : string(value, name);
+}
+
+function endpoint(value: unknown, name: string): string {
+  const url = string(value, name);
+  const problem = fetchUrlProblem(url);
+  if (problem) fail(`${name}: ${problem}`);
+  return url;
+}
+
+function stringList(value: unknown, name: string, check: (s: string) => boolean, what: string): string[] {
+  if (!Array.isArray(value) || value.length === 0 || !value.every((v) => typeof v === "string" && check(v))) {
+    fail(`${name} must be a non-empty array of ${what}`);
+  }
+  return [...value];
+}
+
+function resolveAdmission(value: unknown, name: string): UpstreamAdmissionOptions {
+  if (value === undefined) return {};
+  if (typeof value !== "object" || value === null || Array.isArray(value)) fail(`${name} must be an object`);
+  const a = value as UpstreamAdmissionOptions;
+  const lower = (list: string[]) => list.map((s) => s.toLowerCase());
+  const out: UpstreamAdmissionOptions = {};
+  if (a.emailDomains !== undefined) {
+    out.emailDomains = lower(
+      stringList(a.emailDomains, `${name}.emailDomains`, (d) => DOMAIN.test(d.toLowerCase()), "domain names"),
+    );
+  }
+  if (a.githubOrganizations !== undefined) {
+    out.githubOrganizations = lower(
+      stringList(
+        a.githubOrganizations,
+        `${name}.githubOrganizations`,
+        (o) => /^[A-Za-z0-9-]{1,39}$/.test(o),
+        "organisation logins",
+      ),
+    );
+  }
+  if (a.googleHostedDomains !== undefined) {
+    out.googleHostedDomains = lower(
+      stringList(
+        a.googleHostedDomains,
+        `${name}.googleHostedDomains`,
+        (d) => DOMAIN.test(d.toLowerCase()),
+        "domain names",
+      ),
+    );
+  }
+  if (a.entraTenants !== undefined) {
+    out.entraTenants = lower(
+      stringList(
+        a.entraTenants,
+        `${name}.entraTenants`,
+        (t) => GUID.test(t.toLowerCase()),
+        "tenant ids (GUIDs)",
+      ),
+    );
+  }
+  if (a.admit !== undefined) {
+    if (typeof a.admit !== "function") fail(`${name}.admit must be a function`);
+    out.admit = a.admit;
+  }
+  return out;
+}
+
+function resolveProvider(value: unknown, i: number): ResolvedUpstreamProvider {
+  const name = `upstreamSignIn.providers[${i}]`;
+  if (typeof value !== "object" || value === null || Array.isArray(value)) fail(`${name} must be an object`);
+  const p = value as UpstreamProviderOptions;
+  const id = string(p.id, `${name}.id`);
+  if (!PROVIDER_ID.test(id)) {
+    fail(`${name}.id must be 1-32 lowercase letters, digits or "-" (it names the callback path)`);
+  }
+  if (p.preset !== undefined && !Object.hasOwn(UPSTREAM_PRESETS, p.preset)) {
+    fail(`${name}.preset must be one of ${Object.keys(UPSTREAM_PRESETS).join(", ")}`);
+  }
+  const preset = p.preset === undefined ? undefined : UPSTREAM_PRESETS[p.preset];
+  const kind = p.kind ?? preset?.kind;
+  if (kind !== "oidc" && kind !== "oauth2")
+    fail(`${name}.kind must be "oidc" or "oauth2" (or give a preset)`);
+  if (preset && p.kind !== undefined && p.kind !== preset.kind) {
+    fail(`${name}.kind must be "${preset.kind}" for the ${p.preset} preset`);
+  }
+  const clientId = string(p.clientId, `${name}.clientId`);
+  const clientSecret = optionalString(p.clientSecret, `${name}.clientSecret`);
+  const method =
+    p.tokenEndpointAuthMethod ??
+    (clientSecret === undefined ? "none" : (preset?.tokenEndpointAuthMethod ?? "client_secret_basic"));
+  if (!["client_secret_basic", "client_secret_post", "none"].includes(method)) {
+    fail(`${name}.tokenEndpointAuthMethod must be client_secret_basic, client_secret_post or none`);
+  }
+  if ((method === "none") !== (clientSecret === undefined)) {
+    fail(`${name}: clientSecret is needed with ${method}, and only then`);
+  }
+  const admission = resolveAdmission(p.admission, `${name}.admission`);
+  if (admission.githubOrganizations && kind !== "oauth2") {
+    fail(`${name}.admission.githubOrganizations needs a GitHub-style (oauth2) provider`);
+  }
+  let scopes =
+    p.scopes === undefined
+      ? [...(preset?.scopes ?? DEFAULT_OIDC_SCOPES)]
+      : stringList(p.scopes, `${name}.scopes`, isScopeToken, "scope tokens");
+  if (
+    admission.githubOrganizations &&
+    preset?.organizationsScope &&
+    !scopes.includes(preset.organizationsScope)
+  ) {
+    scopes = [...scopes, preset.organizationsScope];
+  }
+  const createAccounts = p.createAccounts ?? false;
+  if (typeof createAccounts !== "boolean") fail(`${name}.createAccounts must be a boolean`);
+  const base = {
+    id,
+    displayName: optionalString(p.displayName, `${name}.displayName`) ?? preset?.displayName ?? id,
+    clientId,
+    ...(clientSecret === undefined ? {} : { clientSecret }),
+    tokenEndpointAuthMethod: method,
+    scopes,
+    createAccounts,
+    admission,
+    ...(p.preset === undefined ? {} : { preset: p.preset }),
+  };
+  if (kind === "oauth2") {
+    const emails = p.emailsEndpoint ?? preset?.emailsEndpoint;
+    const organizations = p.organizationsEndpoint ?? preset?.organizationsEndpoint;
+    if (admission.githubOrganizations && organizations === undefined) {
+      fail(`${name}.admission.githubOrganizations needs organizationsEndpoint`);
+    }
+    return {
+      ...base,
+      kind,
+      authorizationEndpoint: endpoint(
+        p.authorizationEndpoint ?? preset?.authorizationEndpoint,
+        `${name}.authorizationEndpoint`,
+      ),
+      tokenEndpoint: endpoint(p.tokenEndpoint ?? preset?.tokenEndpoint, `${name}.tokenEndpoint`),
+      userInfoEndpoint: endpoint(p.userInfoEndpoint ?? preset?.userInfoEndpoint, `${name}.userInfoEndpoint`),
+      ...(emails === undefined ? {} : { emailsEndpoint: endpoint(emails, `${name}.emailsEndpoint`) }),
+      ...(organizations === undefined || !admission.githubOrganizations
+        ? {}
+        : { organizationsEndpoint: endpoint(organizations, `${name}.organizationsEndpoint`) }),
+    };
+  }
+  if (!scopes.includes("openid")) fail(`${name}.scopes must include openid for an OpenID Connect provider`);
+  let issuer: string;
+  let multiTenantIssuer = false;
+  if (preset?.tenantRequired) {
+    // The tenant names the global cloud's issuer; a national cloud (or a test) names its issuer,
+    // `https://<authority host>/<tenant>/v2.0`, instead.
+    if ((p.tenant === undefined) === (p.issuer === undefined)) {
+      fail(`${name} needs exactly one of tenant and issuer for the ${p.preset} preset`);
+    }
+    if (p.tenant !== undefined) {
+      const tenant = string(p.tenant, `${name}.tenant`);
+      if (!TENANT.test(tenant))
+        fail(`${name}.tenant must be a tenant id, a domain, or common/organizations/consumers`);
+      issuer = preset.issuer!.replace("{tenant}", tenant);
+    } else {
+      issuer = endpoint(p.issuer, `${name}.issuer`);
+    }
+    const tenant = new URL(issuer).pathname.split("/")[1] ?? "";
+    multiTenantIssuer = ENTRA_MULTI_TENANT.has(tenant.toLowerCase());
+    // Anyone with a Microsoft work account can sign in to `common`/`organizations`: creating
+    // accounts for all of them is almost never meant (the multi-tenant pitfall), so say which rule.
+    if (
+      multiTenantIssuer &&
+      createAccounts &&
+      !admission.entraTenants &&
+      !admission.emailDomains &&
+      !admission.admit
+    ) {
+      fail(
+        `${name}: tenant "${tenant}" admits every Microsoft organisation; with createAccounts set admission.entraTenants (or another admission rule)`,
+      );
+    }
+  } else {
+    if (p.tenant !== undefined) fail(`${name}.tenant applies to the microsoft preset only`);
+    if (preset?.issuerRequired && p.issuer === undefined)
+      fail(`${name}.issuer is required for the ${p.preset} preset`);
+    issuer = endpoint(p.issuer ?? preset?.issuer, `${name}.issuer`);
+  }
+  const algorithms = p.algorithms ?? DEFAULT_ID_TOKEN_ALGORITHMS;
+  if (
+    !Array.isArray(algorithms) ||
+    algorithms.length === 0 ||
+    !algorithms.every((a) => typeof a === "string" && ID_TOKEN_ALGORITHMS.has(a))
+  ) {
+    fail(`${name}.algorithms must list asymmetric JWS algorithms (never HS* or none)`);
+  }
+  for (const key of [
+    "authorizationEndpoint",
+    "tokenEndpoint",
+    "userInfoEndpoint",
+    "emailsEndpoint",
+    "organizationsEndpoint",
+  ] as const) {
+    if (p[key] !== undefined)
+      fail(`${name}.${key} is taken from the issuer's discovery document for an OpenID Connect provider`);
+  }
+  return { ...base, kind, issuer, multiTenantIssuer, algorithms: [...algorithms] };
+}
+
+/** Checks `upstreamSignIn`; undefined when not configured. */
+export function resolveUpstreamSignIn(
+  value: UpstreamSignInOptions | undefined,
+): ResolvedUpstreamSignIn | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    fail("upstreamSignIn must be an object");
+  if (!Array.isArray(value.providers) || value.providers.length === 0) {
+    fail("upstreamSignIn.providers must list at least one provider");
+  }
+  const providers = value.providers.map(resolveProvider);
+  const ids = new Set<string>();
+  for (const { id } of providers) {
+    if (ids.has(id)) fail(`upstreamSignIn.providers lists the id "${id}" twice`);
+    ids.add(id);
+  }
+  const localPasswords = value.localPasswords ?? true;
+  if (typeof localPasswords !== "boolean") fail("upstreamSignIn.localPasswords must be a boolean");
+  const timeoutMs = value.timeoutMs ?? 10_000;
+  if (
+    typeof timeoutMs !== "number" ||
+    !Number.isInteger(timeoutMs) ||
+    timeoutMs < 100 ||
+    timeoutMs > 60_000
+  ) {
+    fail("upstreamSignIn.timeoutMs must be an integer between 100 and 60000");
+  }
+  let allowLoopback: false | { ca?: string[] } = false;
+  const loopback = value.dangerouslyAllowLoopbackForTesting;
+  if (loopback !== undefined) {
+    const ca = (loopback as { ca?: unknown }).ca;
+    if (ca !== undefined && (!Array.isArray(ca) || !ca.every((c) => typeof c === "string"))) {
+      fail("upstreamSignIn.dangerouslyAllowLoopbackForTesting.ca must be an array of PEM strings");
+    }
+    allowLoopback = ca === undefined ? {} : { ca: [...(ca as string[])] };
+  }
+  return { providers, localPasswords, timeoutMs, allowLoopback };
+}
