@@ -121,12 +121,17 @@ export class DPoPCredentials {
  *
  * Synchronous unless a urlencoded body has to be read (then a promise, which rejects instead of
  * throwing), so a request without a form body is judged without waiting.
+ *
+ * `verifiedBefore(token)` may answer true for a string the verifier already accepted (a cache hit,
+ * `cachedVerifier`, which only remembers b64tokens): its syntax was checked when it was first
+ * presented, so the scan is skipped for it. Any other string is checked as always.
  */
 export function extractBearerToken(
   head: BearerRequestHead,
   acceptDPoP = false,
+  verifiedBefore?: (token: string) => boolean,
 ): Credentials | Promise<Credentials> {
-  const token = headerToken(head, acceptDPoP);
+  const token = headerToken(head, acceptDPoP, verifiedBefore);
   if (!mayCarryFormToken(head)) return token;
   return head.bodyText().then((body) => {
     // RFC 6750 §2.2 method, not offered by this resource: refused, never validated.
@@ -141,7 +146,11 @@ export function extractBearerToken(
 type Credentials = string | DPoPCredentials | undefined;
 
 /** The query-string refusal and the `Authorization` header: the rules that need no body. */
-function headerToken(head: BearerRequestHead, acceptDPoP: boolean): Credentials {
+function headerToken(
+  head: BearerRequestHead,
+  acceptDPoP: boolean,
+  verifiedBefore: ((token: string) => boolean) | undefined,
+): Credentials {
   // Spec, Access token usage: a token MUST NOT be in the query string (RFC 6750 §2.3 refused).
   if (queryMayHaveToken(head.url) && new URL(head.url, TARGET_BASE).searchParams.has("access_token")) {
     throw invalidRequest("Access tokens are not accepted in the query string", "token in query");
@@ -151,7 +160,7 @@ function headerToken(head: BearerRequestHead, acceptDPoP: boolean): Credentials 
   // Fast path for the common, well-formed case: "Bearer " + b64token.
   if (header.startsWith("Bearer ")) {
     const token = header.slice(7);
-    if (isB64Token(token)) return token;
+    if (verifiedBefore?.(token) || isB64Token(token)) return token;
   }
   const match = SCHEME.exec(header.trim());
   if (!match) throw invalidRequest("Malformed Authorization header", "authorization header syntax");
@@ -181,9 +190,10 @@ function queryMayHaveToken(url: string): boolean {
 /**
  * RFC 6750 §2.1 b64token: one or more of the b64 characters, then only `=`. A search for a
  * character outside the set is cheaper than the anchored pattern on a few hundred characters
- * (this runs on every protected request).
+ * (this runs on every protected request whose token is not in the cache; shared with cache.ts,
+ * which remembers only such tokens).
  */
-function isB64Token(value: string): boolean {
+export function isB64Token(value: string): boolean {
   if (value.length === 0 || NOT_B64_OR_PAD.test(value)) return false;
   const pad = value.indexOf("=");
   if (pad < 0) return true;

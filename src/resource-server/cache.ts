@@ -1,10 +1,11 @@
 /**
  * A bounded LRU cache in front of any {@link AccessTokenVerifier}: in steady state a request costs
- * one SHA-256 and one map lookup instead of a signature check or an introspection call.
+ * one short map lookup and one string comparison instead of a signature check or an introspection
+ * call.
  */
-import * as nodeCrypto from "node:crypto";
 import { GatehouseTypeError } from "../shared/errors.js";
 import { SingleFlight } from "../shared/single-flight.js";
+import { isB64Token } from "./bearer-token.js";
 import type { AccessTokenVerifier, AuthInfo } from "./types.js";
 
 export interface CachedVerifierOptions {
@@ -21,21 +22,25 @@ export interface CachedVerifierOptions {
 }
 
 interface Entry {
+  /** The exact token string that was verified: a hit needs the presented token to equal it. */
+  token: string;
   auth: AuthInfo;
   /** ms since the epoch after which the entry is ignored. */
   until: number;
 }
 
-// One-shot `crypto.hash` (Node >= 20.12) is several times cheaper than a Hash object.
-const oneShotHash = (
-  nodeCrypto as { hash?: (algorithm: string, data: string, encoding: "base64url") => string }
-).hash;
+/** Characters of a token's end that a map entry is looked up by (see {@link entryKey}). */
+const KEY_LENGTH = 32;
 
-/** The cache key: SHA-256 of the token, so the cache never holds a usable token. */
-function tokenKey(token: string): string {
-  return oneShotHash
-    ? oneShotHash("sha256", token, "base64url")
-    : nodeCrypto.createHash("sha256").update(token).digest("base64url");
+/**
+ * The map key of a token: its last {@link KEY_LENGTH} characters (the whole of a shorter one). The
+ * end of a JWT is its signature and that of an opaque token is random, so distinct tokens rarely
+ * share one; a map lookup by the key hashes 32 characters instead of the whole token (the
+ * cryptographic hash this cache used to key by cost more than the rest of a warm request). The
+ * key only finds the entry: a hit also needs the whole token to equal the one verified.
+ */
+function entryKey(token: string): string {
+  return token.length > KEY_LENGTH ? token.slice(-KEY_LENGTH) : token;
 }
 
 /** A caching verifier, with its size for tests and metrics. */
@@ -47,9 +52,15 @@ export interface CachedVerifier extends AccessTokenVerifier {
 }
 
 /**
- * Caches successful verifications keyed by SHA-256 of the token, each until the earlier of the
- * token's `exp` and `maxTtlSeconds`. Failures are never cached (a transient JWKS outage must not
- * stick). Concurrent verifications of one token share a single inner call.
+ * Caches successful verifications, each until the earlier of the token's `exp` and
+ * `maxTtlSeconds`. A hit is only ever granted to the exact token string that was verified: entries
+ * are found by the token's ending and compared in full. Failures are never cached (a transient
+ * JWKS outage must not stick). Concurrent verifications of one token share a single inner call.
+ *
+ * Entries hold the verified token strings in this process's memory (never in logs, errors or
+ * storage), as the requests carrying them do; only tokens with the RFC 6750 §2.1 b64token syntax,
+ * the only ones a request can carry, are remembered (the gate relies on it, see bearer-token.ts).
+ * Two valid tokens with the same ending take turns in one entry.
  */
 export function cachedVerifier(
   inner: AccessTokenVerifier,
@@ -79,25 +90,28 @@ export function cachedVerifier(
   // requests with one token skips the delete/set.
   let newest: string | undefined;
 
-  const verifyAndStore = async (key: string, token: string): Promise<AuthInfo> => {
+  const verifyAndStore = async (token: string): Promise<AuthInfo> => {
     const auth = await inner.verify(token);
     const until = Math.min(auth.expiresAt * 1000, now() + maxTtlMs);
-    if (until > now()) {
-      if (entries.size >= maxEntries) {
+    if (until > now() && isB64Token(token)) {
+      const key = entryKey(token);
+      // A token with the same ending gives its place up (and its recency) rather than share it.
+      if (!entries.delete(key) && entries.size >= maxEntries) {
         // Map iteration order is insertion order: the first key is the least recently used.
         const oldest = entries.keys().next().value;
         if (oldest !== undefined) entries.delete(oldest);
       }
-      entries.set(key, { auth, until });
+      entries.set(key, { token, auth, until });
       newest = key;
     }
     return auth;
   };
 
-  /** The trusted entry under `key`, refreshed to most recently used; expired entries are dropped. */
-  const lookup = (key: string): AuthInfo | undefined => {
+  /** The trusted entry of exactly `token`, refreshed to most recently used; expired entries are dropped. */
+  const lookup = (token: string): AuthInfo | undefined => {
+    const key = entryKey(token);
     const hit = entries.get(key);
-    if (hit === undefined) return undefined;
+    if (hit === undefined || hit.token !== token) return undefined;
     if (!(hit.until > now())) {
       entries.delete(key);
       if (key === newest) newest = undefined;
@@ -121,13 +135,13 @@ export function cachedVerifier(
       newest = undefined;
     },
     peek(token: string): AuthInfo | undefined {
-      return lookup(tokenKey(token));
+      return lookup(token);
     },
     verify(token: string): Promise<AuthInfo> {
-      const key = tokenKey(token);
-      const known = lookup(key);
+      const known = lookup(token);
       if (known !== undefined) return Promise.resolve(known);
-      return inflight.run(key, () => verifyAndStore(key, token));
+      // Keyed by the token itself: concurrent verifications share a call only for the same string.
+      return inflight.run(token, () => verifyAndStore(token));
     },
   };
 }

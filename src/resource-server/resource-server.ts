@@ -215,6 +215,13 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
   };
 
   const peek = verifier.peek?.bind(verifier);
+  /**
+   * What `verifiedBefore` found for the token being extracted, read at once after the synchronous
+   * extraction (nothing runs in between), so a warm request looks its token up once.
+   */
+  let peeked: AuthInfo | undefined;
+  const verifiedBefore =
+    peek === undefined ? undefined : (token: string) => (peeked = peek(token)) !== undefined;
 
   // The judgement, as named steps in the order the rules apply. Each step is synchronous and hands
   // on to the next at once, or through a promise when it had to wait: a warm request (fixed scopes,
@@ -246,9 +253,12 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     required: readonly string[],
     judged: Judged,
   ): AuthInfo | Promise<AuthInfo> => {
-    const token = extractBearerToken(head, dpop !== undefined);
+    peeked = undefined;
+    const token = extractBearerToken(head, dpop !== undefined, verifiedBefore);
+    const known = peeked;
+    peeked = undefined;
     if (token instanceof Promise) return token.then((read) => verifyToken(read, required, head, judged));
-    return verifyToken(token, required, head, judged);
+    return verifyToken(token, required, head, judged, known);
   };
 
   /** Step 4: verification, answered at once when the verifier already holds it (`peek`). */
@@ -257,6 +267,8 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     required: readonly string[],
     head: BearerRequestHead,
     judged: Judged,
+    /** The verifier's answer for `token` when extraction already looked it up. */
+    known?: AuthInfo,
   ): AuthInfo | Promise<AuthInfo> => {
     if (token === undefined) throw new MissingTokenError(required);
     if (typeof token !== "string") {
@@ -266,8 +278,8 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     // RFC 9449 §7.1 with RFC 9728 `dpop_bound_access_tokens_required`: no bearer tokens at all
     // (not even verified: its answer is the same whatever the token).
     if (dpop?.required) throw invalidToken("bearer token where DPoP is required");
-    const known = peek?.(token);
-    if (known !== undefined) return admitBearer(known, required);
+    const held = known ?? peek?.(token);
+    if (held !== undefined) return admitBearer(held, required);
     return verifier.verify(token).then((auth) => admitBearer(auth, required));
   };
 

@@ -115,11 +115,61 @@ describe("cachedVerifier", () => {
     expect((await v.verify("a")).subject).toBe("a");
   });
 
-  it("keys entries by a hash: distinct tokens never share an entry", async () => {
+  it("distinct tokens never share an entry", async () => {
     const inner = countingVerifier(() => 1e12);
     const v = cachedVerifier(inner);
     expect((await v.verify("token-1")).subject).toBe("token-1");
     expect((await v.verify("token-2")).subject).toBe("token-2");
+  });
+
+  it("rule: a hit is only granted to the exact token string that was verified", async () => {
+    // Only `good` is a valid token; the others share its ending (what the cache looks entries up
+    // by), its beginning, or are a part of it.
+    const good = `${"A".repeat(200)}.${"b".repeat(120)}`;
+    const forged = [
+      `${"Z".repeat(200)}.${"b".repeat(120)}`,
+      `X${good}`,
+      good.slice(1),
+      good.slice(0, -1),
+      `${good}=`,
+      good.toLowerCase(),
+    ];
+    const inner = countingVerifier(
+      () => 1e12,
+      (token) => token !== good,
+    );
+    const v = cachedVerifier(inner);
+    expect((await v.verify(good)).subject).toBe(good);
+    for (const token of forged) {
+      expect(v.peek(token)).toBeUndefined();
+      await expect(v.verify(token)).rejects.toThrow(OAuthError);
+    }
+    expect(inner.seen).toEqual([good, ...forged]);
+    // The valid token is still served from the cache after the forgeries were refused.
+    expect(v.peek(good)?.subject).toBe(good);
+    expect((await v.verify(good)).subject).toBe(good);
+    expect(inner.seen).toHaveLength(1 + forged.length);
+  });
+
+  it("two valid tokens with the same ending are both answered for themselves", async () => {
+    const first = `${"A".repeat(40)}${"t".repeat(40)}`;
+    const second = `${"B".repeat(40)}${"t".repeat(40)}`;
+    const inner = countingVerifier(() => 1e12);
+    const v = cachedVerifier(inner);
+    expect((await v.verify(first)).subject).toBe(first);
+    expect((await v.verify(second)).subject).toBe(second);
+    expect(v.peek(first)?.subject ?? (await v.verify(first)).subject).toBe(first);
+    expect(v.peek(second)?.subject ?? (await v.verify(second)).subject).toBe(second);
+  });
+
+  it("rule: a token that no request could carry (not an RFC 6750 b64token) is verified, never remembered", async () => {
+    const inner = countingVerifier(() => 1e12);
+    const v = cachedVerifier(inner);
+    for (const token of ["has space", "a,b", "", "=abc", "ab=c"]) {
+      expect((await v.verify(token)).subject).toBe(token);
+      expect(v.peek(token)).toBeUndefined();
+    }
+    expect(v.size).toBe(0);
   });
 
   it("refuses bad options", () => {

@@ -222,6 +222,31 @@ describe.each(REVISIONS)("the gate, revision %s", (revision: Revision) => {
     expect(res.status).toBe(400);
   });
 
+  it("rule: a token the cache holds is still refused in a malformed header, and only it is admitted", async () => {
+    const token = await sign();
+    expect((await call("/api/read", bearer(token))).status).toBe(200);
+    const hits = resourceHits;
+    const twice = new Headers();
+    twice.append("authorization", `Bearer ${token}`);
+    twice.append("authorization", `Bearer ${token}`);
+    expect((await call("/api/read", { headers: twice })).status).toBe(400);
+    for (const header of [`Bearer ${token} x`, `Bearer ${token}"`, `Bearer ${token},`]) {
+      const res = await call("/api/read", { headers: { authorization: header } });
+      expect(res.status).toBe(400);
+      expect(challengeOf(res).error).toBe("invalid_request");
+    }
+    // Another string (the cached token with padding added, or a character of its signature
+    // changed) is a token of its own: verified, and refused.
+    const changed = token.at(-10) === "A" ? "B" : "A";
+    for (const other of [`${token}=`, `${token.slice(0, -10)}${changed}${token.slice(-9)}`]) {
+      const res = await call("/api/read", bearer(other));
+      expect(res.status).toBe(401);
+      expect(challengeOf(res).error).toBe("invalid_token");
+    }
+    expect(resourceHits).toBe(hits);
+    expect((await call("/api/read", bearer(token))).status).toBe(200);
+  });
+
   it("rule: too few scopes → 403 insufficient_scope listing every needed scope in ONE challenge", async () => {
     const token = await sign({ scope: "notes:read" });
     const res = await call("/api/both", bearer(token));
