@@ -14,60 +14,17 @@
  * closed allow-list of asymmetric algorithms whose key type is checked against `alg` before any
  * key is imported (no algorithm confusion, never `none` or HMAC).
  */
-import {
-  createHash,
-  createHmac,
-  createPublicKey,
-  type KeyObject,
-  constants as sslConstants,
-  verify as verifySignature,
-} from "node:crypto";
+import { createHash, createHmac, createPublicKey, type KeyObject } from "node:crypto";
 import { sha256Base64url, timingSafeEqualString } from "./crypto.js";
 import { GatehouseTypeError, OAuthError } from "./errors.js";
-
-/** One allow-listed JWS algorithm: the key it needs and how its signature is checked. */
-interface ProofAlgorithm {
-  kty: "EC" | "OKP" | "RSA";
-  /** Required `crv` for EC and OKP keys. */
-  crv?: string;
-  /** Length of the EC/OKP coordinates in base64url characters (exact). */
-  coordinateLength?: number;
-  /** Signature length in bytes (EC/OKP; RSA: the modulus length). */
-  signatureBytes?: number;
-  check(data: Buffer, key: KeyObject, signature: Buffer): boolean;
-}
-
-const ecdsa =
-  (hash: string) =>
-  (data: Buffer, key: KeyObject, signature: Buffer): boolean =>
-    // RFC 7518 §3.4: JWS ECDSA signatures are R || S, not DER.
-    verifySignature(hash, data, { key, dsaEncoding: "ieee-p1363" }, signature);
-const eddsa = (data: Buffer, key: KeyObject, signature: Buffer): boolean =>
-  verifySignature(null, data, key, signature);
-const pkcs1 = (data: Buffer, key: KeyObject, signature: Buffer): boolean =>
-  verifySignature("sha256", data, key, signature);
-const pss = (data: Buffer, key: KeyObject, signature: Buffer): boolean =>
-  // RFC 7518 §3.5: PS256 uses MGF1 with SHA-256 and a salt as long as the hash (32 bytes).
-  verifySignature(
-    "sha256",
-    data,
-    { key, padding: sslConstants.RSA_PKCS1_PSS_PADDING, saltLength: 32 },
-    signature,
-  );
+import { COMPACT_JWS, checkJwsSignature, JWS_ALGORITHMS, type JwsAlgorithm, MIN_RSA_BITS } from "./jws.js";
 
 /**
- * RFC 9449 §4.2: `alg` MUST be an asymmetric algorithm, never `none` nor a MAC. These are the ones
- * Gatehouse can verify; a verifier accepts the subset it is configured with.
+ * RFC 9449 §4.2: `alg` MUST be an asymmetric algorithm, never `none` nor a MAC: the ones jws.ts
+ * verifies. A verifier accepts the subset it is configured with.
  */
-const PROOF_ALGORITHMS: Readonly<Record<string, ProofAlgorithm>> = {
-  ES256: { kty: "EC", crv: "P-256", coordinateLength: 43, signatureBytes: 64, check: ecdsa("sha256") },
-  ES384: { kty: "EC", crv: "P-384", coordinateLength: 64, signatureBytes: 96, check: ecdsa("sha384") },
-  EdDSA: { kty: "OKP", crv: "Ed25519", coordinateLength: 43, signatureBytes: 64, check: eddsa },
-  // RFC 9864: the fully-specified name of EdDSA over Ed25519.
-  Ed25519: { kty: "OKP", crv: "Ed25519", coordinateLength: 43, signatureBytes: 64, check: eddsa },
-  RS256: { kty: "RSA", check: pkcs1 },
-  PS256: { kty: "RSA", check: pss },
-};
+const PROOF_ALGORITHMS = JWS_ALGORITHMS;
+type ProofAlgorithm = JwsAlgorithm;
 
 /** The algorithms a verifier accepts unless told otherwise (what `algs` and metadata advertise). */
 export const DEFAULT_DPOP_ALGORITHMS: readonly string[] = ["ES256", "EdDSA", "RS256", "PS256"];
@@ -78,13 +35,11 @@ const MAX_PROOF_LENGTH = 8192;
 const MAX_JTI_LENGTH = 256;
 /** Longest `htu` compared (request URLs longer than this are not worth a proof). */
 const MAX_HTU_LENGTH = 4096;
-/** RSA moduli accepted, in bits: at least 2048 (RFC 7518 §3.3), at most 4096 (bounded work). */
-const MIN_RSA_BITS = 2048;
+/** RSA moduli accepted, in bits: at least MIN_RSA_BITS (RFC 7518 §3.3), at most 4096 (bounded work). */
 const MAX_RSA_BITS = 4096;
 /** Public keys imported and kept, by their canonical members (clients reuse one key). */
 const KEY_CACHE_SIZE = 1024;
 
-const COMPACT_JWS = /^([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)$/;
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
 /** Private members of EC, OKP and RSA JWKs (RFC 7518 §6.2.2, §6.3.2; RFC 8037 §2). */
 const PRIVATE_MEMBERS = ["d", "p", "q", "dp", "dq", "qi", "oth", "k"];
@@ -409,17 +364,20 @@ export function dpopProofVerifier(options: DPoPProofVerifierOptions = {}): DPoPP
     if ("crit" in header) throw invalidProof("crit header not supported");
     const imported = keys.get(canonicalPublicJwk(header.jwk, algorithm));
     // §4.3 point 6: the signature verifies with the key in the header.
-    const signature = Buffer.from(parts[3]!, "base64url");
-    const expectedLength = imported.modulusBytes ?? algorithm.signatureBytes;
-    if (signature.length !== expectedLength) throw invalidProof("signature has the wrong length");
-    const signingInput = Buffer.from(proof.slice(0, parts[1]!.length + 1 + parts[2]!.length), "ascii");
-    let valid: boolean;
+    let signature: ReturnType<typeof checkJwsSignature>;
     try {
-      valid = algorithm.check(signingInput, imported.key, signature);
+      signature = checkJwsSignature(
+        algorithm,
+        proof,
+        parts,
+        imported.key,
+        imported.modulusBytes ?? algorithm.signatureBytes,
+      );
     } catch (error) {
       throw invalidProof("signature could not be checked", error);
     }
-    if (!valid) throw invalidProof("signature does not verify");
+    if (signature === "wrong-length") throw invalidProof("signature has the wrong length");
+    if (signature !== "valid") throw invalidProof("signature does not verify");
 
     const claims = decodeJson(parts[2]!, "claims");
     // §4.2: jti, htm, htu, iat are required.
