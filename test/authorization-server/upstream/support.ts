@@ -16,6 +16,7 @@ import { createHash, randomBytes } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
+import Provider from "oidc-provider";
 import {
   type AuthorizationServer,
   type AuthorizationServerOptions,
@@ -338,17 +339,19 @@ export interface Gatehouse {
  * Listens first (so the issuer, and with it every callback URL, is known), then creates the
  * authorization server with `configure(issuer)`'s providers.
  */
+export interface GatehouseConfig {
+  providers: UpstreamProviderOptions[];
+  localPasswords?: boolean;
+  store?: AuthorizationStore;
+  extra?: Partial<AuthorizationServerOptions>;
+}
+
 export async function startGatehouse(
-  configure: (issuer: string) => {
-    providers: UpstreamProviderOptions[];
-    localPasswords?: boolean;
-    store?: AuthorizationStore;
-    extra?: Partial<AuthorizationServerOptions>;
-  },
+  configure: (issuer: string) => GatehouseConfig | Promise<GatehouseConfig>,
 ): Promise<Gatehouse> {
   let server: AuthorizationServer | undefined;
   const http: ListeningServer = await listen((request, info) => server!.fetch(request, info));
-  const config = configure(http.url);
+  const config = await configure(http.url);
   const store = config.store ?? createMemoryStore();
   server = await createAuthorizationServer({
     issuer: http.url,
@@ -472,4 +475,73 @@ export function visitProvider(
     req.on("error", reject);
     req.end(body);
   });
+}
+
+// ---------------------------------------------------------------------------------------------
+// oidc-provider as a real upstream OpenID Connect provider
+// ---------------------------------------------------------------------------------------------
+
+export interface RealOidcProvider {
+  issuer: string;
+  requests: RecordedRequest[];
+  close(): Promise<void>;
+}
+
+/**
+ * oidc-provider 9 on loopback HTTPS, with Gatehouse registered as a confidential client
+ * (`client_secret_basic`, PKCE required) whose redirect URI is `redirectUri`. Its development
+ * login and consent pages stand in for the user; the account id typed at its login is the
+ * subject, and `accounts` gives its e-mail claims (absent: `<id>@example.com`, verified).
+ */
+export async function startRealOidcProvider(
+  redirectUris: string[],
+  accounts: Record<string, { email: string; email_verified: boolean }> = {},
+): Promise<RealOidcProvider> {
+  const key = await generateKeyPair("RS256", { extractable: true });
+  const requests: RecordedRequest[] = [];
+  let issuer = "";
+  let callback: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
+  const server = await startTestHttpsServer((req, res) => {
+    const url = new URL(req.url ?? "/", issuer);
+    requests.push({
+      method: req.method ?? "GET",
+      path: url.pathname,
+      params: url.searchParams,
+      accept: req.headers.accept,
+      authorization: req.headers.authorization,
+    });
+    callback!(req, res);
+  });
+  issuer = server.origin;
+  const provider = new Provider(issuer, {
+    jwks: { keys: [{ ...(await exportJWK(key.privateKey)), kid: "rsa-1", alg: "RS256", use: "sig" }] },
+    cookies: { keys: ["gatehouse-upstream-test-cookie-key"] },
+    clients: [
+      {
+        client_id: UPSTREAM_CLIENT_ID,
+        client_secret: UPSTREAM_CLIENT_SECRET,
+        redirect_uris: redirectUris,
+        grant_types: ["authorization_code"],
+        response_types: ["code"],
+        token_endpoint_auth_method: "client_secret_basic",
+      },
+    ],
+    claims: { openid: ["sub"], email: ["email", "email_verified"], profile: ["name", "preferred_username"] },
+    // The e-mail in the ID token itself (the code flow otherwise leaves it to user-info).
+    conformIdTokenClaims: false,
+    features: { devInteractions: { enabled: true } },
+    pkce: { required: () => true },
+    findAccount: (_ctx: unknown, id: string) => ({
+      accountId: id,
+      claims: () => ({
+        sub: id,
+        ...(accounts[id] ?? { email: `${id}@example.com`, email_verified: true }),
+        name: id,
+        preferred_username: id,
+      }),
+    }),
+  });
+  provider.on("server_error", () => {});
+  callback = provider.callback();
+  return { issuer, requests, close: () => server.close() };
 }
