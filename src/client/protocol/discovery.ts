@@ -63,6 +63,10 @@ export function resourceMatchesServer(prmResource: string, serverUrl: string | U
   } catch {
     return false;
   }
+  // URL parsing silently drops tabs and newlines (WHATWG URL); a URI has none (RFC 3986 §2), and
+  // this value is printed to the user, so any control character or space refuses it.
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are the point.
+  if (/[\u0000-\u0020\u007f-\u009f]/.test(prmResource)) return false;
   if (resource.hash || prmResource.includes("#")) return false;
   if (resource.origin !== server.origin) return false;
   const base = resource.pathname.replace(/\/+$/, "");
@@ -99,7 +103,7 @@ export async function discoverProtectedResource(options: {
     if (!resourceMatchesServer(metadata.resource, options.serverUrl)) {
       throw new AuthorizationFlowError(
         "prm_resource_mismatch",
-        `resource "${metadata.resource}" does not identify the server being called (${new URL(options.serverUrl).origin}); RFC 9728 §3.3 — not proceeding`,
+        `resource ${JSON.stringify(metadata.resource)} does not identify the server being called (${new URL(options.serverUrl).origin}); RFC 9728 §3.3 — not proceeding`,
         { kind: "refused", step },
       );
     }
