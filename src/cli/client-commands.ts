@@ -19,6 +19,7 @@ import { explainNetworkError } from "../client/protocol/network-errors.js";
 import { EncryptedFileTokenStore } from "../client/stores/encrypted-file.js";
 import { browserSession } from "../client/user-agent/browser.js";
 import type { AuthorizationSessionFactory } from "../client/user-agent/session.js";
+import { UsageError } from "./args.js";
 import { explainParseArgsError, urlArgumentProblem } from "./command-line-text.js";
 
 /** `$GATEHOUSE_CONFIG_DIR`, else `$XDG_CONFIG_HOME/gatehouse`, else `~/.config/gatehouse`. */
@@ -26,6 +27,19 @@ export function configDirectory(): string {
   if (process.env.GATEHOUSE_CONFIG_DIR) return process.env.GATEHOUSE_CONFIG_DIR;
   const base = process.env.XDG_CONFIG_HOME || join(homedir(), ".config");
   return join(base, "gatehouse");
+}
+
+/**
+ * Where the token store keeps its key: `$GATEHOUSE_STORE_KEY_LOCATION` — `auto` (default: the OS
+ * keychain when one answers, else a 0600 key file beside the data), `keychain` (fail without one)
+ * or `file`. `GATEHOUSE_STORE_KEY`, when set, is the key and overrides all three.
+ */
+export function storeKeyLocation(): "auto" | "keychain" | "file" {
+  const value = process.env.GATEHOUSE_STORE_KEY_LOCATION || "auto";
+  if (value === "auto" || value === "keychain" || value === "file") return value;
+  throw new UsageError(
+    `GATEHOUSE_STORE_KEY_LOCATION must be auto, keychain or file (it is ${JSON.stringify(value)})`,
+  );
 }
 
 /**
@@ -108,7 +122,7 @@ export function cliAuthClient(options: {
 }): AuthClient {
   const print = options.print ?? ((line: string) => process.stderr.write(`${line}\n`));
   const progress = options.progress ?? process.stderr.isTTY === true;
-  const store = new EncryptedFileTokenStore({ directory: configDirectory() });
+  const store = new EncryptedFileTokenStore({ directory: configDirectory(), keyLocation: storeKeyLocation() });
   return new AuthClient({
     store,
     clientName: "Gatehouse CLI",

@@ -69,6 +69,8 @@ main(process.argv.slice(2)).then(
   },
   (error: unknown) => {
     process.stderr.write(`gatehouse: ${error instanceof Error ? error.message : String(error)}\n`);
-    process.exitCode = 1;
+    // A setting the command cannot use (an environment variable, say) is a usage error too
+    // (args.ts UsageError, matched by its code so that this file loads no module up front).
+    process.exitCode = (error as { code?: unknown } | null)?.code === "ERR_USAGE" ? 2 : 1;
   },
 );

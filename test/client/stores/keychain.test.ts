@@ -17,7 +17,7 @@ import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EncryptedFileTokenStore } from "../../../src/client/stores/encrypted-file.js";
-import { ensureBuilt } from "../../cli/helpers.js";
+import { ensureBuilt, runCli } from "../../cli/helpers.js";
 import { type SecretService, startSecretService } from "./secret-service.js";
 
 const run = promisify(execFile);
@@ -154,6 +154,36 @@ describe.skipIf(!onLinux)(
       expect(existsSync(join(withoutKeychain, "store.key"))).toBe(true);
       expect(await service.lookup("gatehouse", account(withoutKeychain))).toBeUndefined();
       expect(await child("default", withoutKeychain, "get", false)).toEqual({ tokens });
+    });
+
+    it("the gatehouse CLI keeps its store key in the keychain; GATEHOUSE_STORE_KEY_LOCATION=file keeps it beside the data", async () => {
+      // A store the CLI made before keychains (key file beside the data), read by `gatehouse status`.
+      const dir = storeDir();
+      await new EncryptedFileTokenStore({ directory: dir }).set("tokens", "k", tokens);
+      const cli = (env: Record<string, string>) =>
+        runCli(["status"], {
+          env: { ...service.env, GATEHOUSE_STORE_KEY: "", GATEHOUSE_CONFIG_DIR: dir, ...env },
+        });
+      const status = await cli({});
+      expect(status.stderr).toBe("");
+      expect(status.code).toBe(0);
+      expect(status.stdout).toContain("https://rs.example/mcp");
+      // It moved: the key is in the keychain and no longer on disk.
+      expect(existsSync(join(dir, "store.key"))).toBe(false);
+      expect(envelopeKey(dir)).toBe("keychain");
+      expect(await service.lookup("gatehouse", account(dir))).toMatch(/^[A-Za-z0-9_-]{43}$/);
+
+      // Where the operator says file, a new store keeps its key file and the keychain is not asked.
+      const fileDir = storeDir();
+      await new EncryptedFileTokenStore({ directory: fileDir }).set("tokens", "k", tokens);
+      expect((await cli({ GATEHOUSE_CONFIG_DIR: fileDir, GATEHOUSE_STORE_KEY_LOCATION: "file" })).code).toBe(0);
+      expect(existsSync(join(fileDir, "store.key"))).toBe(true);
+      expect(await service.lookup("gatehouse", account(fileDir))).toBeUndefined();
+
+      // A value the CLI does not know is a usage error naming the variable, before any store is opened.
+      const wrong = await cli({ GATEHOUSE_STORE_KEY_LOCATION: "usb-stick" });
+      expect(wrong.code).toBe(2);
+      expect(wrong.stderr).toMatch(/GATEHOUSE_STORE_KEY_LOCATION/);
     });
 
     it("moves a store with a key file beside it: re-encrypted under a new keychain key, then the key file removed", async () => {
