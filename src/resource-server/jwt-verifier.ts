@@ -1,6 +1,11 @@
 /**
- * JWT access tokens (RFC 9068) verified with jose against a JWKS URI or local keys.
+ * JWT access tokens (RFC 9068) verified against a JWKS URI or local keys. jose fetches and selects
+ * the keys; the signature of an allow-listed algorithm that jws.ts verifies (ES256, ES384, EdDSA,
+ * RS256, PS256) is checked synchronously with node:crypto, as DPoP proofs are, which costs about
+ * half of jose's WebCrypto path; anything else (another algorithm, a `crit` or `b64` header, a key
+ * of an unexpected kind) goes through jose's `jwtVerify`.
  */
+import { KeyObject as NodeKeyObject } from "node:crypto";
 import {
   type CryptoKey,
   createLocalJWKSet,
@@ -12,6 +17,13 @@ import {
   type KeyObject,
 } from "jose";
 import { GatehouseTypeError, OAuthError } from "../shared/errors.js";
+import {
+  COMPACT_JWS,
+  checkJwsSignature,
+  JWS_ALGORITHMS,
+  type JwsAlgorithm,
+  MIN_RSA_BITS,
+} from "../shared/jws.js";
 import { canonicalResourceUri, isLoopbackHost } from "../shared/resource-uri.js";
 import { authInfoFromClaims } from "./claims.js";
 import { invalidToken, verificationUnavailable } from "./errors.js";
@@ -87,6 +99,106 @@ function guardResolver(resolve: KeyResolver): KeyResolver {
   };
 }
 
+/** node:crypto's names of the JWK curves jws.ts verifies. */
+const NODE_CURVES: Readonly<Record<string, string>> = { "P-256": "prime256v1", "P-384": "secp384r1" };
+
+/** What a WebCrypto key must have been imported as to verify each algorithm (as jose checks). */
+const WEBCRYPTO_ALGORITHMS: Readonly<Record<string, { name: string; namedCurve?: string; hash?: string }>> = {
+  ES256: { name: "ECDSA", namedCurve: "P-256" },
+  ES384: { name: "ECDSA", namedCurve: "P-384" },
+  EdDSA: { name: "Ed25519" },
+  Ed25519: { name: "Ed25519" },
+  RS256: { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" },
+  PS256: { name: "RSA-PSS", hash: "SHA-256" },
+};
+
+/** True when a WebCrypto key was imported for `alg` and for verifying. */
+function cryptoKeyFits(key: CryptoKey, alg: string): boolean {
+  const wanted = WEBCRYPTO_ALGORITHMS[alg];
+  const algorithm = key.algorithm as { name: string; namedCurve?: string; hash?: { name: string } };
+  return (
+    wanted !== undefined &&
+    key.usages.includes("verify") &&
+    algorithm.name === wanted.name &&
+    (wanted.namedCurve === undefined || algorithm.namedCurve === wanted.namedCurve) &&
+    (wanted.hash === undefined || algorithm.hash?.name === wanted.hash)
+  );
+}
+
+/** A key ready for node:crypto, with what each algorithm needs of it (undefined: not usable). */
+interface PreparedKey {
+  /** The key as given (a WebCrypto key is also checked for what it was imported as). */
+  original: CryptoKey | KeyObject;
+  key: NodeKeyObject;
+  /** Signature length by algorithm name; `null` when the key does not fit the algorithm. */
+  fits: Map<string, number | null>;
+}
+
+/** Keys as jose resolved them (CryptoKey, stable per JWK) or as configured, prepared once. */
+const PREPARED = new WeakMap<object, PreparedKey>();
+
+function preparedKey(key: CryptoKey | KeyObject): PreparedKey {
+  let prepared = PREPARED.get(key);
+  if (prepared === undefined) {
+    const nodeKey = key instanceof NodeKeyObject ? key : NodeKeyObject.from(key as CryptoKey);
+    prepared = { original: key, key: nodeKey, fits: new Map() };
+    PREPARED.set(key, prepared);
+  }
+  return prepared;
+}
+
+/**
+ * The signature length `algorithm` (named `alg`) has with `key`, or null when the key is not a
+ * public key of the algorithm's type and curve (RSA: at least 2048 bits, RFC 7518 §3.3); jose then
+ * decides (and refuses), so no key is ever used with an algorithm it was not made for.
+ */
+function signatureBytes(prepared: PreparedKey, alg: string, algorithm: JwsAlgorithm): number | null {
+  const known = prepared.fits.get(alg);
+  if (known !== undefined) return known;
+  const key = prepared.key;
+  const details = key.asymmetricKeyDetails ?? {};
+  let bytes: number | null = null;
+  const original = prepared.original;
+  if (
+    key.type === "public" &&
+    (original instanceof NodeKeyObject || cryptoKeyFits(original as CryptoKey, alg))
+  ) {
+    if (algorithm.kty === "EC") {
+      if (key.asymmetricKeyType === "ec" && details.namedCurve === NODE_CURVES[algorithm.crv!]) {
+        bytes = algorithm.signatureBytes!;
+      }
+    } else if (algorithm.kty === "OKP") {
+      if (key.asymmetricKeyType === "ed25519") bytes = algorithm.signatureBytes!;
+    } else if (
+      (key.asymmetricKeyType === "rsa" || (key.asymmetricKeyType === "rsa-pss" && alg === "PS256")) &&
+      (details.modulusLength ?? 0) >= MIN_RSA_BITS
+    ) {
+      bytes = Math.ceil(details.modulusLength! / 8);
+    }
+  }
+  prepared.fits.set(alg, bytes);
+  return bytes;
+}
+
+/** A base64url JSON object segment, or undefined when it is not one. */
+function jsonObject(segment: string): Record<string, unknown> | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.from(segment, "base64url").toString("utf8"));
+  } catch {
+    return undefined;
+  }
+  return typeof value === "object" && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : undefined;
+}
+
+/** RFC 7515 §4.1.9 / jose: `typ` compared case-insensitively, the "application/" prefix optional. */
+function normalizedTyp(typ: string): string {
+  const lower = typ.toLowerCase();
+  return lower.startsWith("application/") ? lower.slice(12) : lower;
+}
+
 /**
  * A verifier for RFC 9068 JWT access tokens: signature with an allowed asymmetric algorithm,
  * `typ` `at+jwt`, `iss` equal to a trusted issuer, `aud` containing this resource, `exp` present
@@ -153,10 +265,69 @@ export function jwtVerifier(options: JwtVerifierOptions): AccessTokenVerifier {
     requiredClaims: ["exp"],
   };
 
+  const allowed = new Set(algorithms);
+  const resolveKey = (header: JWSHeaderParameters, parts: RegExpExecArray) =>
+    typeof key === "function"
+      ? key(header, { protected: parts[1]!, payload: parts[2]!, signature: parts[3]! })
+      : key;
+
+  /**
+   * The node:crypto path: the claims of a token whose header is ordinary and whose algorithm
+   * jws.ts verifies, once its signature has verified; `undefined` when jose must decide instead.
+   * Throws `invalid_token` for what jose would refuse too (and key resolution errors as mapped).
+   */
+  const verifyDirectly = async (token: string): Promise<Record<string, unknown> | undefined> => {
+    const parts = COMPACT_JWS.exec(token);
+    if (parts === null) return undefined;
+    const header = jsonObject(parts[1]!);
+    if (header === undefined) return undefined;
+    const alg = header.alg;
+    if (typeof alg !== "string" || !Object.hasOwn(JWS_ALGORITHMS, alg)) return undefined;
+    // Extensions (RFC 7515 §4.1.11, RFC 7797 b64) are jose's to judge.
+    if ("crit" in header || "b64" in header) return undefined;
+    if (!allowed.has(alg)) throw invalidToken("jwt verification failed: ERR_JOSE_ALG_NOT_ALLOWED");
+    // RFC 9068 §4: typ MUST be "at+jwt" ("application/at+jwt" is the same media type).
+    if (requireTyp && (typeof header.typ !== "string" || normalizedTyp(header.typ) !== "at+jwt")) {
+      throw invalidToken("jwt verification failed: typ is not at+jwt");
+    }
+    const algorithm = JWS_ALGORITHMS[alg]!;
+    const prepared = preparedKey(await resolveKey(header as JWSHeaderParameters, parts));
+    const expectedBytes = signatureBytes(prepared, alg, algorithm);
+    if (expectedBytes === null) return undefined;
+    let signature: ReturnType<typeof checkJwsSignature>;
+    try {
+      signature = checkJwsSignature(algorithm, token, parts, prepared.key, expectedBytes);
+    } catch (error) {
+      throw invalidToken("jwt verification failed: signature could not be checked", error);
+    }
+    if (signature !== "valid") throw invalidToken(`jwt verification failed: signature ${signature}`);
+    const payload = jsonObject(parts[2]!);
+    if (payload === undefined) throw invalidToken("jwt verification failed: claims are not a JSON object");
+    // As jose: `iat`, when present, is a number (exp, nbf, iss and aud: authInfoFromClaims).
+    if (payload.iat !== undefined && typeof payload.iat !== "number") {
+      throw invalidToken("jwt verification failed: iat claim malformed");
+    }
+    return payload;
+  };
+
   return {
     async verify(token: string): Promise<AuthInfo> {
       const nowMs = now ? now() : Date.now();
-      let payload: Record<string, unknown>;
+      let payload: Record<string, unknown> | undefined;
+      try {
+        payload = await verifyDirectly(token);
+      } catch (error) {
+        if (error instanceof OAuthError) throw error;
+        throw invalidToken(`jwt verification failed: ${(error as Error).name}`, error);
+      }
+      if (payload !== undefined) {
+        return authInfoFromClaims(payload, {
+          audience,
+          issuers,
+          clockToleranceSeconds: tolerance,
+          nowSeconds: nowMs / 1000,
+        });
+      }
       try {
         // `iss` and `aud` are checked below, exactly, with one code path shared with introspection.
         const result = await jwtVerify(token, key as KeyResolver, {

@@ -206,6 +206,105 @@ describe("jwtVerifier (RFC 9068)", () => {
     await rejects(esOnly.verify(token));
   });
 
+  it("rule: a key is only used for the algorithm it fits (node:crypto path and jose alike)", async () => {
+    const { createPublicKey, generateKeyPairSync } = await import("node:crypto");
+    const es256 = await issuer.sign({ aud: AUD });
+    // An ES256 token against a P-384 key, an Ed25519 key, a 1024-bit RSA key and a private key.
+    const p384 = generateKeyPairSync("ec", { namedCurve: "P-384" });
+    const ed = generateKeyPairSync("ed25519");
+    const rsa1024 = generateKeyPairSync("rsa", { modulusLength: 1024 });
+    for (const key of [p384.publicKey, ed.publicKey, rsa1024.publicKey, p384.privateKey]) {
+      const v = jwtVerifier({
+        issuer: issuer.issuer,
+        audience: AUD,
+        key,
+        algorithms: ["ES256", "EdDSA", "RS256"],
+      });
+      await rejects(v.verify(es256));
+    }
+    // A small RSA key refused even when the token is signed with it.
+    const rs = jwtVerifier({
+      issuer: issuer.issuer,
+      audience: AUD,
+      key: rsa1024.publicKey,
+      algorithms: ["RS256"],
+    });
+    // jose will not sign with it: signed with node:crypto.
+    const { sign: nodeSign } = await import("node:crypto");
+    const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url");
+    const exp = Math.floor(Date.now() / 1000) + 300;
+    const input = `${b64({ alg: "RS256", typ: "at+jwt" })}.${b64({ iss: issuer.issuer, aud: AUD, exp })}`;
+    const smallSigned = `${input}.${nodeSign("sha256", Buffer.from(input), rsa1024.privateKey).toString("base64url")}`;
+    await rejects(rs.verify(smallSigned));
+    // The right key, as a node KeyObject and as a WebCrypto key, verifies; a WebCrypto key imported
+    // for another algorithm does not.
+    const right = createPublicKey({ key: issuer.publicJwk as never, format: "jwk" });
+    const asKeyObject = jwtVerifier({
+      issuer: issuer.issuer,
+      audience: AUD,
+      key: right,
+      algorithms: ["ES256"],
+    });
+    expect((await asKeyObject.verify(es256)).audience).toEqual([AUD]);
+    const { importJWK } = await import("jose");
+    const asCryptoKey = jwtVerifier({
+      issuer: issuer.issuer,
+      audience: AUD,
+      key: (await importJWK(issuer.publicJwk, "ES256")) as never,
+      algorithms: ["ES256"],
+    });
+    expect((await asCryptoKey.verify(es256)).audience).toEqual([AUD]);
+  });
+
+  it("rule: malformed signatures, headers and claims are refused", async () => {
+    const v = jwtVerifier({ issuer: issuer.issuer, audience: AUD, jwks: { keys: [issuer.publicJwk] } });
+    const token = await issuer.sign({ aud: AUD });
+    const [header, payload, signature] = token.split(".") as [string, string, string];
+    const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url");
+    for (const forged of [
+      `${token}AA`, // a signature of the wrong length
+      `${header}.${payload}.${signature.slice(0, 43)}`,
+      `${header}.${b64({ ...JSON.parse(Buffer.from(payload, "base64url").toString()), scope: "admin" })}.${signature}`,
+      `${b64({ alg: "ES256", typ: "at+jwt", kid: "k1", crit: ["exp"] })}.${payload}.${signature}`,
+      `${b64({ alg: "none", typ: "at+jwt" })}.${payload}.`,
+      `${b64({ alg: "ES256", typ: "at+jwt", kid: "k1" })}.${payload}.${signature}`, // header re-encoded
+      `${header}.${payload}`,
+      `${header}..${signature}`,
+    ]) {
+      await rejects(v.verify(forged));
+    }
+    // Validly signed, but claims that are not an object, or an `iat` that is not a number.
+    const { privateKey } = issuer;
+    const { CompactSign } = await import("jose");
+    const signed = (claims: string) =>
+      new CompactSign(new TextEncoder().encode(claims))
+        .setProtectedHeader({ alg: "ES256", typ: "at+jwt", kid: "k1" })
+        .sign(privateKey);
+    const exp = Math.floor(Date.now() / 1000) + 300;
+    await rejects(v.verify(await signed("[1]")));
+    await rejects(v.verify(await signed(JSON.stringify({ iss: issuer.issuer, aud: AUD, exp, iat: "now" }))));
+    expect(
+      (await v.verify(await signed(JSON.stringify({ iss: issuer.issuer, aud: AUD, exp })))).audience,
+    ).toEqual([AUD]);
+    // typ is compared case-insensitively (RFC 7515 §4.1.9), as jose does.
+    expect((await v.verify(await issuer.sign({ aud: AUD }, { typ: "AT+JWT" }))).audience).toEqual([AUD]);
+  });
+
+  it("verifies algorithms outside the node:crypto set through jose (ES512, RS384)", async () => {
+    for (const alg of ["ES512", "RS384"]) {
+      const { publicJwk, privateKey } = await newKey("other", alg);
+      const v = jwtVerifier({
+        issuer: issuer.issuer,
+        audience: AUD,
+        jwks: { keys: [publicJwk] },
+        algorithms: [alg],
+      });
+      const token = await issuer.sign({ aud: AUD }, { alg, kid: "other", key: privateKey });
+      expect((await v.verify(token)).audience).toEqual([AUD]);
+      await rejects(v.verify(`${token.slice(0, -10)}${token.at(-10) === "A" ? "B" : "A"}${token.slice(-9)}`));
+    }
+  });
+
   it("rule: an unreachable JWKS is temporarily_unavailable (503), not invalid_token", async () => {
     const v = jwtVerifier({
       issuer: issuer.issuer,
