@@ -36,6 +36,9 @@
  * `--only` measures one case (for profiling: BENCH_CHILD_EXEC_ARGV="--cpu-prof" passes flags to
  * the server processes); the ratios need sessions and refreshes both.
  *
+ * BENCH_DIST=/abs/path/to/a/build loads Gatehouse from another build of this checkout (one inside
+ * it, so its imports resolve), for before/after figures of a change.
+ *
  * With --json, progress goes to stderr and the last line on stdout is one JSON object.
  */
 import { execFileSync, spawn } from "node:child_process";
@@ -47,6 +50,10 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const SELF = fileURLToPath(import.meta.url);
+/** The build Gatehouse is loaded from (BENCH_DIST: another build, e.g. to compare two versions). */
+const DIST = process.env.BENCH_DIST
+  ? new URL(`file://${process.env.BENCH_DIST}/`).href
+  : new URL("../dist/", import.meta.url).href;
 const RESOURCE = "http://127.0.0.1:9001/mcp";
 const SCOPE = "notes:read offline_access";
 const CLIENT_ID = "bench-client";
@@ -65,10 +72,10 @@ const PASSWORD = "correct horse battery staple";
 // ------------------------------------------------------------------ server children
 
 async function serveGatehouse() {
-  const { createAuthorizationServer, hashPassword } = await import("../dist/authorization-server/index.js");
-  const { createSqliteStore } = await import("../dist/storage/sqlite/index.js");
-  const { listen } = await import("../dist/http/node.js");
-  const { silentLogger } = await import("../dist/shared/log.js");
+  const { createAuthorizationServer, hashPassword } = await import(`${DIST}authorization-server/index.js`);
+  const { createSqliteStore } = await import(`${DIST}storage/sqlite/index.js`);
+  const { listen } = await import(`${DIST}http/node.js`);
+  const { silentLogger } = await import(`${DIST}shared/log.js`);
   const dir = mkdtempSync(join(tmpdir(), "gatehouse-bench-as-"));
   const store = createSqliteStore({ path: join(dir, "gatehouse.sqlite") });
   await store.migrate();
@@ -647,7 +654,10 @@ async function probeCommitMs() {
 function summarize(runs) {
   const keys = ["perSecond", "serverCpuMsPerOp", "loadGeneratorCpuMsPerOp", "p50Ms", "p99Ms", "commitsPerOp"];
   const out = Object.fromEntries(
-    keys.map((k) => [k, median(runs.map((r) => r[k]))]).filter(([, v]) => v !== undefined),
+    keys
+      .map((k) => [k, median(runs.map((r) => r[k]))])
+      .filter(([, v]) => v !== undefined)
+      .map(([k, v]) => [k, round(v, 3)]),
   );
   out.peakRssMiB = Math.max(...runs.map((r) => r.peakRssMiB));
   out.errors = runs.reduce((sum, r) => sum + r.errors, 0);
