@@ -17,6 +17,7 @@ import { canonicalResourceUri, isLoopbackHost } from "../shared/resource-uri.js"
 import { isScopeToken } from "../shared/scopes.js";
 import { integerValue, type ParsedArgs, stringList, stringValue, UsageError } from "./args.js";
 import type { KeyEncryptionSettings } from "./key-encryption.js";
+import { upstreamProviderSchema, upstreamSignInFromFile } from "./upstream-config.js";
 
 const scopeToken = z.string().refine(isScopeToken, "not a valid scope token (RFC 6749 §3.3)");
 /** An integer field with the authorization server's own limits (one place decides them). */
@@ -86,6 +87,14 @@ export const configFileSchema = z.strictObject({
       timeoutMs: limitedInteger("clientMetadataDocuments.timeoutMs").optional(),
       minCacheSeconds: limitedInteger("clientMetadataDocuments.minCacheSeconds").optional(),
       maxCacheSeconds: limitedInteger("clientMetadataDocuments.maxCacheSeconds").optional(),
+    })
+    .optional(),
+  /** Sign-in through upstream identity providers (client secrets from files or the environment). */
+  upstreamSignIn: z
+    .strictObject({
+      providers: z.array(upstreamProviderSchema).min(1),
+      localPasswords: z.boolean().optional(),
+      timeoutMs: z.number().int().optional(),
     })
     .optional(),
   tls: z.strictObject({ cert: z.string().min(1), key: z.string().min(1) }).optional(),
@@ -345,6 +354,12 @@ export function buildServeConfig(parsed: ParsedArgs): ServeConfig {
   if (file.revision) server.revision = file.revision;
   if (accessTtl !== undefined) server.accessTokenTtlSeconds = accessTtl;
   if (codeTtl !== undefined) server.codeTtlSeconds = codeTtl;
+  if (file.upstreamSignIn) {
+    server.upstreamSignIn = upstreamSignInFromFile(file.upstreamSignIn, configPath!);
+    if (parsed.values["no-local-passwords"] === true) server.upstreamSignIn.localPasswords = false;
+  } else if (parsed.values["no-local-passwords"] === true) {
+    throw new UsageError("--no-local-passwords needs upstreamSignIn providers in the config file");
+  }
   checkServerOptions(server, issuer);
 
   return {

@@ -95,6 +95,10 @@ export const SERVE_OPTIONS: OptionSpecs = {
     type: "boolean",
     description: "turn off the device authorization grant (RFC 8628) and its /device page",
   },
+  "no-local-passwords": {
+    type: "boolean",
+    description: "sign in only through the upstream providers of the config file (no password form)",
+  },
   "cimd-allow-host": {
     type: "string",
     multiple: true,
