@@ -53,10 +53,18 @@ export async function retireSupersededGrants(ctx: ServerContext, grant: GrantRec
 
 function supersedes(ctx: ServerContext, newer: GrantRecord, old: GrantRecord): boolean {
   return (
-    old.grantId !== newer.grantId &&
+    isOlder(old, newer) &&
     old.revokedAt === undefined &&
     old.resource === newer.resource &&
     old.sessionHash === newer.sessionHash &&
     ctx.hierarchy.satisfies(newer.scopes, old.scopes)
   );
+}
+
+/**
+ * Creation order, ties broken by id: a total order, so of two grants that cover each other (two
+ * flows of one sign-in redeemed at the same moment) exactly one retires the other, never both.
+ */
+function isOlder(a: GrantRecord, b: GrantRecord): boolean {
+  return a.createdAt < b.createdAt || (a.createdAt === b.createdAt && a.grantId < b.grantId);
 }

@@ -142,6 +142,49 @@ describe("a step-up supersedes the grant it widens", () => {
     expect((await refresh(server.issuer, "cli", laptop.refresh_token!)).status).toBe(200);
   });
 
+  it("two flows of one sign-in finishing together leave exactly one grant, not none", async () => {
+    // Each retirement reads the session's grants only once both new grants exist, as when two
+    // token requests of one browser sign-in are redeemed at the same moment.
+    let created = 0;
+    let bothCreated: () => void = () => {};
+    const both = new Promise<void>((resolve) => {
+      bothCreated = resolve;
+    });
+    server = await startFlowServer({
+      clients: [publicClient()],
+      wrapStore: (store) => ({
+        ...store,
+        async createGrantWithAccessToken(grant, accessToken) {
+          await store.createGrantWithAccessToken(grant, accessToken);
+          if (++created === 2) bothCreated();
+        },
+        async redeemAuthorizationCode(...args) {
+          const result = await store.redeemAuthorizationCode(...args);
+          if (result.status === "issued" && ++created === 2) bothCreated();
+          return result;
+        },
+        async listGrants(filter) {
+          await both;
+          return store.listGrants(filter);
+        },
+      }),
+    });
+    const agent = new Agent(server.http.url);
+    const codes = [];
+    for (let i = 0; i < 2; i++) {
+      const request = await (i === 0 ? signIn : startAuthorization)(agent, {
+        clientId: "cli",
+        redirectUri: REDIRECT,
+        scope: "notes:read",
+      });
+      codes.push(await approve(agent, request));
+    }
+    const answers = await Promise.all(codes.map((code) => redeem(server!.issuer, "cli", code, REDIRECT)));
+    expect(answers.map((a) => a.status)).toEqual([200, 200]);
+    // Neither may retire the other both ways round: the newer one (by creation, then id) stays.
+    expect(await activeGrants("cli")).toHaveLength(1);
+  });
+
   it("a narrower grant in the same sign-in does not supersede a wider one", async () => {
     server = await startFlowServer({ clients: [publicClient()] });
     const agent = new Agent(server.http.url);
