@@ -4,6 +4,7 @@
  * in; an account created from an upstream identity has no password that could ever verify. And
  * Microsoft Entra's multi-tenant issuer, checked against the token's `tid`.
  */
+import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashPassword } from "../../../src/authorization-server/password.js";
 import { NO_PASSWORD } from "../../../src/authorization-server/upstream/accounts.js";
@@ -89,14 +90,10 @@ async function signInAtGithub(login: string, providerId = "github") {
   return { agent, status: done.status, text: await done.text() };
 }
 
-async function sessionUser(agent: Agent): Promise<string | undefined> {
+async function sessionUser(agent: Agent, store = gatehouse.store): Promise<string | undefined> {
   const cookie = agent.cookies.get("gatehouse_session");
   if (cookie === undefined) return undefined;
-  const { createHash } = await import("node:crypto");
-  const session = await gatehouse.store.getSession(
-    createHash("sha256").update(cookie).digest("base64url"),
-    Date.now(),
-  );
+  const session = await store.getSession(createHash("sha256").update(cookie).digest("base64url"), Date.now());
   return session?.userId;
 }
 
@@ -240,5 +237,47 @@ describe("Microsoft Entra multi-tenant (`organizations`): iss checked against th
     const done = await signIn((base) => ({ tid: OTHER_TENANT, iss: `${base}/${OTHER_TENANT}/v2.0` }));
     expect(done.status).toBe(403);
     expect(done.text).toContain("Not allowed to sign in here");
+  });
+});
+
+describe("localPasswords: false", () => {
+  it("the login page has no password form, and a password POST is refused even for a real password", async () => {
+    const server = await startGatehouse(() => ({
+      providers: [
+        {
+          id: "idp",
+          kind: "oidc",
+          issuer: idp.issuer,
+          clientId: UPSTREAM_CLIENT_ID,
+          clientSecret: UPSTREAM_CLIENT_SECRET,
+        },
+      ],
+      localPasswords: false,
+    }));
+    try {
+      await server.store.createUser({
+        id: "local-henry",
+        username: "henry",
+        passwordHash: await hashPassword("henry's long password"),
+        isAdmin: false,
+        createdAt: Date.now(),
+      });
+      const agent = new Agent(server.url);
+      const login = await agent.get("/login");
+      const html = await login.text();
+      expect(html).toContain("Continue with idp");
+      expect(html).not.toContain('name="password"');
+      const answer = await agent.post("/login", {
+        ...hiddenFields(html),
+        username: "henry",
+        password: "henry's long password",
+      });
+      expect(answer.status).toBe(400);
+      expect(await answer.text()).toContain("Sign-in with a password is turned off here.");
+      expect(agent.cookies.has("gatehouse_session")).toBe(false);
+      expect(await sessionUser(agent, server.store)).toBeUndefined();
+    } finally {
+      await server.close();
+    }
   });
 });
