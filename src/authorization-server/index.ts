@@ -106,4 +106,11 @@ export {
   type SigningKeyDecryptionErrorCode,
 } from "./keys/signing-key-envelope.js";
 export { type Maintenance, startMaintenance } from "./maintenance.js";
+export type {
+  UpstreamAdmissionOptions,
+  UpstreamPresetName,
+  UpstreamProfile,
+  UpstreamProviderOptions,
+  UpstreamSignInOptions,
+} from "./upstream/options.js";
 export { hashPassword, verifyPassword } from "./password.js";
