@@ -19,7 +19,8 @@
  * server CPU per request (process.cpuUsage of the server child: on a shared machine the steadier
  * figure). The load average is printed with the results. BENCH_CHILD_EXEC_ARGV (e.g.
  * "--cpu-prof --cpu-prof-dir=/tmp/prof") is passed to the server children, for profiles.
- * `--dist` names the build to measure (default ./dist), so two builds can be compared.
+ * `--dist` (or BENCH_DIST, as bench/authorization-server.mjs) names the build to measure (default
+ * ./dist), so two builds can be compared.
  *
  *   raw            bare node:http route, no gate (the floor)
  *   node-warm      the same node:http route behind nodeRequireBearer, cachedVerifier(jwtVerifier),
@@ -437,7 +438,7 @@ async function parent() {
   const connections = numberArg("--connections", 10);
   const tokenCount = numberArg("--tokens", 60_000);
   const warmupSeconds = numberArg("--warmup", 2);
-  const dist = resolvePath(argValue("--dist") ?? join(SELF, "..", "..", "dist"));
+  const dist = resolvePath(argValue("--dist") ?? process.env.BENCH_DIST ?? join(SELF, "..", "..", "dist"));
   const log = (line) => (json ? process.stderr : process.stdout).write(`${line}\n`);
 
   const pin = pinning();
