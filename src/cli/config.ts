@@ -26,6 +26,18 @@ function limitedInteger(name: LimitedOption) {
   return z.number().int().min(min).max(max);
 }
 
+/**
+ * The fields of a JWT issuer trusted for assertions at the token endpoint. Exactly one of `jwksUri`
+ * and `jwks`, asymmetric algorithms and public keys only: the resolver decides, as for the library.
+ * No loopback escape hatch here: a config file describes a deployment, never a test.
+ */
+const trustedIssuerFields = {
+  issuer: z.string().min(1),
+  jwksUri: z.string().min(1).optional(),
+  jwks: z.object({ keys: z.array(z.record(z.string(), z.unknown())).min(1) }).optional(),
+  algorithms: z.array(z.string().min(1)).min(1).optional(),
+};
+
 const resourceSchema = z.strictObject({
   uri: z.string().min(1),
   name: z.string().max(200).optional(),
@@ -72,6 +84,66 @@ export const configFileSchema = z.strictObject({
       enabled: z.boolean().optional(),
       ttlSeconds: limitedInteger("deviceAuthorization.ttlSeconds").optional(),
       intervalSeconds: limitedInteger("deviceAuthorization.intervalSeconds").optional(),
+    })
+    .optional(),
+  /** DPoP at the token endpoint (RFC 9449); the resolver judges the algorithms. */
+  dpop: z
+    .strictObject({
+      enabled: z.boolean().optional(),
+      signingAlgorithms: z.array(z.string().min(1)).min(1).optional(),
+      iatWindowSeconds: limitedInteger("dpop.iatWindowSeconds").optional(),
+      requireNonce: z.boolean().optional(),
+      nonceLifetimeSeconds: limitedInteger("dpop.nonceLifetimeSeconds").optional(),
+    })
+    .optional(),
+  /** Token exchange for downstream calls (RFC 8693): who may exchange tokens of which resource. */
+  tokenExchange: z
+    .strictObject({
+      policies: z
+        .array(
+          z.strictObject({
+            clientId: z.string().min(1),
+            fromResource: z.string().min(1),
+            toResources: z.array(z.string().min(1)).min(1),
+            scopes: z.array(scopeToken).optional(),
+          }),
+        )
+        .min(1),
+    })
+    .optional(),
+  /** The jwt-bearer grant with identity assertion grants (ID-JAG) of enterprise identity providers. */
+  enterpriseAuthorization: z
+    .strictObject({
+      identityProviders: z
+        .array(z.strictObject({ ...trustedIssuerFields, clients: z.array(z.string().min(1)).optional() }))
+        .min(1),
+      maxAssertionLifetimeSeconds: limitedInteger(
+        "enterpriseAuthorization.maxAssertionLifetimeSeconds",
+      ).optional(),
+    })
+    .optional(),
+  /** The jwt-bearer grant with workloads' own JWTs (RFC 7523): issuers and which client each subject is. */
+  workloadIdentity: z
+    .strictObject({
+      issuers: z
+        .array(
+          z.strictObject({
+            ...trustedIssuerFields,
+            audience: z.string().min(1).optional(),
+            subjects: z
+              .array(
+                z.strictObject({
+                  subject: z.string().min(1),
+                  clientId: z.string().min(1),
+                  scopes: z.array(scopeToken).optional(),
+                }),
+              )
+              .min(1),
+            singleUse: z.boolean().optional(),
+          }),
+        )
+        .min(1),
+      maxAssertionLifetimeSeconds: limitedInteger("workloadIdentity.maxAssertionLifetimeSeconds").optional(),
     })
     .optional(),
   clientMetadataDocuments: z
@@ -336,6 +408,13 @@ export function buildServeConfig(parsed: ParsedArgs): ServeConfig {
   if (parsed.values["no-dynamic-registration"] === true) registration.enabled = false;
   const device = { ...file.deviceAuthorization };
   if (parsed.values["no-device-authorization"] === true) device.enabled = false;
+  const dpop = { ...file.dpop };
+  if (parsed.values["no-dpop"] === true) {
+    if (parsed.values["dpop-require-nonce"] === true)
+      throw new UsageError("--dpop-require-nonce and --no-dpop contradict each other");
+    dpop.enabled = false;
+  }
+  if (parsed.values["dpop-require-nonce"] === true) dpop.requireNonce = true;
   const cimd = { ...file.clientMetadataDocuments };
   if (parsed.values["no-client-metadata-documents"] === true) cimd.enabled = false;
   const trustHosts = stringList(parsed, "cimd-allow-host");
@@ -354,6 +433,10 @@ export function buildServeConfig(parsed: ParsedArgs): ServeConfig {
   if (file.revision) server.revision = file.revision;
   if (accessTtl !== undefined) server.accessTokenTtlSeconds = accessTtl;
   if (codeTtl !== undefined) server.codeTtlSeconds = codeTtl;
+  if (Object.keys(dpop).length > 0) server.dpop = dpop;
+  if (file.tokenExchange) server.tokenExchange = file.tokenExchange;
+  if (file.enterpriseAuthorization) server.enterpriseAuthorization = file.enterpriseAuthorization;
+  if (file.workloadIdentity) server.workloadIdentity = file.workloadIdentity;
   if (file.upstreamSignIn) {
     server.upstreamSignIn = upstreamSignInFromFile(file.upstreamSignIn, configPath!);
     if (parsed.values["no-local-passwords"] === true) server.upstreamSignIn.localPasswords = false;

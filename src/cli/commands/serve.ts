@@ -95,6 +95,14 @@ export const SERVE_OPTIONS: OptionSpecs = {
     type: "boolean",
     description: "turn off the device authorization grant (RFC 8628) and its /device page",
   },
+  "no-dpop": {
+    type: "boolean",
+    description: "issue no DPoP-bound tokens (RFC 9449) and advertise no DPoP algorithms",
+  },
+  "dpop-require-nonce": {
+    type: "boolean",
+    description: "require a server nonce in every DPoP proof at the token endpoint (RFC 9449 §8)",
+  },
   "no-local-passwords": {
     type: "boolean",
     description: "sign in only through the upstream providers of the config file (no password form)",
