@@ -230,7 +230,7 @@ async function submitLogin(request: Request, ctx: ServerContext, info: FetchInfo
   if (!csrfOk) return csrfFailurePage();
 
   const upstream = form.get("upstream");
-  if (upstream !== undefined) return startUpstream(ctx, login, upstream);
+  if (upstream !== undefined) return startUpstream(ctx, info, login, upstream);
   if (!localPasswords(ctx)) {
     return renderLogin(ctx, login, { status: 400, error: "Sign-in with a password is turned off here." });
   }
@@ -240,21 +240,7 @@ async function submitLogin(request: Request, ctx: ServerContext, info: FetchInfo
     return renderLogin(ctx, login, { status: 400, error: "Enter your username and password.", username });
   }
   const retryAfter = await rateLimited(info, ctx, username);
-  if (retryAfter !== undefined) {
-    ctx.audit?.({
-      type: "rate_limited",
-      limit: "login",
-      retry_after_seconds: retryAfter,
-      ...(info?.clientAddress ? { address: info.clientAddress } : {}),
-    });
-    const response = errorPage({
-      status: 429,
-      title: "Too many attempts",
-      message: "Too many sign-in attempts. Wait a few minutes and try again.",
-    });
-    response.headers.set("retry-after", String(retryAfter));
-    return response;
-  }
+  if (retryAfter !== undefined) return tooManyAttempts(ctx, info, retryAfter);
   const user = await ctx.store.getUserByUsername(username);
   // An unknown user, or one without a password (created from an upstream identity), is checked
   // against a dummy hash so every case takes the same time; NO_PASSWORD itself never verifies.
@@ -272,13 +258,28 @@ async function submitLogin(request: Request, ctx: ServerContext, info: FetchInfo
   return seeOther(nextAfterLogin(ctx, login), [cookie]);
 }
 
-/** The `upstream=<id>` button: starts the sign-in at that provider for this browser. */
-async function startUpstream(ctx: ServerContext, login: LoginContext, providerId: string): Promise<Response> {
+/**
+ * The `upstream=<id>` button: starts the sign-in at that provider for this browser. Each start
+ * writes a (short-lived) row and sends the browser to the provider, so starts count against the
+ * per-address sign-in limit as password attempts do.
+ */
+async function startUpstream(
+  ctx: ServerContext,
+  info: FetchInfo,
+  login: LoginContext,
+  providerId: string,
+): Promise<Response> {
   const settings = ctx.options.upstreamSignIn;
   const provider = settings?.providers.find((p) => p.id === providerId);
   if (!settings || !provider) {
     return renderLogin(ctx, login, { status: 400, error: "Choose one of the sign-in options on this page." });
   }
+  const retryAfter = await hitSlidingWindows(
+    ctx.store,
+    [{ key: `login:upstream:addr:${clientRateLimitKey(info)}`, limit: LOGIN_ATTEMPTS_PER_ADDRESS }],
+    { now: ctx.now(), windowMs: LOGIN_WINDOW_MS },
+  );
+  if (retryAfter !== undefined) return tooManyAttempts(ctx, info, retryAfter);
   return startUpstreamSignIn(
     ctx,
     settings,
@@ -287,4 +288,21 @@ async function startUpstream(ctx: ServerContext, login: LoginContext, providerId
       ? { binding: login.bound.binding, interactionId: login.bound.interaction.id }
       : { binding: login.binding, ...(login.returnTo !== undefined ? { returnTo: login.returnTo } : {}) },
   );
+}
+
+/** The 429 page of a sign-in limit (RFC 6585 §4, with `Retry-After`), and its audit event. */
+function tooManyAttempts(ctx: ServerContext, info: FetchInfo, retryAfter: number): Response {
+  ctx.audit?.({
+    type: "rate_limited",
+    limit: "login",
+    retry_after_seconds: retryAfter,
+    ...(info?.clientAddress ? { address: info.clientAddress } : {}),
+  });
+  const response = errorPage({
+    status: 429,
+    title: "Too many attempts",
+    message: "Too many sign-in attempts. Wait a few minutes and try again.",
+  });
+  response.headers.set("retry-after", String(retryAfter));
+  return response;
 }

@@ -35,6 +35,11 @@ export interface OidcProviderMetadata {
 const DISCOVERY_MAX_BYTES = 64 * 1024;
 /** How long a discovery document is reused (a provider's endpoints change rarely). */
 const DISCOVERY_CACHE_MS = 60 * 60 * 1000;
+/**
+ * How long a failed discovery is remembered: every login page view asks for the document (for its
+ * CSP), and a provider that is down should not be asked again on each one.
+ */
+const DISCOVERY_FAILURE_CACHE_MS = 30 * 1000;
 const JWKS_MAX_BYTES = 64 * 1024;
 /** Clock skew tolerated on `exp` and `iat` (OpenID Connect Core §3.1.3.7 items 9-10). */
 const CLOCK_TOLERANCE_SECONDS = 60;
@@ -78,7 +83,15 @@ async function fetchDiscovery(
     accept: "application/json",
     allowLoopback: settings.allowLoopback,
   });
-  const document = JSON.parse(response.body) as Record<string, unknown>;
+  let document: Record<string, unknown>;
+  try {
+    document = JSON.parse(response.body) as Record<string, unknown>;
+  } catch {
+    // A fixed message: the parser's own would quote the provider's body into the log.
+    throw new Error("discovery document is not JSON");
+  }
+  if (typeof document !== "object" || document === null)
+    throw new Error("discovery document is not an object");
   if (typeof document.issuer !== "string" || !issuerMatches(provider, document.issuer)) {
     throw new Error("discovery document names another issuer");
   }
@@ -93,7 +106,7 @@ async function fetchDiscovery(
 
 /**
  * The provider's discovery document, fetched through the guarded fetch and kept an hour; a failed
- * fetch is not kept, so the next sign-in tries again.
+ * fetch is remembered for half a minute, then tried again.
  */
 export async function discover(
   provider: ResolvedOidcProvider,
@@ -108,7 +121,9 @@ export async function discover(
   try {
     return await cached.metadata;
   } catch (error) {
-    if (discoveries.get(provider) === cached) discoveries.delete(provider);
+    if (discoveries.get(provider) === cached) {
+      cached.expiresAt = Math.min(cached.expiresAt, now + DISCOVERY_FAILURE_CACHE_MS);
+    }
     return failed("unreachable", `discovery: ${describe(error)}`);
   }
 }

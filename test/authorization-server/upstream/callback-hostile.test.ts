@@ -285,3 +285,33 @@ describe("an unreachable provider", () => {
     }
   });
 });
+
+describe("starting sign-ins is rate-limited per address", () => {
+  it("the 31st start within five minutes from one address is a 429 with Retry-After", async () => {
+    const gh = await startGatehouse(() => ({
+      providers: [
+        {
+          id: "idp",
+          kind: "oidc",
+          issuer: oidc.issuer,
+          clientId: UPSTREAM_CLIENT_ID,
+          clientSecret: UPSTREAM_CLIENT_SECRET,
+        },
+      ],
+    }));
+    try {
+      const agent = new Agent(gh.url);
+      const fields = hiddenFields(await (await agent.get("/login")).text());
+      const statuses: number[] = [];
+      for (let i = 0; i < 31; i++)
+        statuses.push((await agent.post("/login", { ...fields, upstream: "idp" })).status);
+      expect(statuses.slice(0, 30).every((s) => s === 303)).toBe(true);
+      const limited = await agent.post("/login", { ...fields, upstream: "idp" });
+      expect(limited.status).toBe(429);
+      expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0);
+      expect(statuses[30]).toBe(429);
+    } finally {
+      await gh.close();
+    }
+  });
+});
