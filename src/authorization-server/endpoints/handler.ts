@@ -13,7 +13,7 @@ import { handleConsent } from "../pages/consent.js";
 import { handleDevice } from "../pages/device.js";
 import { handleLogin } from "../pages/login.js";
 import { handleAccount, handleLogout } from "../pages/logout.js";
-import { upstreamCallbackEndpoint } from "../upstream/sign-in.js";
+import { upstreamCallbackEndpoint, upstreamRedirectUri } from "../upstream/sign-in.js";
 import { handleAuthorize } from "./authorize.js";
 import { preflightResponse, withCors } from "./cors.js";
 import { deviceAuthorizationSettings, handleDeviceAuthorization } from "./device-authorization.js";
@@ -134,6 +134,11 @@ export function createHandler(
     const path = upstreamCallbackPath(provider.id);
     const endpoint = upstreamCallbackEndpoint(provider, upstream!);
     routes.set(`${base}${path}`, { name: path, methods: ["GET"], endpoint, cors: false });
+    // The exact redirect URI to register at the provider, once at start-up.
+    ctx.log.info("upstream_provider", {
+      upstream_provider: provider.id,
+      redirect_uri: upstreamRedirectUri(ctx, provider.id),
+    });
   }
 
   return async function handle(request: Request, info: FetchInfo = {}): Promise<Response> {

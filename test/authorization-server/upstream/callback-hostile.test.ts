@@ -255,6 +255,22 @@ describe("the ID token (OpenID Connect Core §3.1.3.7)", () => {
     expect(await signedIn(agent)).toBe(true);
   });
 
+  it("an account sign-in started for the admin page returns there, and nowhere a return parameter names", async () => {
+    for (const [requested, expected] of [
+      ["/admin", "/admin"],
+      ["https://evil.example/", "/account"],
+      ["//evil.example/admin", "/account"],
+    ] as const) {
+      const agent = new Agent(gatehouse.url);
+      const login = await agent.get(`/login?return=${encodeURIComponent(requested)}`);
+      const started = await agent.post("/login", { ...hiddenFields(await login.text()), upstream: "idp" });
+      const back = await visitProvider(started.headers.get("location")!);
+      const done = await agent.get(back.location!);
+      expect(done.status).toBe(303);
+      expect(done.headers.get("location")).toBe(expected);
+    }
+  });
+
   it("nothing Gatehouse sent upstream carries a resource parameter (Entra v2 refuses it)", async () => {
     const sent = [...oidc.requests, ...github.requests].filter(
       (r) => r.path.endsWith("authorize") || r.path.endsWith("token"),
