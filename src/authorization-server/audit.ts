@@ -63,7 +63,7 @@ export type AuditEvent = {
       assertion_issuer?: string;
     }
   | { type: "grant_refreshed"; client_id: string; grant_id: string }
-  | { type: "grant_revoked"; client_id: string; grant_id: string; by: "client" | "admin" }
+  | { type: "grant_revoked"; client_id: string; grant_id: string; by: "client" | "admin" | "user" }
   | { type: "grant_superseded"; client_id: string; grant_id: string; superseded_by: string }
   | { type: "access_token_revoked"; client_id: string; jti: string }
   /** A rotated refresh token came back (RFC 9700 §4.14.2): the grant is revoked. */

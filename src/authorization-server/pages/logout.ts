@@ -2,15 +2,17 @@
  * The account page (`/account`): the user's authorizations, each withdrawable, and sign-out; and
  * `/logout`, its former address, kept for existing links and forms.
  */
-import type { ConsentRecord } from "../../storage/contract.js";
+import type { ClientRecord, ConsentRecord, GrantRecord } from "../../storage/contract.js";
 import type { Endpoint, ServerContext } from "../config/context.js";
 import { ENDPOINT_PATHS } from "../endpoints/paths.js";
+import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
 import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
 import { csrfFailurePage } from "./bound-interaction.js";
+import { scopeItem } from "./consent.js";
 import { errorPage } from "./error-page.js";
 import { readPageForm } from "./form.js";
 import { formPage } from "./form-page.js";
-import { html, page } from "./html.js";
+import { html, page, type SafeHtml } from "./html.js";
 import { htmlResponse, seeOther } from "./security-headers.js";
 import { type CurrentSession, currentSession, endSession } from "./session.js";
 
@@ -21,6 +23,8 @@ import { type CurrentSession, currentSession, endSession } from "./session.js";
  *
  * Withdrawing an authorization deletes the consent for that client and redirect URI and revokes
  * the user's grants for the client (their refresh and access tokens), so it takes effect at once.
+ * A grant that no consent covers (one approved on the device page, RFC 8628 §3.3: there is no
+ * redirect URI to remember a consent by) is listed on its own and withdrawn by its grant id.
  */
 export const handleAccount: Endpoint = formPage({
   where: "account",
@@ -44,10 +48,44 @@ function accountCsrf(session: CurrentSession): string {
   return csrfToken(session.cookieValue, "account");
 }
 
-async function clientName(ctx: ServerContext, clientId: string): Promise<string> {
+async function storedClient(ctx: ServerContext, clientId: string): Promise<ClientRecord | undefined> {
   // Storage only: listing authorizations must not trigger metadata document fetches.
-  const client = await ctx.store.getClient(clientId).catch(() => undefined);
+  return ctx.store.getClient(clientId).catch(() => undefined);
+}
+
+function nameOf(client: ClientRecord | undefined, clientId: string): string {
   return client?.clientName?.trim() ? client.clientName.trim().slice(0, 200) : clientId;
+}
+
+async function clientName(ctx: ServerContext, clientId: string): Promise<string> {
+  return nameOf(await storedClient(ctx, clientId), clientId);
+}
+
+/** The scopes in words, as the consent page showed them (none: "basic access"). */
+function scopeList(ctx: ServerContext, scopes: readonly string[]): SafeHtml {
+  if (scopes.length === 0) return html`<p class="muted">Basic access.</p>`;
+  return html`<ul class="scopes">${scopes.map((s) => scopeItem(ctx, s, true))}</ul>`;
+}
+
+/** A day, unambiguous in every locale (UTC). */
+function day(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 10);
+}
+
+/**
+ * The user's live grants that no listed consent covers: in practice those approved on the device
+ * page (RFC 8628), which have no redirect URI. Without this list they could not be withdrawn.
+ */
+async function uncoveredGrants(
+  ctx: ServerContext,
+  userId: string,
+  consents: readonly ConsentRecord[],
+): Promise<GrantRecord[]> {
+  const covered = new Set(consents.map((c) => c.clientId));
+  const now = ctx.now();
+  return (await ctx.store.listGrants({ userId, active: true }))
+    .filter((g) => g.revokedAt === undefined && g.expiresAt > now && !covered.has(g.clientId))
+    .sort((a, b) => b.createdAt - a.createdAt);
 }
 
 async function showAccount(request: Request, ctx: ServerContext): Promise<Response> {
@@ -66,7 +104,8 @@ async function showAccount(request: Request, ctx: ServerContext): Promise<Respon
         host = new URL(c.redirectUri).host;
       } catch {}
       return html`<tr data-testid="consent-row"><td><span class="name">${await clientName(ctx, c.clientId)}</span><br>
-<span class="muted">returns to ${host} · ${c.scopes.join(" ") || "basic access"}</span></td>
+<span class="muted">returns to ${host} · since ${day(c.createdAt)}</span>
+${scopeList(ctx, c.scopes)}</td>
 <td class="withdraw"><form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.account)}">
 <input type="hidden" name="csrf" value="${csrf}">
 <input type="hidden" name="action" value="revoke">
@@ -75,6 +114,21 @@ async function showAccount(request: Request, ctx: ServerContext): Promise<Respon
 <button type="submit">Withdraw</button></form></td></tr>`;
     }),
   );
+  const grantRows = await Promise.all(
+    (await uncoveredGrants(ctx, session.user.id, consents)).map(async (g) => {
+      const client = await storedClient(ctx, g.clientId);
+      const device = client?.grantTypes.includes(DEVICE_CODE_GRANT_TYPE) === true;
+      return html`<tr data-testid="grant-row" data-grant="${g.grantId}"><td><span class="name">${nameOf(client, g.clientId)}</span><br>
+<span class="muted">${device ? "on a device · " : ""}granted ${day(g.createdAt)}</span>
+${scopeList(ctx, g.scopes)}</td>
+<td class="withdraw"><form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.account)}">
+<input type="hidden" name="csrf" value="${csrf}">
+<input type="hidden" name="action" value="revoke-grant">
+<input type="hidden" name="grant_id" value="${g.grantId}">
+<button type="submit">Withdraw</button></form></td></tr>`;
+    }),
+  );
+  rows.push(...grantRows);
   const body = html`<h1>Your account</h1>
 <p>Signed in as <strong data-testid="username">${session.user.username}</strong>.</p>
 <h2>Authorized applications</h2>
@@ -105,10 +159,29 @@ async function submitAccount(request: Request, ctx: ServerContext): Promise<Resp
       return errorPage({ status: 400, title: "Nothing to withdraw", message: "No application was named." });
     await ctx.store.revokeConsent(session.user.id, clientId, form.get("redirect_uri"));
     const now = ctx.now();
-    for (const grant of await ctx.store.listGrants({ userId: session.user.id, clientId })) {
-      if (grant.revokedAt === undefined) await ctx.store.revokeGrant(grant.grantId, now);
-    }
     ctx.audit?.({ type: "consent_revoked", client_id: clientId, user_id: session.user.id, by: "user" });
+    for (const grant of await ctx.store.listGrants({ userId: session.user.id, clientId })) {
+      if (grant.revokedAt === undefined && (await ctx.store.revokeGrant(grant.grantId, now)))
+        ctx.audit?.({ type: "grant_revoked", client_id: clientId, grant_id: grant.grantId, by: "user" });
+    }
+    return seeOther(here);
+  }
+  if (action === "revoke-grant") {
+    const grantId = form.get("grant_id");
+    if (grantId === undefined)
+      return errorPage({ status: 400, title: "Nothing to withdraw", message: "No authorization was named." });
+    // Only the signed-in user's own grant: another user's grant id (or a made-up one) changes nothing.
+    const grant = await ctx.store.getGrant(grantId);
+    if (grant?.userId !== session.user.id) {
+      return errorPage({
+        status: 404,
+        title: "No such authorization",
+        message: "This authorization does not exist, or it is not yours.",
+      });
+    }
+    if (grant.revokedAt === undefined && (await ctx.store.revokeGrant(grant.grantId, ctx.now()))) {
+      ctx.audit?.({ type: "grant_revoked", client_id: grant.clientId, grant_id: grant.grantId, by: "user" });
+    }
     return seeOther(here);
   }
   return errorPage({
