@@ -110,6 +110,9 @@ describe("a step-up supersedes the grant it widens", () => {
     server = await startFlowServer({ clients: [publicClient()] });
     const agent = new Agent(server.http.url);
     const first = await logIn(agent, "cli", "notes:read");
+    // Later than the first grant: of two grants created in the same millisecond the id decides
+    // which is older (superseded-grants.ts), and the frozen clock would leave that to chance.
+    server.clock.now += 1000;
     const stepUp = await approve(
       agent,
       await startAuthorization(agent, {
