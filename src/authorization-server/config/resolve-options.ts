@@ -334,7 +334,7 @@ export const DEFAULT_ASSERTION_ALGORITHMS = ["ES256", "ES384", "PS256", "RS256",
  * Asymmetric JWS algorithms only (RFC 8725 §3.1, §3.2): an HMAC algorithm would let anyone who holds
  * the published key sign, and `none` signs nothing.
  */
-const ASYMMETRIC_ALGORITHMS = new Set([
+export const ASYMMETRIC_ALGORITHMS: ReadonlySet<string> = new Set([
   "ES256",
   "ES384",
   "ES512",

@@ -8,32 +8,12 @@ import { failed, UpstreamFailure } from "./failure.js";
 import { upstreamRequest } from "./http.js";
 import type { UpstreamProfile } from "./options.js";
 import type { ResolvedOAuth2Provider, ResolvedUpstreamSignIn } from "./resolve.js";
-import {
-  exchangeCode,
-  type UpstreamAuthorizationRequest,
-  type UpstreamTokenResponse,
-} from "./token-request.js";
+import { exchangeCode, type UpstreamTokenResponse } from "./token-request.js";
 
 /** GitHub's REST media type first; any JSON answer is read. */
 const JSON_ACCEPT = "application/vnd.github+json, application/json";
 /** Entries read from a list endpoint (e-mails, organisations); the rest is ignored. */
 const MAX_LIST_ENTRIES = 200;
-
-/** The authorization request (RFC 6749 §4.1.1 with PKCE, RFC 7636 §4.3); the nonce is OpenID Connect's only. */
-export function oauth2AuthorizationUrl(
-  provider: ResolvedOAuth2Provider,
-  request: UpstreamAuthorizationRequest,
-): string {
-  const url = new URL(provider.authorizationEndpoint);
-  url.searchParams.set("response_type", "code");
-  url.searchParams.set("client_id", provider.clientId);
-  url.searchParams.set("redirect_uri", request.redirectUri);
-  url.searchParams.set("scope", provider.scopes.join(" "));
-  url.searchParams.set("state", request.state);
-  url.searchParams.set("code_challenge", request.codeChallenge);
-  url.searchParams.set("code_challenge_method", "S256");
-  return url.href;
-}
 
 /** GETs a JSON document with the user's access token; a failure is the provider's (unreachable). */
 async function getJson(

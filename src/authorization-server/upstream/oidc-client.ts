@@ -16,11 +16,7 @@ import { fetchUrlProblem, GuardedFetchError, guardedFetch } from "../../shared/g
 import { failed, UpstreamFailure } from "./failure.js";
 import type { UpstreamProfile } from "./options.js";
 import type { ResolvedOidcProvider, ResolvedUpstreamSignIn } from "./resolve.js";
-import {
-  exchangeCode,
-  type UpstreamAuthorizationRequest,
-  type UpstreamTokenResponse,
-} from "./token-request.js";
+import { exchangeCode, type UpstreamTokenResponse } from "./token-request.js";
 
 /** The parts of a discovery document Gatehouse uses. */
 export interface OidcProviderMetadata {
@@ -130,24 +126,6 @@ export async function discover(
 
 function describe(error: unknown): string {
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-}
-
-/** The authorization request (Core §3.1.2.1). No `resource`: Entra's v2.0 endpoints refuse it. */
-export function oidcAuthorizationUrl(
-  provider: ResolvedOidcProvider,
-  metadata: OidcProviderMetadata,
-  request: UpstreamAuthorizationRequest,
-): string {
-  const url = new URL(metadata.authorization_endpoint);
-  url.searchParams.set("response_type", "code");
-  url.searchParams.set("client_id", provider.clientId);
-  url.searchParams.set("redirect_uri", request.redirectUri);
-  url.searchParams.set("scope", provider.scopes.join(" "));
-  url.searchParams.set("state", request.state);
-  url.searchParams.set("nonce", request.nonce);
-  url.searchParams.set("code_challenge", request.codeChallenge);
-  url.searchParams.set("code_challenge_method", "S256");
-  return url.href;
 }
 
 function keySet(

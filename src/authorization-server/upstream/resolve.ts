@@ -4,7 +4,7 @@
  */
 import { fetchUrlProblem } from "../../shared/guarded-fetch-url.js";
 import { isScopeToken } from "../../shared/scopes.js";
-import { fail } from "../config/resolve-options.js";
+import { ASYMMETRIC_ALGORITHMS, fail } from "../config/resolve-options.js";
 import type {
   UpstreamAdmissionOptions,
   UpstreamPresetName,
@@ -55,21 +55,6 @@ export interface ResolvedUpstreamSignIn {
 
 /** ID token algorithms accepted unless configured (asymmetric; RFC 8725 §3.1). */
 export const DEFAULT_ID_TOKEN_ALGORITHMS = ["RS256", "ES256", "PS256"];
-
-/** Asymmetric JWS algorithms only: an HMAC would be keyed with the client secret, `none` signs nothing. */
-const ID_TOKEN_ALGORITHMS = new Set([
-  "RS256",
-  "RS384",
-  "RS512",
-  "PS256",
-  "PS384",
-  "PS512",
-  "ES256",
-  "ES384",
-  "ES512",
-  "EdDSA",
-  "Ed25519",
-]);
 
 const PROVIDER_ID = /^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/;
 const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -264,11 +249,12 @@ function resolveProvider(value: unknown, i: number): ResolvedUpstreamProvider {
       fail(`${name}.issuer is required for the ${p.preset} preset`);
     issuer = endpoint(p.issuer ?? preset?.issuer, `${name}.issuer`);
   }
+  // Asymmetric only (RFC 8725 §3.1): an HMAC would be keyed with the client secret, `none` signs nothing.
   const algorithms = p.algorithms ?? DEFAULT_ID_TOKEN_ALGORITHMS;
   if (
     !Array.isArray(algorithms) ||
     algorithms.length === 0 ||
-    !algorithms.every((a) => typeof a === "string" && ID_TOKEN_ALGORITHMS.has(a))
+    !algorithms.every((a) => typeof a === "string" && ASYMMETRIC_ALGORITHMS.has(a))
   ) {
     fail(`${name}.algorithms must list asymmetric JWS algorithms (never HS* or none)`);
   }

@@ -15,11 +15,11 @@ import { startSession } from "../pages/session.js";
 import { localAccountFor } from "./accounts.js";
 import { admissionFailure } from "./admission.js";
 import { failed, failurePage, UpstreamFailure } from "./failure.js";
-import { completeOAuth2SignIn, oauth2AuthorizationUrl } from "./oauth2-client.js";
-import { completeOidcSignIn, discover, oidcAuthorizationUrl } from "./oidc-client.js";
+import { completeOAuth2SignIn } from "./oauth2-client.js";
+import { completeOidcSignIn, discover } from "./oidc-client.js";
 import type { UpstreamProfile } from "./options.js";
 import type { ResolvedUpstreamProvider, ResolvedUpstreamSignIn } from "./resolve.js";
-import type { UpstreamTokenResponse } from "./token-request.js";
+import { authorizationRequestUrl, type UpstreamTokenResponse } from "./token-request.js";
 
 /** How long a started upstream sign-in waits for its callback. */
 export const UPSTREAM_LOGIN_TTL_MS = 10 * 60 * 1000;
@@ -94,7 +94,6 @@ export async function startUpstreamSignIn(
   const request = {
     redirectUri: upstreamRedirectUri(ctx, provider.id),
     state,
-    nonce: derivedSecret(origin.binding, "nonce", state),
     // RFC 7636 §4.2: S256.
     codeChallenge: createHash("sha256")
       .update(derivedSecret(origin.binding, "pkce", state))
@@ -104,9 +103,12 @@ export async function startUpstreamSignIn(
   if (provider.kind === "oidc") {
     const metadata = await discover(provider, settings, ctx.now());
     if (metadata instanceof UpstreamFailure) return refuse(ctx, provider, metadata);
-    location = oidcAuthorizationUrl(provider, metadata, request);
+    location = authorizationRequestUrl(metadata.authorization_endpoint, provider, {
+      ...request,
+      nonce: derivedSecret(origin.binding, "nonce", state),
+    });
   } else {
-    location = oauth2AuthorizationUrl(provider, request);
+    location = authorizationRequestUrl(provider.authorizationEndpoint, provider, request);
   }
   const now = ctx.now();
   await ctx.store.createUpstreamLogin({

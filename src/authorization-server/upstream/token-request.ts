@@ -1,6 +1,6 @@
 /**
- * The token request both provider kinds share (RFC 6749 §4.1.3 with the PKCE verifier of RFC 7636
- * §4.5), and the reading of its answer in either dialect: JSON (RFC 6749 §5.1) or the form-encoded
+ * The code flow both provider kinds share: the authorization request URL, the token request
+ * (RFC 6749 §4.1.3 with the PKCE verifier of RFC 7636 §4.5), and the reading of its answer in either dialect: JSON (RFC 6749 §5.1) or the form-encoded
  * body GitHub sends unless asked for JSON, with GitHub's habit of answering errors with 200.
  */
 import { GuardedFetchError } from "../../shared/guarded-fetch.js";
@@ -13,8 +13,31 @@ import type { ResolvedUpstreamProvider, ResolvedUpstreamSignIn } from "./resolve
 export interface UpstreamAuthorizationRequest {
   redirectUri: string;
   state: string;
-  nonce: string;
+  /** OpenID Connect only (Core §3.1.2.1); a plain OAuth 2 provider is sent none. */
+  nonce?: string;
   codeChallenge: string;
+}
+
+/**
+ * The authorization request URL (RFC 6749 §4.1.1, PKCE S256 of RFC 7636 §4.3, OpenID Connect Core
+ * §3.1.2.1 with the nonce), the endpoint's own query kept. No `resource`: Microsoft Entra's v2.0
+ * endpoints refuse it, and Gatehouse asks the provider for a sign-in, not for a token to pass on.
+ */
+export function authorizationRequestUrl(
+  endpoint: string,
+  provider: Pick<ResolvedUpstreamProvider, "clientId" | "scopes">,
+  request: UpstreamAuthorizationRequest,
+): string {
+  const url = new URL(endpoint);
+  url.searchParams.set("response_type", "code");
+  url.searchParams.set("client_id", provider.clientId);
+  url.searchParams.set("redirect_uri", request.redirectUri);
+  url.searchParams.set("scope", provider.scopes.join(" "));
+  url.searchParams.set("state", request.state);
+  if (request.nonce !== undefined) url.searchParams.set("nonce", request.nonce);
+  url.searchParams.set("code_challenge", request.codeChallenge);
+  url.searchParams.set("code_challenge_method", "S256");
+  return url.href;
 }
 
 /**

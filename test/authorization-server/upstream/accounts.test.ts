@@ -12,7 +12,9 @@ import { Agent, hiddenFields } from "../pages/harness.js";
 import {
   type Gatehouse,
   type GithubLike,
+  pressProviderButton,
   type ScriptedOidc,
+  scriptedProviderOptions,
   startGatehouse,
   startGithubLike,
   startScriptedOidc,
@@ -39,14 +41,7 @@ beforeAll(async () => {
   });
   gatehouse = await startGatehouse(() => ({
     providers: [
-      {
-        id: "idp",
-        kind: "oidc",
-        issuer: idp.issuer,
-        clientId: UPSTREAM_CLIENT_ID,
-        clientSecret: UPSTREAM_CLIENT_SECRET,
-        createAccounts: true,
-      },
+      scriptedProviderOptions(idp, { createAccounts: true }),
       github.providerOptions({ createAccounts: true }),
       github.providerOptions({ id: "github-invite", displayName: "GitHub (invited)", createAccounts: false }),
     ],
@@ -62,9 +57,7 @@ afterAll(async () => {
 async function signInAtIdp(sub: string): Promise<{ agent: Agent; status: number; text: string }> {
   idp.claims = (c) => ({ ...c, sub, email: SHARED_EMAIL, email_verified: true });
   const agent = new Agent(gatehouse.url);
-  const login = await agent.get("/login");
-  const started = await agent.post("/login", { ...hiddenFields(await login.text()), upstream: "idp" });
-  const back = await visitProvider(started.headers.get("location")!);
+  const back = await visitProvider(await pressProviderButton(agent, "idp"));
   const done = await agent.get(back.location!);
   return { agent, status: done.status, text: await done.text() };
 }
@@ -72,9 +65,7 @@ async function signInAtIdp(sub: string): Promise<{ agent: Agent; status: number;
 /** Signs in at the GitHub-style provider as `login`, through provider entry `providerId`. */
 async function signInAtGithub(login: string, providerId = "github") {
   const agent = new Agent(gatehouse.url);
-  const page = await agent.get("/login");
-  const started = await agent.post("/login", { ...hiddenFields(await page.text()), upstream: providerId });
-  const form = await visitProvider(started.headers.get("location")!);
+  const form = await visitProvider(await pressProviderButton(agent, providerId));
   const fields = Object.fromEntries(
     [...form.body.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)].map((m) => [
       m[1]!,
@@ -209,10 +200,7 @@ describe("Microsoft Entra multi-tenant (`organizations`): iss checked against th
   async function signIn(claims: (base: string) => Record<string, unknown>) {
     entra.claims = (c) => ({ ...c, ...claims(entra.issuer) });
     const agent = new Agent(server.url);
-    const login = await agent.get("/login");
-    const started = await agent.post("/login", { ...hiddenFields(await login.text()), upstream: "entra" });
-    expect(started.status).toBe(303);
-    const back = await visitProvider(started.headers.get("location")!);
+    const back = await visitProvider(await pressProviderButton(agent, "entra"));
     const done = await agent.get(back.location!);
     return { status: done.status, text: await done.text() };
   }
@@ -243,15 +231,7 @@ describe("Microsoft Entra multi-tenant (`organizations`): iss checked against th
 describe("localPasswords: false", () => {
   it("the login page has no password form, and a password POST is refused even for a real password", async () => {
     const server = await startGatehouse(() => ({
-      providers: [
-        {
-          id: "idp",
-          kind: "oidc",
-          issuer: idp.issuer,
-          clientId: UPSTREAM_CLIENT_ID,
-          clientSecret: UPSTREAM_CLIENT_SECRET,
-        },
-      ],
+      providers: [scriptedProviderOptions(idp)],
       localPasswords: false,
     }));
     try {

@@ -12,12 +12,13 @@ import {
   type Gatehouse,
   type GithubLike,
   HOSTILE_TEXT,
+  pressProviderButton,
   type ScriptedOidc,
+  scriptedProviderOptions,
   startGatehouse,
   startGithubLike,
   startScriptedOidc,
   UPSTREAM_CLIENT_ID,
-  UPSTREAM_CLIENT_SECRET,
   visitProvider,
 } from "./support.js";
 
@@ -36,14 +37,7 @@ beforeAll(async () => {
   });
   gatehouse = await startGatehouse(() => ({
     providers: [
-      {
-        id: "idp",
-        kind: "oidc",
-        issuer: oidc.issuer,
-        clientId: UPSTREAM_CLIENT_ID,
-        clientSecret: UPSTREAM_CLIENT_SECRET,
-        createAccounts: true,
-      },
+      scriptedProviderOptions(oidc, { createAccounts: true }),
       github.providerOptions({ createAccounts: true }),
     ],
   }));
@@ -59,18 +53,9 @@ beforeEach(() => {
   oidc.signing = "es256";
 });
 
-/** A browser at the account sign-in: pressing the provider's button; returns the provider URL. */
-async function pressButton(agent: Agent, providerId: string): Promise<string> {
-  const login = await agent.get("/login");
-  expect(login.status).toBe(200);
-  const started = await agent.post("/login", { ...hiddenFields(await login.text()), upstream: providerId });
-  expect(started.status).toBe(303);
-  return started.headers.get("location")!;
-}
-
 /** Presses the button and lets the scripted provider answer; returns the callback URL it sent back. */
 async function callbackUrl(agent: Agent, providerId = "idp"): Promise<string> {
-  const atProvider = await visitProvider(await pressButton(agent, providerId));
+  const atProvider = await visitProvider(await pressProviderButton(agent, providerId));
   expect(atProvider.status).toBe(302);
   const location = atProvider.location!;
   expect(location.startsWith(gatehouse.callbackUrl(providerId))).toBe(true);
@@ -262,9 +247,9 @@ describe("the ID token (OpenID Connect Core §3.1.3.7)", () => {
       ["//evil.example/admin", "/account"],
     ] as const) {
       const agent = new Agent(gatehouse.url);
-      const login = await agent.get(`/login?return=${encodeURIComponent(requested)}`);
-      const started = await agent.post("/login", { ...hiddenFields(await login.text()), upstream: "idp" });
-      const back = await visitProvider(started.headers.get("location")!);
+      const back = await visitProvider(
+        await pressProviderButton(agent, "idp", `/login?return=${encodeURIComponent(requested)}`),
+      );
       const done = await agent.get(back.location!);
       expect(done.status).toBe(303);
       expect(done.headers.get("location")).toBe(expected);
@@ -305,15 +290,7 @@ describe("an unreachable provider", () => {
 describe("starting sign-ins is rate-limited per address", () => {
   it("the 31st start within five minutes from one address is a 429 with Retry-After", async () => {
     const gh = await startGatehouse(() => ({
-      providers: [
-        {
-          id: "idp",
-          kind: "oidc",
-          issuer: oidc.issuer,
-          clientId: UPSTREAM_CLIENT_ID,
-          clientSecret: UPSTREAM_CLIENT_SECRET,
-        },
-      ],
+      providers: [scriptedProviderOptions(oidc)],
     }));
     try {
       const agent = new Agent(gh.url);

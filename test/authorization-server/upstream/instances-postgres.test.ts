@@ -16,12 +16,12 @@ import { POSTGRES_URL, requirePostgres, schemaNamer } from "../../storage/postgr
 import { testTls } from "../../support/tls.js";
 import { Agent, hiddenFields } from "../pages/harness.js";
 import {
+  pressProviderButton,
   RESOURCE,
   registerMcpClient,
   type ScriptedOidc,
+  scriptedProviderOptions,
   startScriptedOidc,
-  UPSTREAM_CLIENT_ID,
-  UPSTREAM_CLIENT_SECRET,
   visitProvider,
 } from "./support.js";
 
@@ -50,16 +50,7 @@ beforeAll(async () => {
         logger: silentLogger,
         maintenanceIntervalMs: 0,
         upstreamSignIn: {
-          providers: [
-            {
-              id: "idp",
-              kind: "oidc",
-              issuer: idp.issuer,
-              clientId: UPSTREAM_CLIENT_ID,
-              clientSecret: UPSTREAM_CLIENT_SECRET,
-              createAccounts: true,
-            },
-          ],
+          providers: [scriptedProviderOptions(idp, { createAccounts: true })],
           dangerouslyAllowLoopbackForTesting: { ca: [testTls().ca] },
         },
       }),
@@ -111,9 +102,7 @@ describe("upstream sign-in across two instances on PostgreSQL", () => {
   it("an account sign-in started at B completes at A; the state then is spent at both", async () => {
     target = 1;
     const agent = new Agent(front.url);
-    const login = await agent.get("/login");
-    const started = await agent.post("/login", { ...hiddenFields(await login.text()), upstream: "idp" });
-    const back = await visitProvider(started.headers.get("location")!);
+    const back = await visitProvider(await pressProviderButton(agent, "idp"));
     target = 0;
     expect((await agent.get(back.location!)).status).toBe(303);
     expect((await agent.get(back.location!)).status).toBe(400);
@@ -124,9 +113,7 @@ describe("upstream sign-in across two instances on PostgreSQL", () => {
   it("the same callback raced at both instances signs in exactly once", async () => {
     target = 0;
     const agent = new Agent(front.url);
-    const login = await agent.get("/login");
-    const started = await agent.post("/login", { ...hiddenFields(await login.text()), upstream: "idp" });
-    const back = await visitProvider(started.headers.get("location")!);
+    const back = await visitProvider(await pressProviderButton(agent, "idp"));
     const cookie = [...agent.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
     const answers = await Promise.all(
       [0, 1, 0, 1].map((i) =>

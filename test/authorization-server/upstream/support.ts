@@ -28,6 +28,7 @@ import { silentLogger } from "../../../src/shared/log.js";
 import type { AuthorizationStore } from "../../../src/storage/contract.js";
 import { createMemoryStore } from "../../../src/storage/memory/index.js";
 import { startTestHttpsServer, type TestHttpsServer, testTls } from "../../support/tls.js";
+import { hiddenFields } from "../pages/harness.js";
 
 export const RESOURCE = "https://notes.example/mcp";
 
@@ -544,4 +545,38 @@ export async function startRealOidcProvider(
   provider.on("server_error", () => {});
   callback = provider.callback();
   return { issuer, requests, close: () => server.close() };
+}
+
+/** A scripted provider as Gatehouse's OpenID Connect provider `id` (Gatehouse's client there). */
+export function scriptedProviderOptions(
+  provider: ScriptedOidc,
+  extra: Partial<UpstreamProviderOptions> = {},
+): UpstreamProviderOptions {
+  return {
+    id: "idp",
+    kind: "oidc",
+    issuer: provider.issuer,
+    clientId: UPSTREAM_CLIENT_ID,
+    clientSecret: UPSTREAM_CLIENT_SECRET,
+    ...extra,
+  };
+}
+
+/**
+ * A browser (cookie-keeping `agent` with `get`/`post`) at Gatehouse's login page `loginPath`
+ * pressing the button of `providerId`; returns where Gatehouse sent it (the provider's URL).
+ */
+export async function pressProviderButton(
+  agent: {
+    get(path: string): Promise<Response>;
+    post(path: string, form: Record<string, string>): Promise<Response>;
+  },
+  providerId: string,
+  loginPath = "/login",
+): Promise<string> {
+  const login = await agent.get(loginPath);
+  if (login.status !== 200) throw new Error(`the login page answered ${login.status}`);
+  const started = await agent.post("/login", { ...hiddenFields(await login.text()), upstream: providerId });
+  if (started.status !== 303) throw new Error(`the button answered ${started.status}`);
+  return started.headers.get("location")!;
 }
