@@ -5,6 +5,29 @@ import type { GrantRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
 
 /**
+ * Revocations of superseded grants still on their way, per server: concurrent flows of one sign-in
+ * find the same older grants (each lists them before the others' revocations are committed), and
+ * each revocation is a write of its own. A retirement that meets one on its way joins it instead of
+ * sending another; the store's answer (true for the one write that revoked it) is the same.
+ */
+const revocationsOnTheirWay = new WeakMap<ServerContext, Map<string, Promise<boolean>>>();
+
+function revokeOnce(ctx: ServerContext, grantId: string, now: number): Promise<boolean> {
+  let onTheirWay = revocationsOnTheirWay.get(ctx);
+  if (!onTheirWay) {
+    onTheirWay = new Map();
+    revocationsOnTheirWay.set(ctx, onTheirWay);
+  }
+  const joined = onTheirWay.get(grantId);
+  if (joined) return joined.then(() => false);
+  const revocation = ctx.store.revokeGrant(grantId, now);
+  onTheirWay.set(grantId, revocation);
+  const forget = () => onTheirWay.delete(grantId);
+  revocation.then(forget, forget);
+  return revocation;
+}
+
+/**
  * Retires the grants a new one supersedes: same user, client and resource, approved in the same
  * browser sign-in, with scopes the new grant covers (through the scope hierarchy). A step-up
  * (spec "Client handling (scope upgrade)") creates a new grant with the union of the old and the
@@ -31,17 +54,21 @@ export async function retireSupersededGrants(ctx: ServerContext, grant: GrantRec
       active: true,
     });
     const now = ctx.now();
-    for (const old of candidates) {
-      if (!supersedes(ctx, grant, old)) continue;
-      if (await ctx.store.revokeGrant(old.grantId, now)) {
-        ctx.audit?.({
-          type: "grant_superseded",
-          client_id: grant.clientId,
-          grant_id: old.grantId,
-          superseded_by: grant.grantId,
-        });
-      }
-    }
+    // All at once: the store's group commit (SQLite) puts them in one transaction.
+    await Promise.all(
+      candidates
+        .filter((old) => supersedes(ctx, grant, old))
+        .map(async (old) => {
+          if (await revokeOnce(ctx, old.grantId, now)) {
+            ctx.audit?.({
+              type: "grant_superseded",
+              client_id: grant.clientId,
+              grant_id: old.grantId,
+              superseded_by: grant.grantId,
+            });
+          }
+        }),
+    );
   } catch (error) {
     ctx.log.warn("grant_supersede_failed", {
       client_id: grant.clientId,

@@ -188,6 +188,63 @@ describe("a step-up supersedes the grant it widens", () => {
     expect(await activeGrants("cli")).toHaveLength(1);
   });
 
+  it("flows of one sign-in finishing together revoke each superseded grant once, in one go", async () => {
+    // Four redemptions whose retirements all read the session's grants once the four exist: the
+    // newest retires three, the next two, and so on. Revocations already on their way are joined,
+    // not sent again (six store revocations before, for three grants).
+    const flows = 4;
+    let created = 0;
+    let allCreated: () => void = () => {};
+    const all = new Promise<void>((resolve) => {
+      allCreated = resolve;
+    });
+    const revoked: string[] = [];
+    const superseded: unknown[] = [];
+    server = await startFlowServer({
+      clients: [publicClient()],
+      extra: {
+        onAuditEvent: (event) => {
+          if (event.type === "grant_superseded") superseded.push(event.grant_id);
+        },
+      },
+      wrapStore: (store) => ({
+        ...store,
+        async redeemAuthorizationCode(...args) {
+          const result = await store.redeemAuthorizationCode(...args);
+          if (result.status === "issued" && ++created === flows) allCreated();
+          return result;
+        },
+        async listGrants(filter) {
+          await all;
+          return store.listGrants(filter);
+        },
+        async revokeGrant(grantId, now) {
+          revoked.push(grantId);
+          // Still on its way when the other retirements get to the same grant.
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          return store.revokeGrant(grantId, now);
+        },
+      }),
+    });
+    const agent = new Agent(server.http.url);
+    const codes = [];
+    for (let i = 0; i < flows; i++) {
+      const request = await (i === 0 ? signIn : startAuthorization)(agent, {
+        clientId: "cli",
+        redirectUri: REDIRECT,
+        scope: "notes:read",
+      });
+      codes.push(await approve(agent, request));
+    }
+    const answers = await Promise.all(codes.map((code) => redeem(server!.issuer, "cli", code, REDIRECT)));
+    expect(answers.map((a) => a.status)).toEqual(Array(flows).fill(200));
+    expect(await activeGrants("cli")).toHaveLength(1);
+    expect(revoked).toHaveLength(flows - 1);
+    expect(new Set(revoked).size).toBe(flows - 1);
+    // One audit event per grant retired, from whichever retirement revoked it.
+    expect([...superseded].sort()).toEqual([...revoked].sort());
+  });
+
   it("a narrower grant in the same sign-in does not supersede a wider one", async () => {
     server = await startFlowServer({ clients: [publicClient()] });
     const agent = new Agent(server.http.url);
