@@ -55,6 +55,26 @@ export function bearerChallenge(probe: ResponseProbe | undefined) {
   return probe?.challenges ? findChallenge(probe.challenges, "Bearer") : undefined;
 }
 
+export function dpopChallenge(probe: ResponseProbe | undefined) {
+  return probe?.challenges ? findChallenge(probe.challenges, "DPoP") : undefined;
+}
+
+/**
+ * The challenge a client reads the resource's parameters from: `Bearer`, or `DPoP` at a resource
+ * that offers only DPoP (RFC 9449 §7.1: one that requires DPoP-bound tokens sends no Bearer challenge).
+ */
+export function accessChallenge(probe: ResponseProbe | undefined) {
+  return bearerChallenge(probe) ?? dpopChallenge(probe);
+}
+
+/**
+ * JWS algorithms a DPoP proof must never use (RFC 9449 §4.2: asymmetric only): `none`, which signs
+ * nothing, and the HMAC family, which anyone who holds the shared key could sign with.
+ */
+export function refusedDPoPAlgorithms(algs: readonly string[]): string[] {
+  return algs.filter((a) => a === "none" || /^HS\d+$/.test(a));
+}
+
 export function unauthenticated401(o: Observations): boolean {
   return o.unauthenticated.status === 401;
 }

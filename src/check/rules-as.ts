@@ -14,6 +14,7 @@ import {
   pass,
   perAsDocument,
   type Rule,
+  refusedDPoPAlgorithms,
   skip,
   stringArray,
   type Verdict,
@@ -288,7 +289,7 @@ export const AUTHORIZATION_SERVER_RULES: readonly Rule[] = [
         if (!algs || algs.length === 0)
           return fail("dpop_signing_alg_values_supported is not a non-empty array of strings");
         // A server that lists `none` or an HMAC algorithm would accept proofs anyone can make.
-        const refused = algs.filter((a) => a === "none" || /^HS\d+$/.test(a));
+        const refused = refusedDPoPAlgorithms(algs);
         if (refused.length) {
           return fail(
             `lists ${refused.join(", ")}: a DPoP proof must be signed with an asymmetric key (RFC 9449 §4.2); remove them from the server's accepted algorithms and its metadata`,

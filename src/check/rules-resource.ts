@@ -5,9 +5,11 @@
 import { classifyTransport, compareResource } from "./classify.js";
 import { usable } from "./probes.js";
 import {
+  accessChallenge,
   bearerChallenge,
   contentTypeVerdict,
   describeResponse,
+  dpopChallenge,
   fail,
   info,
   pass,
@@ -64,8 +66,9 @@ export const RESOURCE_RULES: readonly Rule[] = [
     id: "challenge.www-authenticate",
     group: "challenge",
     level: "MUST",
-    spec: "RFC 9110 §11.6.1 and §15.5.2 (a 401 carries WWW-Authenticate); RFC 6750 §3",
-    title: "The 401 carries a parsable WWW-Authenticate: Bearer challenge",
+    spec: "RFC 9110 §11.6.1 and §15.5.2 (a 401 carries WWW-Authenticate); RFC 6750 §3; RFC 9449 §7.1",
+    title:
+      "The 401 carries a parsable WWW-Authenticate: Bearer challenge (DPoP alone where only DPoP is accepted)",
     check(o) {
       if (!unauthenticated401(o)) return skip("no 401 to inspect");
       const header = o.unauthenticated.wwwAuthenticate;
@@ -73,6 +76,8 @@ export const RESOURCE_RULES: readonly Rule[] = [
       if (!o.unauthenticated.challenges?.length)
         return fail("WWW-Authenticate is not parsable (RFC 9110 §11.6.1)");
       if (!bearerChallenge(o.unauthenticated)) {
+        // RFC 9449 §7.1: a resource that accepts only DPoP-bound tokens challenges with DPoP alone.
+        if (dpopChallenge(o.unauthenticated)) return pass("DPoP challenge only (bearer tokens not accepted)");
         const schemes = o.unauthenticated.challenges.map((c) => c.scheme).join(", ");
         return fail(`no Bearer challenge (schemes offered: ${schemes})`);
       }
@@ -86,8 +91,8 @@ export const RESOURCE_RULES: readonly Rule[] = [
     spec: 'Spec "Other error conditions" and "Protected resource metadata discovery" 1(a); RFC 9728 §5.1',
     title: "The challenge names the PRM with resource_metadata",
     check(o) {
-      const challenge = bearerChallenge(o.unauthenticated);
-      if (!challenge) return skip("no Bearer challenge");
+      const challenge = accessChallenge(o.unauthenticated);
+      if (!challenge) return skip("no Bearer or DPoP challenge");
       const value = challenge.params.resource_metadata;
       if (value === undefined)
         return warn("no resource_metadata parameter: clients must guess the well-known URLs");
@@ -103,8 +108,8 @@ export const RESOURCE_RULES: readonly Rule[] = [
     spec: 'Spec "Scope selection (client)" 3 and "Other error conditions"; RFC 6750 §3',
     title: "The challenge states the scopes needed",
     check(o) {
-      const challenge = bearerChallenge(o.unauthenticated);
-      if (!challenge) return skip("no Bearer challenge");
+      const challenge = accessChallenge(o.unauthenticated);
+      if (!challenge) return skip("no Bearer or DPoP challenge");
       const scope = challenge.params.scope;
       return scope === undefined ? warn("no scope parameter") : pass(`scope="${scope}"`);
     },
@@ -116,8 +121,8 @@ export const RESOURCE_RULES: readonly Rule[] = [
     spec: "RFC 6750 §3.1 (no error code when the request has no authentication)",
     title: "No error code in the challenge to a request without a token",
     check(o) {
-      const challenge = bearerChallenge(o.unauthenticated);
-      if (!challenge) return skip("no Bearer challenge");
+      const challenge = accessChallenge(o.unauthenticated);
+      if (!challenge) return skip("no Bearer or DPoP challenge");
       const error = challenge.params.error;
       return error === undefined
         ? pass("no error parameter")
@@ -132,8 +137,8 @@ export const RESOURCE_RULES: readonly Rule[] = [
     spec: 'Spec "Refresh tokens (2026-07-28)": resource server SHOULD NOT put offline_access in the challenge',
     title: "The challenge scope does not contain offline_access",
     check(o) {
-      const challenge = bearerChallenge(o.unauthenticated);
-      if (!challenge) return skip("no Bearer challenge");
+      const challenge = accessChallenge(o.unauthenticated);
+      if (!challenge) return skip("no Bearer or DPoP challenge");
       return splitScope(challenge.params.scope).includes("offline_access")
         ? warn("scope contains offline_access; refresh is the client's and authorization server's business")
         : pass("no offline_access");
@@ -340,8 +345,8 @@ export const RESOURCE_RULES: readonly Rule[] = [
     check(o) {
       const probe = o.bogusBearer;
       if (probe?.status !== 401) return skip("no 401 to inspect");
-      const challenge = bearerChallenge(probe);
-      if (!challenge) return warn("no parsable Bearer challenge on the 401");
+      const challenge = accessChallenge(probe);
+      if (!challenge) return warn("no parsable Bearer or DPoP challenge on the 401");
       const error = challenge.params.error;
       return error === "invalid_token" ? pass('error="invalid_token"') : warn(`error=${error ?? "(none)"}`);
     },

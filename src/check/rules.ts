@@ -8,12 +8,18 @@ import type { Rule } from "./rule-helpers.js";
 import { AUTHORIZATION_SERVER_RULES } from "./rules-as.js";
 import { LOGIN_RULES } from "./rules-login.js";
 import { RESOURCE_RULES } from "./rules-resource.js";
+import { RESOURCE_DPOP_RULES } from "./rules-resource-dpop.js";
 import type { Observations } from "./types.js";
 
 export type { Rule, Verdict } from "./rule-helpers.js";
 
 /** Every rule, in report order. */
-export const RULES: readonly Rule[] = [...RESOURCE_RULES, ...AUTHORIZATION_SERVER_RULES, ...LOGIN_RULES];
+export const RULES: readonly Rule[] = [
+  ...RESOURCE_RULES,
+  ...RESOURCE_DPOP_RULES,
+  ...AUTHORIZATION_SERVER_RULES,
+  ...LOGIN_RULES,
+];
 
 /** Evaluates every rule that applies to the revision, in table order. */
 export function evaluateRules(observations: Observations, rules: readonly Rule[] = RULES) {
