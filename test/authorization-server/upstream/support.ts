@@ -87,6 +87,8 @@ export interface ScriptedOidc {
   authorizeAnswer: Record<string, string> | undefined;
   /** How ID tokens are signed: the provider's ES256 key, HS256 with the client secret, or none. */
   signing: "es256" | "hs256-client-secret" | "none";
+  /** Every access token and ID token it issued, so tests can look for them where they must not be. */
+  issued: string[];
   close(): Promise<void>;
 }
 
@@ -106,6 +108,7 @@ export async function startScriptedOidc(options: ScriptedOidcOptions = {}): Prom
     claims: (c) => c,
     authorizeAnswer: undefined,
     signing: "es256",
+    issued: [],
     close: async () => server?.close(),
   };
   server = await startTestHttpsServer(async (req, res) => {
@@ -177,11 +180,9 @@ export async function startScriptedOidc(options: ScriptedOidcOptions = {}): Prom
           .setProtectedHeader({ alg: "ES256", kid: "k1" })
           .sign(key.privateKey);
       }
-      return json(res, 200, {
-        access_token: randomBytes(16).toString("hex"),
-        token_type: "Bearer",
-        id_token: idToken,
-      });
+      const accessToken = randomBytes(16).toString("hex");
+      fixture.issued.push(accessToken, idToken);
+      return json(res, 200, { access_token: accessToken, token_type: "Bearer", id_token: idToken });
     }
     res.writeHead(404).end();
   });
