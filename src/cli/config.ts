@@ -166,7 +166,7 @@ export const configFileSchema = z.strictObject({
     .strictObject({
       providers: z.array(upstreamProviderSchema).min(1),
       localPasswords: z.boolean().optional(),
-      timeoutMs: z.number().int().optional(),
+      timeoutMs: limitedInteger("upstreamSignIn.timeoutMs").optional(),
     })
     .optional(),
   tls: z.strictObject({ cert: z.string().min(1), key: z.string().min(1) }).optional(),

@@ -80,6 +80,8 @@ export const OPTION_LIMITS = {
   // makes it (service-account tokens: about an hour), but never more than a day here.
   "enterpriseAuthorization.maxAssertionLifetimeSeconds": { min: 10, max: 3600 },
   "workloadIdentity.maxAssertionLifetimeSeconds": { min: 10, max: DAY },
+  // One request to an upstream identity provider, while the user waits on a page.
+  "upstreamSignIn.timeoutMs": { min: 100, max: 60_000 },
 } as const satisfies Record<string, { min: number; max: number }>;
 
 export type LimitedOption = keyof typeof OPTION_LIMITS;

@@ -4,7 +4,7 @@
  */
 import { fetchUrlProblem } from "../../shared/guarded-fetch-url.js";
 import { isScopeToken } from "../../shared/scopes.js";
-import { ASYMMETRIC_ALGORITHMS, fail } from "../config/resolve-options.js";
+import { ASYMMETRIC_ALGORITHMS, fail, limited } from "../config/resolve-options.js";
 import type {
   UpstreamAdmissionOptions,
   UpstreamPresetName,
@@ -289,15 +289,7 @@ export function resolveUpstreamSignIn(
   }
   const localPasswords = value.localPasswords ?? true;
   if (typeof localPasswords !== "boolean") fail("upstreamSignIn.localPasswords must be a boolean");
-  const timeoutMs = value.timeoutMs ?? 10_000;
-  if (
-    typeof timeoutMs !== "number" ||
-    !Number.isInteger(timeoutMs) ||
-    timeoutMs < 100 ||
-    timeoutMs > 60_000
-  ) {
-    fail("upstreamSignIn.timeoutMs must be an integer between 100 and 60000");
-  }
+  const timeoutMs = limited(value.timeoutMs, "upstreamSignIn.timeoutMs", 10_000);
   let allowLoopback: false | { ca?: string[] } = false;
   const loopback = value.dangerouslyAllowLoopbackForTesting;
   if (loopback !== undefined) {
