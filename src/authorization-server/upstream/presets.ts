@@ -43,7 +43,8 @@ export const UPSTREAM_PRESETS: Readonly<Record<UpstreamPresetName, UpstreamPrese
     tokenEndpoint: "https://github.com/login/oauth/access_token",
     userInfoEndpoint: "https://api.github.com/user",
     emailsEndpoint: "https://api.github.com/user/emails",
-    organizationsEndpoint: "https://api.github.com/user/orgs",
+    // GitHub pages its lists (30 entries unless asked): one page of the most it gives.
+    organizationsEndpoint: "https://api.github.com/user/orgs?per_page=100",
     scopes: ["read:user", "user:email"],
     organizationsScope: "read:org",
     tokenEndpointAuthMethod: "client_secret_post",

@@ -70,7 +70,7 @@ describe("options", () => {
     }).providers;
     expect(github!.scopes).toContain("read:org");
     expect(github).toMatchObject({
-      organizationsEndpoint: "https://api.github.com/user/orgs",
+      organizationsEndpoint: "https://api.github.com/user/orgs?per_page=100",
       admission: { githubOrganizations: ["gatehouse-dev"] },
     });
   });
