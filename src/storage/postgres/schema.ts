@@ -221,4 +221,14 @@ CREATE TABLE upstream_identities (
 CREATE INDEX upstream_identities_user_id ON upstream_identities (user_id);
 `,
   },
+  {
+    version: 5,
+    description: "grants: index of the active grants by user and sign-in",
+    // Superseded grants (grants/superseded-grants.ts) look up a sign-in's active grants after every
+    // approved flow; through grants_user_id that read visited every grant the user ever had, so
+    // each flow cost more than the one before. Revoked grants leave this index.
+    sql: `
+CREATE INDEX grants_active_by_session ON grants (user_id, session_hash) WHERE revoked_at IS NULL;
+`,
+  },
 ];

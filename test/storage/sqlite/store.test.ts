@@ -145,6 +145,28 @@ describe("SQLite store", () => {
     }).toThrow(StorageUnavailableError);
   });
 
+  it("finds a sign-in's active grants through the index of active grants, not every grant of the user", async () => {
+    // The read superseded grants make after every approved flow (grants/superseded-grants.ts).
+    const store = createSqliteStore({ path: freshPath() });
+    await store.migrate();
+    const prepare = store.database.prepare.bind(store.database);
+    const texts: string[] = [];
+    store.database.prepare = ((text: string) => {
+      texts.push(text);
+      return prepare(text);
+    }) as typeof store.database.prepare;
+    await store.listGrants({ userId: "u", clientId: "c", resource: "r", sessionHash: "s", active: true });
+    store.database.prepare = prepare;
+    const [text] = texts.filter((t) => t.includes("FROM grants"));
+    const plan = store.database
+      .prepare(`EXPLAIN QUERY PLAN ${text}`)
+      .all({ userId: "u", clientId: "c", resource: "r", sessionHash: "s" }) as { detail: string }[];
+    expect(plan.map((row) => row.detail).join("\n")).toMatch(
+      /USING INDEX grants_active_by_session \(user_id=\? AND session_hash=\?\)/,
+    );
+    await store.close();
+  });
+
   it("a closed store fails with StorageUnavailableError", async () => {
     const store = createSqliteStore({ path: freshPath() });
     await store.migrate();
