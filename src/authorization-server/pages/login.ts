@@ -285,7 +285,11 @@ async function startUpstream(
     settings,
     provider,
     login.kind === "interaction"
-      ? { binding: login.bound.binding, interactionId: login.bound.interaction.id }
+      ? {
+          binding: login.bound.binding,
+          interactionId: login.bound.interaction.id,
+          reauthenticate: login.bound.interaction.prompt?.includes("login") ?? false,
+        }
       : { binding: login.binding, ...(login.returnTo !== undefined ? { returnTo: login.returnTo } : {}) },
   );
 }

@@ -74,8 +74,13 @@ export async function upstreamFormTargets(
 
 /** Where the sign-in started: an authorization request's interaction, or the account pages. */
 export type UpstreamSignInOrigin = { binding: string } & (
-  | { interactionId: string; returnTo?: undefined }
-  | { interactionId?: undefined; returnTo?: string }
+  | {
+      interactionId: string;
+      returnTo?: undefined;
+      /** The request carried `prompt=login`: an OpenID Connect provider is asked for a fresh sign-in too. */
+      reauthenticate?: boolean;
+    }
+  | { interactionId?: undefined; returnTo?: string; reauthenticate?: undefined }
 );
 
 /**
@@ -106,6 +111,9 @@ export async function startUpstreamSignIn(
     location = authorizationRequestUrl(metadata.authorization_endpoint, provider, {
       ...request,
       nonce: derivedSecret(origin.binding, "nonce", state),
+      // OpenID Connect Core §3.1.2.1: the client's `prompt=login` is passed on, so the provider's
+      // own session does not stand in for the fresh sign-in the client asked for.
+      ...(origin.reauthenticate ? { prompt: "login" as const } : {}),
     });
   } else {
     location = authorizationRequestUrl(provider.authorizationEndpoint, provider, request);

@@ -16,6 +16,8 @@ export interface UpstreamAuthorizationRequest {
   /** OpenID Connect only (Core §3.1.2.1); a plain OAuth 2 provider is sent none. */
   nonce?: string;
   codeChallenge: string;
+  /** OpenID Connect `prompt=login`: the client asked Gatehouse for a fresh sign-in. */
+  prompt?: "login";
 }
 
 /**
@@ -35,6 +37,7 @@ export function authorizationRequestUrl(
   url.searchParams.set("scope", provider.scopes.join(" "));
   url.searchParams.set("state", request.state);
   if (request.nonce !== undefined) url.searchParams.set("nonce", request.nonce);
+  if (request.prompt !== undefined) url.searchParams.set("prompt", request.prompt);
   url.searchParams.set("code_challenge", request.codeChallenge);
   url.searchParams.set("code_challenge_method", "S256");
   return url.href;

@@ -13,6 +13,7 @@ import {
   type GithubLike,
   HOSTILE_TEXT,
   pressProviderButton,
+  registerMcpClient,
   type ScriptedOidc,
   scriptedProviderOptions,
   startGatehouse,
@@ -254,6 +255,19 @@ describe("the ID token (OpenID Connect Core §3.1.3.7)", () => {
       expect(done.status).toBe(303);
       expect(done.headers.get("location")).toBe(expected);
     }
+  });
+
+  it("a client's prompt=login is passed on to an OpenID Connect provider, and only then", async () => {
+    const client = await registerMcpClient(gatehouse.url);
+    const prompts: (string | null)[] = [];
+    for (const extra of ["&prompt=login", ""]) {
+      const agent = new Agent(gatehouse.url);
+      const toLogin = await agent.get(`${client.authorizeUrl()}${extra}`.replace(gatehouse.url, ""));
+      expect(toLogin.status).toBe(303);
+      const upstream = new URL(await pressProviderButton(agent, "idp", toLogin.headers.get("location")!));
+      prompts.push(upstream.searchParams.get("prompt"));
+    }
+    expect(prompts).toEqual(["login", null]);
   });
 
   it("nothing Gatehouse sent upstream carries a resource parameter (Entra v2 refuses it)", async () => {
