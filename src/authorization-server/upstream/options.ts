@@ -63,7 +63,10 @@ export interface UpstreamProviderOptions {
   clientId: string;
   /** The secret the provider issued to Gatehouse; absent for a public client (PKCE only). */
   clientSecret?: string;
-  /** How Gatehouse authenticates at the provider's token endpoint (default `client_secret_basic`, GitHub `client_secret_post`). */
+  /**
+   * How Gatehouse authenticates at the provider's token endpoint: default `client_secret_basic`
+   * (GitHub's preset: `client_secret_post`), or `none` when there is no `clientSecret`.
+   */
   tokenEndpointAuthMethod?: "client_secret_basic" | "client_secret_post" | "none";
   /** OpenID Connect: the issuer, exactly as the provider writes it (discovery is fetched from it). */
   issuer?: string;
