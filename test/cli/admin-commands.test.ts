@@ -181,6 +181,33 @@ describe("gatehouse clients", () => {
     expect(httpsId.code).toBe(2);
   });
 
+  it("refuses grant types the server does not know, a service grant for a public client, and redirect URIs without the code grant", async () => {
+    const add = (...args: string[]) => runCli(["clients", "add", "--name", "svc", ...args, ...data]);
+    const unknown = await add("--grant-type", "password", "--confidential");
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('--grant-type "password" is not one of');
+    const publicExchange = await add("--grant-type", "urn:ietf:params:oauth:grant-type:token-exchange");
+    expect(publicExchange.code).toBe(2);
+    expect(publicExchange.stderr).toContain("needs a confidential client");
+    const strayRedirect = await add(
+      "--grant-type",
+      "client_credentials",
+      "--confidential",
+      "--redirect-uri",
+      "https://svc.example/cb",
+    );
+    expect(strayRedirect.code).toBe(2);
+    expect(strayRedirect.stderr).toContain("--redirect-uri needs the authorization_code grant");
+    // A device client: public, no redirect URI.
+    const device = await add("--grant-type", "urn:ietf:params:oauth:grant-type:device_code", "--json");
+    expect(device.code, device.stderr).toBe(0);
+    expect(JSON.parse(device.stdout)).toMatchObject({
+      token_endpoint_auth_method: "none",
+      redirect_uris: [],
+      grant_types: ["urn:ietf:params:oauth:grant-type:device_code"],
+    });
+  });
+
   it("removes a client", async () => {
     const added = await runCli([
       "clients",

@@ -16,13 +16,13 @@ import { parseCommandArgs, UsageError } from "../../src/cli/args.js";
 import { SERVE_OPTIONS } from "../../src/cli/commands/serve.js";
 import { buildServeConfig, SQLITE_FILE } from "../../src/cli/config.js";
 import { openCliStore } from "../../src/cli/server-runtime.js";
-import { sha256Base64url } from "../../src/shared/crypto.js";
 import { ensureBuilt, type RunningCli, runCli, startCli, tempDir } from "./helpers.js";
 
 const RESOURCE_A = "http://localhost:9001";
 const RESOURCE_B = "http://localhost:9002";
 const CLIENT_ID = "svc";
-const CLIENT_SECRET = "a-long-test-secret-of-this-service-0123456789";
+/** The secret `gatehouse clients add` generated for `svc` (set by dataDirWithClient). */
+let clientSecret = "";
 const WORKLOAD_ISSUER = "https://ci.example.test";
 const WORKLOAD_SUBJECT = "system:serviceaccount:ci:runner";
 const IDP_ISSUER = "https://idp.example.test";
@@ -110,28 +110,38 @@ function refusal(args: string[]): string {
   throw new Error(`accepted: ${args.join(" ")}`);
 }
 
-/** A fresh data directory with the confidential client `svc` that may use both new grants. */
+/**
+ * A fresh data directory with the confidential client `svc` that may use both new grants,
+ * registered the way an operator does it: `gatehouse clients add --grant-type ...`.
+ */
 async function dataDirWithClient(): Promise<string> {
   const data = join(dir.path, randomUUID());
+  const added = await runCli([
+    "clients",
+    "add",
+    "--name",
+    "Service",
+    "--client-id",
+    CLIENT_ID,
+    "--confidential",
+    "--grant-type",
+    JWT_BEARER,
+    "--grant-type",
+    TOKEN_EXCHANGE,
+    "--data",
+    data,
+    "--json",
+  ]);
+  expect(added.code, added.stderr).toBe(0);
+  const client = JSON.parse(added.stdout) as { client_secret: string; grant_types: string[] };
+  expect(client.grant_types).toEqual([JWT_BEARER, TOKEN_EXCHANGE]);
+  clientSecret = client.client_secret;
   const store = await openCliStore({ kind: "sqlite", path: join(data, SQLITE_FILE) });
   try {
-    const grantTypes = [JWT_BEARER, TOKEN_EXCHANGE];
-    await store.createClient({
-      clientId: CLIENT_ID,
-      source: "preregistered",
-      clientName: "Service",
+    // A service client: no redirect URI, no authorization code grant.
+    expect(await store.getClient(CLIENT_ID)).toMatchObject({
       redirectUris: [],
-      grantTypes,
-      responseTypes: [],
-      tokenEndpointAuthMethod: "client_secret_basic",
-      clientSecretHash: sha256Base64url(CLIENT_SECRET),
-      clientSecretExpiresAt: 0,
-      metadata: {
-        client_name: "Service",
-        grant_types: grantTypes,
-        token_endpoint_auth_method: "client_secret_basic",
-      },
-      createdAt: Date.now(),
+      grantTypes: [JWT_BEARER, TOKEN_EXCHANGE],
     });
   } finally {
     await store.close();
@@ -183,7 +193,7 @@ async function tokenRequest(
   const response = await fetch(tokenEndpoint, {
     method: "POST",
     headers: {
-      authorization: `Basic ${Buffer.from(`${CLIENT_ID}:${CLIENT_SECRET}`).toString("base64")}`,
+      authorization: `Basic ${Buffer.from(`${CLIENT_ID}:${clientSecret}`).toString("base64")}`,
       "content-type": "application/x-www-form-urlencoded",
       ...(proof ? { dpop: proof } : {}),
     },

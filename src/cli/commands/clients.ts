@@ -4,6 +4,9 @@
  * (SECURITY.md: store hashes, never raw secrets).
  */
 import { redirectUriProblem } from "../../authorization-server/clients/redirect-uri.js";
+import { DEVICE_CODE_GRANT_TYPE } from "../../authorization-server/grants/device-code.js";
+import { JWT_BEARER_GRANT } from "../../authorization-server/grants/jwt-assertion.js";
+import { TOKEN_EXCHANGE_GRANT } from "../../authorization-server/grants/token-exchange.js";
 import { randomToken, sha256Base64url } from "../../shared/crypto.js";
 import { isScopeToken } from "../../shared/scopes.js";
 import type { ClientRecord, TokenEndpointAuthMethod } from "../../storage/contract.js";
@@ -42,6 +45,15 @@ const ADD_OPTIONS: OptionSpecs = {
     type: "boolean",
     description: "also allow the client_credentials grant (machine-to-machine; needs --confidential)",
   },
+  "grant-type": {
+    type: "string",
+    multiple: true,
+    valueName: "type",
+    description:
+      "a grant type the client may use, as RFC 7591 names it (repeatable; replaces the default authorization_code refresh_token): " +
+      "authorization_code, refresh_token, client_credentials, urn:ietf:params:oauth:grant-type:device_code, " +
+      "urn:ietf:params:oauth:grant-type:token-exchange, urn:ietf:params:oauth:grant-type:jwt-bearer",
+  },
   "auth-method": {
     type: "string",
     valueName: "method",
@@ -61,12 +73,49 @@ const REMOVE_OPTIONS: OptionSpecs = { ...STORE_OPTIONS };
 
 const USAGE = [
   formatUsage(
-    "gatehouse clients add --name <text> --redirect-uri <uri> [--confidential] [--scope <scopes>]",
+    "gatehouse clients add --name <text> [--redirect-uri <uri>] [--grant-type <type>] [--confidential] [--scope <scopes>]",
     ADD_OPTIONS,
   ),
   formatUsage("gatehouse clients list", LIST_OPTIONS),
   formatUsage("gatehouse clients remove <client_id>", REMOVE_OPTIONS),
 ].join("\n");
+
+/** Grant types `--grant-type` accepts, and whether each needs a confidential client. */
+const GRANT_TYPES: Readonly<Record<string, { confidential: boolean }>> = {
+  authorization_code: { confidential: false },
+  refresh_token: { confidential: false },
+  // OAuth 2.1 §4.2: only a confidential client may use the client credentials grant.
+  client_credentials: { confidential: true },
+  [DEVICE_CODE_GRANT_TYPE]: { confidential: false },
+  // RFC 8693 §2.1: the exchanging service authenticates (docs/authorization-server.md "Token exchange").
+  [TOKEN_EXCHANGE_GRANT]: { confidential: true },
+  // Workload identity callers may be public (the assertion is the proof); ID-JAG is judged at /token.
+  [JWT_BEARER_GRANT]: { confidential: false },
+};
+
+/** The grant types of `clients add`: `--grant-type`s (else the browser defaults), plus `--client-credentials`. */
+function grantTypesOf(
+  parsed: ReturnType<typeof parseCommandArgs>,
+  method: TokenEndpointAuthMethod,
+): string[] {
+  const chosen = stringList(parsed, "grant-type");
+  const grantTypes = chosen.length > 0 ? [...new Set(chosen)] : ["authorization_code", "refresh_token"];
+  if (flag(parsed, "client-credentials") && !grantTypes.includes("client_credentials")) {
+    grantTypes.push("client_credentials");
+  }
+  for (const type of grantTypes) {
+    const rule = Object.hasOwn(GRANT_TYPES, type) ? GRANT_TYPES[type] : undefined;
+    if (!rule) {
+      throw new UsageError(
+        `--grant-type ${JSON.stringify(type)} is not one of: ${Object.keys(GRANT_TYPES).join(", ")}`,
+      );
+    }
+    if (rule.confidential && method === "none") {
+      throw new UsageError(`the ${type} grant needs a confidential client (--confidential)`);
+    }
+  }
+  return grantTypes;
+}
 
 /** Client ids chosen on the command line: printable, no spaces, never an https URL. */
 const CLIENT_ID = /^[A-Za-z0-9._~:-]{1,128}$/;
@@ -86,8 +135,18 @@ async function add(args: string[]): Promise<number> {
   noPositionals(parsed);
   const name = stringValue(parsed, "name");
   if (!name || name.length > 200) throw new UsageError("--name is required (at most 200 characters)");
+  const method = authMethod(parsed);
+  const grantTypes = grantTypesOf(parsed, method);
+  const browserFlow = grantTypes.includes("authorization_code");
   const redirectUris = stringList(parsed, "redirect-uri");
-  if (redirectUris.length === 0) throw new UsageError("at least one --redirect-uri is required");
+  // Redirect URIs belong to the authorization code grant alone (RFC 7591 §2).
+  if (browserFlow && redirectUris.length === 0)
+    throw new UsageError("at least one --redirect-uri is required");
+  if (!browserFlow && redirectUris.length > 0) {
+    throw new UsageError(
+      "--redirect-uri needs the authorization_code grant (--grant-type authorization_code)",
+    );
+  }
   for (const uri of redirectUris) {
     // The same rules as dynamic registration and /authorize (spec "Redirect URIs and state").
     const problem = redirectUriProblem(uri);
@@ -102,16 +161,9 @@ async function add(args: string[]): Promise<number> {
   if (chosenId !== undefined && !CLIENT_ID.test(chosenId)) {
     throw new UsageError("--client-id must be 1-128 characters: letters, digits and . _ ~ : -");
   }
-  const method = authMethod(parsed);
   const clientId = chosenId ?? randomToken(16);
   const secret = method === "none" ? undefined : randomToken(32);
-  const grantTypes = ["authorization_code", "refresh_token"];
-  if (flag(parsed, "client-credentials")) {
-    // OAuth 2.1 §4.2: only a confidential client may use the client credentials grant.
-    if (method === "none")
-      throw new UsageError("--client-credentials needs a confidential client (--confidential)");
-    grantTypes.push("client_credentials");
-  }
+  const responseTypes = browserFlow ? ["code"] : [];
   const scope = scopes.length ? [...new Set(scopes)].join(" ") : undefined;
   const record: ClientRecord = {
     clientId,
@@ -119,7 +171,7 @@ async function add(args: string[]): Promise<number> {
     clientName: name,
     redirectUris,
     grantTypes,
-    responseTypes: ["code"],
+    responseTypes,
     tokenEndpointAuthMethod: method,
     ...(secret ? { clientSecretHash: sha256Base64url(secret), clientSecretExpiresAt: 0 } : {}),
     ...(scope ? { scope } : {}),
@@ -127,7 +179,7 @@ async function add(args: string[]): Promise<number> {
       client_name: name,
       redirect_uris: redirectUris,
       grant_types: grantTypes,
-      response_types: ["code"],
+      response_types: responseTypes,
       token_endpoint_auth_method: method,
       ...(scope ? { scope } : {}),
     },
@@ -143,11 +195,16 @@ async function add(args: string[]): Promise<number> {
       ...(secret ? { client_secret: secret } : {}),
       token_endpoint_auth_method: method,
       redirect_uris: redirectUris,
+      grant_types: grantTypes,
     });
   } else {
     out(`client_id: ${clientId}`);
     if (secret) out(`client_secret: ${secret}\n(shown once; only its hash is stored)`);
-    out(`auth method: ${method}; redirect URIs: ${redirectUris.join(" ")}`);
+    out(
+      `auth method: ${method}; grant types: ${grantTypes.join(" ")}${
+        redirectUris.length ? `; redirect URIs: ${redirectUris.join(" ")}` : ""
+      }`,
+    );
   }
   return 0;
 }
