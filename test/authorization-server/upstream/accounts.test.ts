@@ -261,3 +261,31 @@ describe("localPasswords: false", () => {
     }
   });
 });
+
+describe("Google Workspace: the hosted domain rule reads the ID token's hd", () => {
+  it("admits a token whose hd is the Workspace domain, and refuses one without hd or with another", async () => {
+    const server = await startGatehouse(() => ({
+      providers: [
+        scriptedProviderOptions(idp, {
+          id: "google",
+          preset: "google",
+          createAccounts: true,
+          admission: { googleHostedDomains: ["acme.com"] },
+        }),
+      ],
+    }));
+    try {
+      const statuses: number[] = [];
+      for (const hd of ["ACME.com", undefined, "other.com"]) {
+        idp.claims = (c) => ({ ...c, sub: `g-${hd}`, ...(hd === undefined ? {} : { hd }) });
+        const agent = new Agent(server.url);
+        const back = await visitProvider(await pressProviderButton(agent, "google"));
+        statuses.push((await agent.get(back.location!)).status);
+      }
+      expect(statuses).toEqual([303, 403, 403]);
+    } finally {
+      idp.claims = (c) => c;
+      await server.close();
+    }
+  });
+});
