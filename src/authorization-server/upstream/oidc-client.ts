@@ -258,13 +258,12 @@ export async function completeOidcSignIn(
 ): Promise<{ profile: UpstreamProfile; tokens: UpstreamTokenResponse } | UpstreamFailure> {
   const metadata = await discover(provider, settings, now);
   if (metadata instanceof UpstreamFailure) return metadata;
-  // RFC 9207 §2.4: an `iss` in the response must be this provider's (mix-up defence); a provider
-  // that advertises it must send it.
-  if (
-    params.iss !== null
-      ? params.iss !== metadata.issuer && !provider.multiTenantIssuer
-      : metadata.authorization_response_iss_parameter_supported === true
-  ) {
+  // RFC 9207 §2.4: an `iss` in the response must be this provider's (mix-up defence), and a
+  // provider that advertises the parameter must send it. A multi-tenant Entra authority names no
+  // single issuer here; its tenant is checked on the ID token's `iss` and `tid` below.
+  const issAdvertised = metadata.authorization_response_iss_parameter_supported === true;
+  const issWrong = params.iss !== null && !provider.multiTenantIssuer && params.iss !== metadata.issuer;
+  if (issWrong || (params.iss === null && issAdvertised)) {
     return failed("id_token_rejected", "authorization response iss is missing or another issuer's");
   }
   const tokens = await exchangeCode(provider, settings, metadata.token_endpoint, params);

@@ -51,6 +51,7 @@ afterAll(async () => {
 beforeEach(() => {
   oidc.claims = (c) => c;
   oidc.authorizeAnswer = undefined;
+  oidc.authorizeExtra = {};
   oidc.signing = "es256";
 });
 
@@ -232,6 +233,18 @@ describe("the ID token (OpenID Connect Core §3.1.3.7)", () => {
       expect((await gatehouse.store.listUsers()).length).toBe(users);
     });
   }
+
+  it("an authorization response whose iss names another issuer is refused (RFC 9207 mix-up)", async () => {
+    oidc.authorizeExtra = { iss: "https://other-provider.example" };
+    const agent = new Agent(gatehouse.url);
+    const tokenCalls = oidc.requests.filter((r) => r.path === "/token").length;
+    const result = await page(await agent.get(await callbackUrl(agent)));
+    expect(result.status).toBe(400);
+    expect(oidc.requests.filter((r) => r.path === "/token").length).toBe(tokenCalls);
+    oidc.authorizeExtra = { iss: oidc.issuer };
+    const agent2 = new Agent(gatehouse.url);
+    expect((await agent2.get(await callbackUrl(agent2))).status).toBe(303);
+  });
 
   it("a good ID token signs in (the control for the cases above)", async () => {
     const agent = new Agent(gatehouse.url);

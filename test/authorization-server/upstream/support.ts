@@ -85,6 +85,8 @@ export interface ScriptedOidc {
   claims: (defaults: JWTPayload) => JWTPayload;
   /** Instead of approving, answer the authorization request with these parameters (plus state). */
   authorizeAnswer: Record<string, string> | undefined;
+  /** Parameters added to every authorization response (an RFC 9207 `iss`, say). */
+  authorizeExtra: Record<string, string>;
   /** How ID tokens are signed: the provider's ES256 key, HS256 with the client secret, or none. */
   signing: "es256" | "hs256-client-secret" | "none";
   /** Every access token and ID token it issued, so tests can look for them where they must not be. */
@@ -107,6 +109,7 @@ export async function startScriptedOidc(options: ScriptedOidcOptions = {}): Prom
     requests: [],
     claims: (c) => c,
     authorizeAnswer: undefined,
+    authorizeExtra: {},
     signing: "es256",
     issued: [],
     close: async () => server?.close(),
@@ -140,6 +143,7 @@ export async function startScriptedOidc(options: ScriptedOidcOptions = {}): Prom
         target.searchParams.set("code", code);
       }
       if (!target.searchParams.has("state")) target.searchParams.set("state", p.get("state") ?? "");
+      for (const [k, v] of Object.entries(fixture.authorizeExtra)) target.searchParams.set(k, v);
       res.writeHead(302, { location: target.href }).end();
       return;
     }
