@@ -233,6 +233,26 @@ describe("the MCP client's flow through an upstream sign-in", () => {
   });
 });
 
+describe("the login page without local passwords", () => {
+  it("shows only the provider buttons", async () => {
+    const only = await startGatehouse(() => ({
+      providers: [github.providerOptions()],
+      localPasswords: false,
+    }));
+    const context = await newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(`${only.url}/login`);
+      await expect(page.getByRole("button").allTextContents()).resolves.toEqual(["Continue with GitHub"]);
+      await expect(page.locator('input[type="password"]').count()).resolves.toBe(0);
+      await page.screenshot({ path: "/tmp/upstream-login-no-passwords.png", fullPage: true });
+    } finally {
+      await context.close();
+      await only.close();
+    }
+  });
+});
+
 describe("failure pages (screenshots in /tmp/upstream-*.png)", () => {
   async function failureAt(name: string, run: (page: Page) => Promise<void>) {
     const context = await newContext();
