@@ -76,6 +76,7 @@ import {
   rowToUpstreamIdentity,
   rowToUpstreamLogin,
 } from "../sql/upstream.js";
+import { createClientCache } from "./client-cache.js";
 import { prepareFile, translate } from "./files.js";
 import { createGroupCommit, type GroupCommitStats } from "./group-commit.js";
 import { SQLITE_MIGRATIONS } from "./schema.js";
@@ -144,6 +145,14 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
   // operations, each in its own savepoint; a write settles only once its batch is durable.
   const group = createGroupCommit(db);
   const write = <T>(fn: () => T): Promise<T> => group.write(fn);
+  // Client records read before, kept while nothing can have changed them (./client-cache.ts).
+  const clients = createClientCache(db);
+  /** A write that may change the clients table: the cached records go as it runs. */
+  const writeClients = <T>(fn: () => T): Promise<T> =>
+    write(() => {
+      clients.clear();
+      return fn();
+    });
   /** Reads run at once, outside any batch: they see only committed data. */
   async function read<T>(fn: () => T): Promise<T> {
     try {
@@ -190,7 +199,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     async migrate() {
       if (readonly) return;
       // Under the write lock like every write, so two processes cannot both apply a migration.
-      await write(() => {
+      await writeClients(() => {
         run(
           "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
         );
@@ -215,7 +224,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
 
     async createClient(client) {
       const c = clientColumns(client);
-      await write(() =>
+      await writeClients(() =>
         run(
           "INSERT INTO clients (client_id, data, created_at, last_used_at, expires_at) VALUES (?, ?, ?, ?, ?)",
           client.clientId,
@@ -228,22 +237,26 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
     async upsertClient(client) {
       const c = clientColumns(client);
-      await write(() =>
+      await writeClients(() =>
         run(upsertClientSql, client.clientId, c.data, c.createdAt, c.lastUsedAt, c.expiresAt),
       );
     },
     async getClient(clientId) {
-      const row = await read(() => one("SELECT * FROM clients WHERE client_id = ?", clientId));
-      return row && rowToClient(row);
+      return read(() =>
+        clients.get(clientId, () => {
+          const row = one("SELECT * FROM clients WHERE client_id = ?", clientId);
+          return row && rowToClient(row);
+        }),
+      );
     },
     async listClients() {
       return (await read(() => all("SELECT * FROM clients ORDER BY created_at, client_id"))).map(rowToClient);
     },
     async deleteClient(clientId) {
-      return (await write(() => run("DELETE FROM clients WHERE client_id = ?", clientId))) > 0;
+      return (await writeClients(() => run("DELETE FROM clients WHERE client_id = ?", clientId))) > 0;
     },
     async markClientUsed(clientId, now) {
-      await write(() =>
+      await writeClients(() =>
         run("UPDATE clients SET last_used_at = ?, expires_at = NULL WHERE client_id = ?", now, clientId),
       );
     },
@@ -652,7 +665,8 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
 
     async purgeExpired(now): Promise<PurgeResult> {
-      return write((): PurgeResult => {
+      // Unused dynamic registrations expire here.
+      return writeClients((): PurgeResult => {
         const result = emptyPurgeResult();
         for (const { statement, counts } of purgeStatements("?", now)) {
           const changed = exec(statement);
