@@ -94,6 +94,27 @@ export interface UpstreamLoginRecord {
   expiresAt: number;
 }
 
+/**
+ * An upstream provider's tokens for one user, kept when the operator asks (`keepTokens` on the
+ * provider): access token, refresh token, expiry and scope, sealed together under the server's
+ * key-encryption key (../authorization-server/upstream/tokens.ts), so the store holds only
+ * ciphertext. A set is held first by the browser session that signed in, then copied to every grant
+ * that session approves ({@link AuthorizationStore.bindUpstreamTokens}), and dies with its holder:
+ * the session's logout or expiry, the grant's revocation or purge.
+ */
+export interface UpstreamTokenSetRecord {
+  providerId: string;
+  userId: string;
+  /** The sealed token set: the JSON text of a secret envelope, opaque to the store. */
+  sealed: string;
+  /** Raised by each replacement: refreshes racing across instances compare and swap on it. */
+  version: number;
+  createdAt: number;
+  updatedAt: number;
+  /** A session-held set lapses with its session; a grant's set lives as long as the grant. */
+  expiresAt?: number;
+}
+
 /** A signed-in browser. The cookie value is random; only its hash is stored. */
 export interface SessionRecord {
   idHash: string;
@@ -401,6 +422,7 @@ export interface AuthorizationStore {
   // Browser sessions
   createSession(session: SessionRecord): Promise<void>;
   getSession(idHash: string, now: number): Promise<SessionRecord | undefined>;
+  /** Deletes the session and the upstream token sets it holds (grants keep their copies). */
   deleteSession(idHash: string): Promise<void>;
 
   // Pending authorization requests
@@ -446,7 +468,7 @@ export interface AuthorizationStore {
    * retires superseded grants, so it must not cost more than the handful of rows it returns.
    */
   listGrants(filter?: GrantFilter): Promise<GrantRecord[]>;
-  /** Revokes the grant, its refresh tokens and its access tokens. */
+  /** Revokes the grant, its refresh tokens and its access tokens, and deletes its upstream token sets. */
   revokeGrant(grantId: string, now: number): Promise<boolean>;
   /**
    * Sets `stepUpRequestedAt = now` on the live (not revoked) grant of access token `jti`: a
@@ -571,6 +593,29 @@ export interface AuthorizationStore {
     >,
   ): Promise<void>;
 
+  // Upstream tokens kept for resource servers (UpstreamTokenSetRecord)
+  /** Keeps (or replaces) the set of `set.providerId` held by session `sessionHash`. */
+  keepSessionUpstreamTokens(sessionHash: string, set: UpstreamTokenSetRecord): Promise<void>;
+  /**
+   * Copies the unexpired sets held by session `sessionHash` to grant `grantId` (version 1, no
+   * expiry), only when that grant exists, is not revoked, was approved in that session and belongs
+   * to the sets' user; a set the grant holds already is kept. Returns how many were copied.
+   */
+  bindUpstreamTokens(sessionHash: string, grantId: string, now: number): Promise<number>;
+  getUpstreamTokens(grantId: string, providerId: string): Promise<UpstreamTokenSetRecord | undefined>;
+  /**
+   * Compare-and-swap: replaces the sealed set of (grant, provider) and raises its version, only if
+   * its version is still `expectedVersion`. False when it changed meanwhile or is gone.
+   */
+  replaceUpstreamTokens(
+    grantId: string,
+    providerId: string,
+    expectedVersion: number,
+    next: Pick<UpstreamTokenSetRecord, "sealed" | "updatedAt">,
+  ): Promise<boolean>;
+  /** Deletes the set of (grant, provider) (the provider refused its refresh token); true when there was one. */
+  deleteUpstreamTokens(grantId: string, providerId: string): Promise<boolean>;
+
   // Rate limits (shared across instances)
   /** Adds one hit to `key` in the fixed window starting at `windowStart`; returns the new count. */
   hitRateLimit(key: string, windowStart: number, windowMs: number): Promise<number>;
@@ -581,7 +626,8 @@ export interface AuthorizationStore {
 
   /**
    * Deletes expired codes, tokens, interactions, sessions, unused registrations, single-use markers,
-   * device authorizations and upstream logins; live grants stay.
+   * device authorizations, upstream logins and session-held upstream token sets past their expiry,
+   * and the upstream token sets of purged grants; live grants stay.
    */
   purgeExpired(now: number): Promise<PurgeResult>;
 }

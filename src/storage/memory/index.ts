@@ -28,6 +28,7 @@ import type {
   SigningKeyRecord,
   UpstreamIdentityRecord,
   UpstreamLoginRecord,
+  UpstreamTokenSetRecord,
   UserRecord,
 } from "../contract.js";
 import { StorageConflictError } from "../contract.js";
@@ -82,6 +83,12 @@ export function createMemoryStore(): AuthorizationStore {
   /** Keyed by JSON [providerId, subject]. */
   const upstreamIdentities = new Map<string, UpstreamIdentityRecord>();
   const identityKey = (providerId: string, subject: string) => JSON.stringify([providerId, subject]);
+  /** Upstream token sets keyed by JSON [holder, providerId]; holder `session:<hash>` or `grant:<id>`. */
+  const upstreamTokenSets = new Map<string, UpstreamTokenSetRecord & { holder: string }>();
+  const tokenSetKey = (holder: string, providerId: string) => JSON.stringify([holder, providerId]);
+  const dropTokenSetsOf = (holder: string) => {
+    for (const [key, set] of upstreamTokenSets) if (set.holder === holder) upstreamTokenSets.delete(key);
+  };
 
   /** Refuses a token write that would overwrite an existing record, before anything is written. */
   function assertTokensFree(tokens: Omit<IssuedTokens, "grantExpiresAt">): void {
@@ -102,6 +109,7 @@ export function createMemoryStore(): AuthorizationStore {
     for (const token of accessTokens.values()) {
       if (token.grantId === grantId) token.revokedAt ??= now;
     }
+    dropTokenSetsOf(`grant:${grantId}`);
     return true;
   }
 
@@ -183,6 +191,7 @@ export function createMemoryStore(): AuthorizationStore {
     },
     async deleteSession(idHash) {
       sessions.delete(idHash);
+      dropTokenSetsOf(`session:${idHash}`);
     },
 
     async createInteraction(interaction) {
@@ -457,6 +466,42 @@ export function createMemoryStore(): AuthorizationStore {
       Object.assign(identity, copy(update));
     },
 
+    async keepSessionUpstreamTokens(sessionHash, set) {
+      const holder = `session:${sessionHash}`;
+      upstreamTokenSets.set(tokenSetKey(holder, set.providerId), { ...copy(set), holder });
+    },
+    async bindUpstreamTokens(sessionHash, grantId, now) {
+      const grant = grants.get(grantId);
+      if (!grant || grant.revokedAt !== undefined || grant.sessionHash !== sessionHash) return 0;
+      const holder = `grant:${grantId}`;
+      let copied = 0;
+      for (const set of [...upstreamTokenSets.values()]) {
+        if (set.holder !== `session:${sessionHash}` || set.userId !== grant.userId) continue;
+        if (set.expiresAt !== undefined && isExpired(set.expiresAt, now)) continue;
+        const key = tokenSetKey(holder, set.providerId);
+        if (upstreamTokenSets.has(key)) continue;
+        const { expiresAt: _expiry, ...kept } = set;
+        upstreamTokenSets.set(key, { ...kept, holder, version: 1, createdAt: now, updatedAt: now });
+        copied++;
+      }
+      return copied;
+    },
+    async getUpstreamTokens(grantId, providerId) {
+      const set = upstreamTokenSets.get(tokenSetKey(`grant:${grantId}`, providerId));
+      if (!set) return undefined;
+      const { holder: _holder, ...record } = set;
+      return copy(record);
+    },
+    async replaceUpstreamTokens(grantId, providerId, expectedVersion, next) {
+      const set = upstreamTokenSets.get(tokenSetKey(`grant:${grantId}`, providerId));
+      if (!set || set.version !== expectedVersion) return false;
+      Object.assign(set, { sealed: next.sealed, updatedAt: next.updatedAt, version: set.version + 1 });
+      return true;
+    },
+    async deleteUpstreamTokens(grantId, providerId) {
+      return upstreamTokenSets.delete(tokenSetKey(`grant:${grantId}`, providerId));
+    },
+
     async hitRateLimit(key, windowStart, windowMs) {
       const entry = rateLimits.get(key);
       if (!entry || windowStart > entry.windowStart) {
@@ -518,6 +563,12 @@ export function createMemoryStore(): AuthorizationStore {
       });
       sweep(rateLimits, (r) => isExpired(r.expiresAt, now));
       sweep(upstreamLogins, (l) => isExpired(l.expiresAt, now));
+      sweep(
+        upstreamTokenSets,
+        (t) =>
+          (t.expiresAt !== undefined && isExpired(t.expiresAt, now)) ||
+          (t.holder.startsWith("grant:") && !grants.has(t.holder.slice("grant:".length))),
+      );
       sweep(documents, (d) => isExpired(d.expiresAt, now));
       return result;
     },

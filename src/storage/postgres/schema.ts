@@ -231,4 +231,24 @@ CREATE INDEX upstream_identities_user_id ON upstream_identities (user_id);
 CREATE INDEX grants_active_by_session ON grants (user_id, session_hash) WHERE revoked_at IS NULL;
 `,
   },
+  {
+    version: 6,
+    description: "upstream_token_sets (an upstream provider's tokens kept for resource servers, sealed)",
+    // holder is 'session:<session hash>' or 'grant:<grant id>' (sql/upstream-tokens.ts); sealed is
+    // ciphertext under the key-encryption key, never a token in clear.
+    sql: `
+CREATE TABLE upstream_token_sets (
+  holder text NOT NULL,
+  provider_id text NOT NULL,
+  user_id text NOT NULL,
+  sealed text NOT NULL,
+  version integer NOT NULL,
+  created_at bigint NOT NULL,
+  updated_at bigint NOT NULL,
+  expires_at bigint,
+  PRIMARY KEY (holder, provider_id)
+);
+CREATE INDEX upstream_token_sets_expires_at ON upstream_token_sets (expires_at);
+`,
+  },
 ];

@@ -73,6 +73,15 @@ import {
   rowToUpstreamIdentity,
   rowToUpstreamLogin,
 } from "../sql/upstream.js";
+import {
+  bindUpstreamTokensStatement,
+  deleteSessionUpstreamTokensStatement,
+  deleteUpstreamTokensStatement,
+  getUpstreamTokensStatement,
+  keepSessionUpstreamTokensStatement,
+  replaceUpstreamTokensStatement,
+  rowToUpstreamTokenSet,
+} from "../sql/upstream-tokens.js";
 import { type Db, type Execute, openPool, type PostgresStoreOptions, type Query } from "./pool.js";
 import { POSTGRES_MIGRATIONS } from "./schema.js";
 
@@ -221,7 +230,10 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
       return row && rowToSession(row);
     },
     async deleteSession(idHash) {
-      await execute("DELETE FROM sessions WHERE id_hash = $1", [idHash]);
+      await transaction(async (tx) => {
+        await tx.execute("DELETE FROM sessions WHERE id_hash = $1", [idHash]);
+        await exec(tx.execute, deleteSessionUpstreamTokensStatement("$n", idHash));
+      });
     },
 
     async createInteraction(interaction) {
@@ -570,6 +582,25 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
     },
     async recordUpstreamSignIn(update) {
       await exec(execute, recordUpstreamSignInStatement("$n", update, Boolean));
+    },
+
+    async keepSessionUpstreamTokens(sessionHash, set) {
+      await exec(execute, keepSessionUpstreamTokensStatement("$n", sessionHash, set));
+    },
+    async bindUpstreamTokens(sessionHash, grantId, now) {
+      return exec(execute, bindUpstreamTokensStatement("$n", sessionHash, grantId, now));
+    },
+    async getUpstreamTokens(grantId, providerId) {
+      const statement = getUpstreamTokensStatement("$n", grantId, providerId);
+      const row = await first(statement.text, [...statement.values]);
+      return row && rowToUpstreamTokenSet(row);
+    },
+    async replaceUpstreamTokens(grantId, providerId, expectedVersion, next) {
+      const statement = replaceUpstreamTokensStatement("$n", grantId, providerId, expectedVersion, next);
+      return (await exec(execute, statement)) > 0;
+    },
+    async deleteUpstreamTokens(grantId, providerId) {
+      return (await exec(execute, deleteUpstreamTokensStatement("$n", grantId, providerId))) > 0;
     },
 
     async getCachedDocument(url, now) {

@@ -70,6 +70,8 @@ export function revokeGrantStatements(style: PlaceholderStyle, grantId: string, 
       params,
       style,
     ),
+    // The upstream provider's tokens kept for this grant die with it (sql/upstream-tokens.ts).
+    render("DELETE FROM upstream_token_sets WHERE holder = 'grant:' || :grantId", { grantId }, style),
   ];
 }
 
@@ -150,6 +152,11 @@ const PURGE: readonly { sql: string; counts?: keyof PurgeResult }[] = [
   { sql: "DELETE FROM rate_limits WHERE expires_at <= :now" },
   { sql: "DELETE FROM cached_documents WHERE expires_at <= :now" },
   { sql: "DELETE FROM upstream_logins WHERE expires_at <= :now" },
+  // Session-held upstream token sets past their session, and the sets of grants no longer there.
+  {
+    sql: `DELETE FROM upstream_token_sets WHERE expires_at <= :now OR (holder LIKE 'grant:%'
+      AND NOT EXISTS (SELECT 1 FROM grants g WHERE 'grant:' || g.grant_id = upstream_token_sets.holder))`,
+  },
 ];
 
 /**

@@ -230,4 +230,24 @@ CREATE INDEX upstream_identities_user_id ON upstream_identities (user_id);
 CREATE INDEX grants_active_by_session ON grants (user_id, session_hash) WHERE revoked_at IS NULL;
 `,
   },
+  {
+    version: 6,
+    description: "upstream_token_sets (an upstream provider's tokens kept for resource servers, sealed)",
+    // holder is 'session:<session hash>' or 'grant:<grant id>' (sql/upstream-tokens.ts); sealed is
+    // ciphertext under the key-encryption key, never a token in clear.
+    sql: `
+CREATE TABLE upstream_token_sets (
+  holder TEXT NOT NULL,
+  provider_id TEXT NOT NULL,
+  user_id TEXT NOT NULL,
+  sealed TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  expires_at INTEGER,
+  PRIMARY KEY (holder, provider_id)
+) STRICT;
+CREATE INDEX upstream_token_sets_expires_at ON upstream_token_sets (expires_at);
+`,
+  },
 ];

@@ -76,6 +76,15 @@ import {
   rowToUpstreamIdentity,
   rowToUpstreamLogin,
 } from "../sql/upstream.js";
+import {
+  bindUpstreamTokensStatement,
+  deleteSessionUpstreamTokensStatement,
+  deleteUpstreamTokensStatement,
+  getUpstreamTokensStatement,
+  keepSessionUpstreamTokensStatement,
+  replaceUpstreamTokensStatement,
+  rowToUpstreamTokenSet,
+} from "../sql/upstream-tokens.js";
 import { createClientCache } from "./client-cache.js";
 import { prepareFile, translate } from "./files.js";
 import { createGroupCommit, type GroupCommitStats } from "./group-commit.js";
@@ -306,7 +315,10 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       return row && rowToSession(row);
     },
     async deleteSession(idHash) {
-      await write(() => run("DELETE FROM sessions WHERE id_hash = ?", idHash));
+      await write(() => {
+        run("DELETE FROM sessions WHERE id_hash = ?", idHash);
+        exec(deleteSessionUpstreamTokensStatement("?", idHash));
+      });
     },
 
     async createInteraction(interaction) {
@@ -644,6 +656,25 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
     async recordUpstreamSignIn(update) {
       await write(() => exec(recordUpstreamSignInStatement("?", update, sqliteValue)));
+    },
+
+    async keepSessionUpstreamTokens(sessionHash, set) {
+      await write(() => exec(keepSessionUpstreamTokensStatement("?", sessionHash, set)));
+    },
+    async bindUpstreamTokens(sessionHash, grantId, now) {
+      return write(() => exec(bindUpstreamTokensStatement("?", sessionHash, grantId, now)));
+    },
+    async getUpstreamTokens(grantId, providerId) {
+      const statement = getUpstreamTokensStatement("?", grantId, providerId);
+      const row = await read(() => one(statement.text, ...statement.values));
+      return row && rowToUpstreamTokenSet(row);
+    },
+    async replaceUpstreamTokens(grantId, providerId, expectedVersion, next) {
+      const statement = replaceUpstreamTokensStatement("?", grantId, providerId, expectedVersion, next);
+      return (await write(() => exec(statement))) > 0;
+    },
+    async deleteUpstreamTokens(grantId, providerId) {
+      return (await write(() => exec(deleteUpstreamTokensStatement("?", grantId, providerId)))) > 0;
     },
 
     async getCachedDocument(url, now) {

@@ -16,6 +16,7 @@ import { recordContract } from "./records.js";
 import { refreshContract } from "./refresh.js";
 import { signingKeyContract } from "./signing-keys.js";
 import { upstreamContract } from "./upstream.js";
+import { upstreamTokenContract } from "./upstream-tokens.js";
 
 export interface StorageContractOptions {
   /** Names the suite in the test report: `storage contract: <name>`. */
@@ -91,5 +92,6 @@ export function runStorageContract(options: StorageContractOptions): void {
     markerContract(context);
     deviceContract(context);
     upstreamContract(context);
+    upstreamTokenContract(context);
   });
 }

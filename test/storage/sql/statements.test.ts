@@ -44,10 +44,12 @@ describe("render", () => {
 });
 
 describe("shared statements", () => {
-  it("revocation touches the grant first, then its refresh and access tokens", () => {
-    const tables = revokeGrantStatements("$n", "grant-1", 5).map((s) => s.text.split(" ")[1]);
-    expect(tables).toEqual(["grants", "refresh_tokens", "access_tokens"]);
-    for (const s of revokeGrantStatements("$n", "grant-1", 5)) expect(s.values).toEqual([5, "grant-1"]);
+  it("revocation touches the grant first, then its refresh and access tokens, then deletes its upstream tokens", () => {
+    const statements = revokeGrantStatements("$n", "grant-1", 5);
+    const tables = statements.map((s) => s.text.split(" ")[s.text.startsWith("DELETE") ? 2 : 1]);
+    expect(tables).toEqual(["grants", "refresh_tokens", "access_tokens", "upstream_token_sets"]);
+    for (const s of statements.slice(0, 3)) expect(s.values).toEqual([5, "grant-1"]);
+    expect(statements[3]?.values).toEqual(["grant-1"]);
   });
 
   it("the purge reports every PurgeResult count exactly once, tokens before their grants", () => {
