@@ -4,11 +4,22 @@
  * what is in the request, never by cookies, so a wildcard origin exposes nothing.
  */
 export function withCors(response: Response): Response {
-  const headers = new Headers(response.headers);
+  try {
+    // The endpoints' own responses have mutable headers: set in place, no second Response.
+    setCorsHeaders(response.headers);
+    return response;
+  } catch {
+    // Immutable headers (a Response from fetch): a copy carries them.
+    const headers = new Headers(response.headers);
+    setCorsHeaders(headers);
+    return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+  }
+}
+
+function setCorsHeaders(headers: Headers): void {
   headers.set("access-control-allow-origin", "*");
   // RFC 9449 §8: a browser-based client reads the server's nonce only when it is exposed.
   headers.set("access-control-expose-headers", "www-authenticate, retry-after, dpop-nonce");
-  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
 }
 
 /** Answers a CORS preflight (`OPTIONS` with `Access-Control-Request-Method`). */
