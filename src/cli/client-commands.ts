@@ -122,7 +122,10 @@ export function cliAuthClient(options: {
 }): AuthClient {
   const print = options.print ?? ((line: string) => process.stderr.write(`${line}\n`));
   const progress = options.progress ?? process.stderr.isTTY === true;
-  const store = new EncryptedFileTokenStore({ directory: configDirectory(), keyLocation: storeKeyLocation() });
+  const store = new EncryptedFileTokenStore({
+    directory: configDirectory(),
+    keyLocation: storeKeyLocation(),
+  });
   return new AuthClient({
     store,
     clientName: "Gatehouse CLI",

@@ -221,7 +221,12 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
    */
   let peeked: AuthInfo | undefined;
   const verifiedBefore =
-    peek === undefined ? undefined : (token: string) => (peeked = peek(token)) !== undefined;
+    peek === undefined
+      ? undefined
+      : (token: string) => {
+          peeked = peek(token);
+          return peeked !== undefined;
+        };
 
   // The judgement, as named steps in the order the rules apply. Each step is synchronous and hands
   // on to the next at once, or through a promise when it had to wait: a warm request (fixed scopes,

@@ -32,7 +32,12 @@ export function runCli(
   return new Promise((resolvePromise, reject) => {
     const child = spawn(process.execPath, [MAIN, ...args], {
       cwd: ROOT,
-      env: { ...process.env, GATEHOUSE_DATABASE_URL: "", GATEHOUSE_STORE_KEY_LOCATION: "file", ...options.env },
+      env: {
+        ...process.env,
+        GATEHOUSE_DATABASE_URL: "",
+        GATEHOUSE_STORE_KEY_LOCATION: "file",
+        ...options.env,
+      },
       stdio: ["pipe", "pipe", "pipe"],
     });
     let stdout = "";
@@ -67,7 +72,13 @@ export function startHeadless(args: string[], configDir: string, env: NodeJS.Pro
   const { DISPLAY: _d, WAYLAND_DISPLAY: _w, BROWSER: _b, ...inherited } = process.env;
   const child = spawn(process.execPath, [MAIN, ...args], {
     cwd: ROOT,
-    env: { ...inherited, GATEHOUSE_DATABASE_URL: "", GATEHOUSE_STORE_KEY_LOCATION: "file", GATEHOUSE_CONFIG_DIR: configDir, ...env },
+    env: {
+      ...inherited,
+      GATEHOUSE_DATABASE_URL: "",
+      GATEHOUSE_STORE_KEY_LOCATION: "file",
+      GATEHOUSE_CONFIG_DIR: configDir,
+      ...env,
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stdout = "";

@@ -176,7 +176,9 @@ describe.skipIf(!onLinux)(
       // Where the operator says file, a new store keeps its key file and the keychain is not asked.
       const fileDir = storeDir();
       await new EncryptedFileTokenStore({ directory: fileDir }).set("tokens", "k", tokens);
-      expect((await cli({ GATEHOUSE_CONFIG_DIR: fileDir, GATEHOUSE_STORE_KEY_LOCATION: "file" })).code).toBe(0);
+      expect((await cli({ GATEHOUSE_CONFIG_DIR: fileDir, GATEHOUSE_STORE_KEY_LOCATION: "file" })).code).toBe(
+        0,
+      );
       expect(existsSync(join(fileDir, "store.key"))).toBe(true);
       expect(await service.lookup("gatehouse", account(fileDir))).toBeUndefined();
 
