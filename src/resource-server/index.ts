@@ -37,3 +37,11 @@ export {
 } from "./resource-server.js";
 export { type ExchangedToken, type ExchangeTokenOptions, exchangeToken } from "./token-exchange.js";
 export { type AccessTokenVerifier, type AuthInfo, REVISIONS, type Revision } from "./types.js";
+export {
+  type SubjectTokenSource,
+  type UpstreamAccessToken,
+  type UpstreamTokenClient,
+  type UpstreamTokenClientOptions,
+  UpstreamTokenError,
+  upstreamTokenClient,
+} from "./upstream-token.js";

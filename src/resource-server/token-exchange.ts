@@ -62,36 +62,37 @@ export interface ExchangedToken {
 }
 
 /** RFC 6749 §2.3.1: client_id and secret are form-urlencoded before Basic encoding. */
-function basicCredentials(clientId: string, secret: string): string {
+export function basicCredentials(clientId: string, secret: string): string {
   const enc = (v: string) => encodeURIComponent(v).replace(/%20/g, "+");
   return `Basic ${Buffer.from(`${enc(clientId)}:${enc(secret)}`).toString("base64")}`;
 }
 
-function checkedEndpoint(value: string | URL): string {
+export function checkedEndpoint(value: string | URL, name = "exchangeToken: tokenEndpoint"): string {
   let url: URL;
   try {
     url = new URL(value);
   } catch {
-    throw new GatehouseTypeError(
-      "ERR_INVALID_OPTION",
-      "exchangeToken: tokenEndpoint must be an absolute URL",
-    );
+    throw new GatehouseTypeError("ERR_INVALID_OPTION", `${name} must be an absolute URL`);
   }
   if (url.protocol !== "https:" && !(url.protocol === "http:" && isLoopbackHost(url.hostname))) {
     throw new GatehouseTypeError(
       "ERR_INVALID_OPTION",
-      "exchangeToken: tokenEndpoint must be https (http only for loopback hosts)",
+      `${name} must be https (http only for loopback hosts)`,
     );
   }
   return url.href;
 }
 
 /** The body as text, refusing more than `maxBytes` (counted as they arrive, not as declared). */
-async function boundedText(response: Response, maxBytes: number): Promise<string> {
+export async function boundedText(
+  response: Response,
+  maxBytes: number,
+  what = "token exchange response",
+): Promise<string> {
   const declared = Number(response.headers.get("content-length"));
   if (Number.isFinite(declared) && declared > maxBytes) {
     await response.body?.cancel().catch(() => {});
-    throw new GatehouseError("too_large", `token exchange response is larger than ${maxBytes} bytes`);
+    throw new GatehouseError("too_large", `${what} is larger than ${maxBytes} bytes`);
   }
   if (!response.body) return "";
   const reader = response.body.getReader();
@@ -103,7 +104,7 @@ async function boundedText(response: Response, maxBytes: number): Promise<string
     size += value.byteLength;
     if (size > maxBytes) {
       await reader.cancel().catch(() => {});
-      throw new GatehouseError("too_large", `token exchange response is larger than ${maxBytes} bytes`);
+      throw new GatehouseError("too_large", `${what} is larger than ${maxBytes} bytes`);
     }
     chunks.push(value);
   }

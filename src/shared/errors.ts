@@ -183,6 +183,12 @@ export type StorageErrorCode = "ERR_STORAGE_UNAVAILABLE" | "ERR_STORAGE_CONFLICT
 /** The resource-server gate's signals that are not protocol errors (`MissingTokenError`, `HostNotAllowedError`). */
 export type GateErrorCode = "ERR_MISSING_TOKEN" | "ERR_HOST_NOT_ALLOWED";
 
+/**
+ * The resource server's upstream token helper (`UpstreamTokenError`, resource-server/upstream-token.ts):
+ * the user must sign in through the provider again, or the provider cannot answer now.
+ */
+export type UpstreamTokenErrorCode = "ERR_UPSTREAM_REAUTHENTICATE" | "ERR_UPSTREAM_UNAVAILABLE";
+
 /** HTTP adapters reading a request body, and the command line. */
 export type AdapterErrorCode = "ERR_BODY_TOO_LARGE" | "ERR_BODY_ABORTED" | "ERR_USAGE";
 
@@ -194,6 +200,7 @@ export type GatehouseErrorCode =
   | SigningKeyDecryptionErrorCode
   | StorageErrorCode
   | GateErrorCode
+  | UpstreamTokenErrorCode
   | AdapterErrorCode;
 
 /** The base of every error that is not an {@link OAuthError}: a stable `code` from the closed set. */

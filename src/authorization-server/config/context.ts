@@ -4,6 +4,7 @@
  */
 import type { Logger } from "../../shared/log.js";
 import type { ScopeHierarchy } from "../../shared/scopes.js";
+import type { KeyEncryptionKeyring } from "../../shared/secret-envelope.js";
 import type { AuthorizationStore, ClientRecord } from "../../storage/contract.js";
 import type { AuditEventInput, AuditTrail } from "../audit.js";
 import type { ResolvedUpstreamSignIn } from "../upstream/resolve.js";
@@ -145,6 +146,11 @@ export interface ServerContext {
   scopes: ReadonlySet<string>;
   clients: ClientResolver;
   keys: KeyManager;
+  /**
+   * The key-encryption keys (`keyEncryptionKeys`), when configured: what seals secrets at rest
+   * (signing keys through the key manager, kept upstream tokens: upstream/tokens.ts).
+   */
+  keyring?: KeyEncryptionKeyring;
   /** False only for plain-http loopback development: cookies then lose `Secure` and `__Host-`. */
   secureCookies: boolean;
   /**

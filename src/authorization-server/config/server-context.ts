@@ -7,6 +7,7 @@ import { jsonLogger, type Logger } from "../../shared/log.js";
 import { ScopeHierarchy } from "../../shared/scopes.js";
 import { createKeyEncryptionKeyring, type KeyEncryptionKeyring } from "../../shared/secret-envelope.js";
 import { tracedStore } from "../../shared/telemetry.js";
+import { checkKeptTokens } from "../upstream/tokens.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import { AuditTrail, createAuditor } from "../audit.js";
 import { redirectUriProblem } from "../clients/redirect-uri.js";
@@ -69,6 +70,8 @@ export async function createServerContext(options: AuthorizationServerOptions): 
       ? undefined
       : await createKeyEncryptionKeyring(options.keyEncryptionKeys, "keyEncryptionKeys");
 
+  checkKeptTokens(resolved.upstreamSignIn, resources, keyring);
+
   const scopes = new Set<string>();
   for (const r of resources.values()) for (const s of r.scopes) scopes.add(s);
   if (resolved.refresh.enabled) scopes.add(OFFLINE_ACCESS);
@@ -119,5 +122,6 @@ export async function createServerContext(options: AuthorizationServerOptions): 
     clients: createClientResolver({ store, options: resolved, log, now, audit }),
     keys,
     secureCookies: !insecure,
+    ...(keyring ? { keyring } : {}),
   };
 }

@@ -19,10 +19,11 @@ import { preflightResponse, withCors } from "./cors.js";
 import { deviceAuthorizationSettings, handleDeviceAuthorization } from "./device-authorization.js";
 import { handleHealth } from "./health.js";
 import { handleIntrospect } from "./introspect.js";
-import { ENDPOINT_PATHS, upstreamCallbackPath } from "./paths.js";
+import { ENDPOINT_PATHS, UPSTREAM_TOKEN_PATH, upstreamCallbackPath } from "./paths.js";
 import { handleRegister } from "./register.js";
 import { handleRevoke } from "./revoke.js";
 import { handleToken } from "./token.js";
+import { handleUpstreamToken } from "./upstream-token.js";
 
 /** Seconds a client is asked to wait after a storage outage (RFC 9110 §10.2.3 `Retry-After`). */
 export const STORAGE_RETRY_AFTER_SECONDS = 5;
@@ -139,6 +140,10 @@ export function createHandler(
       upstream_provider: provider.id,
       redirect_uri: upstreamRedirectUri(ctx, provider.id),
     });
+  }
+  if (upstream?.providers.some((p) => p.keepTokens !== undefined)) {
+    const name = UPSTREAM_TOKEN_PATH;
+    routes.set(`${base}${name}`, { name, methods: ["POST"], endpoint: handleUpstreamToken, cors: false });
   }
 
   return async function handle(request: Request, info: FetchInfo = {}): Promise<Response> {

@@ -32,6 +32,13 @@ export function upstreamCallbackPath(providerId: string): string {
   return `/upstream/${providerId}/callback`;
 }
 
+/**
+ * Where a resource server fetches the upstream access token of the user behind a request
+ * (./upstream-token.ts); routed only when a provider keeps tokens. Provider ids cannot be `token`
+ * followed by more path, so it never meets a callback path.
+ */
+export const UPSTREAM_TOKEN_PATH = "/upstream/token";
+
 export function endpointUrl(issuer: string, name: EndpointName): string {
   return `${issuer.replace(/\/$/, "")}${ENDPOINT_PATHS[name]}`;
 }

@@ -8,6 +8,7 @@ import { randomToken, sha256Base64url } from "../../shared/crypto.js";
 import { formatScope } from "../../shared/scopes.js";
 import type { ClientRecord, GrantRecord, IssuedTokens } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
+import { bindKeptTokens } from "../upstream/tokens.js";
 import { accessTokenScopes, newAccessToken, signAccessToken, tokenResponse } from "./common.js";
 import { grantLifetimes } from "./refresh-policy.js";
 import { retireSupersededGrants } from "./superseded-grants.js";
@@ -85,6 +86,8 @@ export async function approvedGrantResponse(
     client_id: client.clientId,
     grant_id: grant.grantId,
   });
+  // Before the retirement: the new grant takes the session's kept upstream tokens, the old lose theirs.
+  await bindKeptTokens(ctx, grant);
   await retireSupersededGrants(ctx, grant);
   const refreshToken = issued.refreshIssued ? drawn.refreshToken : undefined;
   return tokenResponse(

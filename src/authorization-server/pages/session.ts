@@ -36,15 +36,24 @@ export async function currentSession(
  * browser brought along (no session fixation). Returns the `Set-Cookie` value.
  */
 export async function startSession(ctx: ServerContext, userId: string): Promise<string> {
+  return (await startSessionRecord(ctx, userId)).cookie;
+}
+
+/** {@link startSession}, also returning the stored record (the upstream sign-in keeps tokens by its hash). */
+export async function startSessionRecord(
+  ctx: ServerContext,
+  userId: string,
+): Promise<{ cookie: string; record: SessionRecord }> {
   const value = randomToken(32);
   const now = ctx.now();
-  await ctx.store.createSession({
+  const record = {
     idHash: sha256Base64url(value),
     userId,
     createdAt: now,
     expiresAt: now + SESSION_TTL_SECONDS * 1000,
-  });
-  return serializeCookie("session", value, ctx, SESSION_TTL_SECONDS);
+  };
+  await ctx.store.createSession(record);
+  return { cookie: serializeCookie("session", value, ctx, SESSION_TTL_SECONDS), record };
 }
 
 /** Ends the session server-side and returns the `Set-Cookie` value that clears it in the browser. */

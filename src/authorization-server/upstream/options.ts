@@ -90,6 +90,21 @@ export interface UpstreamProviderOptions {
   /** Create a local account on a first sign-in (default false: only linked accounts may sign in). */
   createAccounts?: boolean;
   admission?: UpstreamAdmissionOptions;
+  /**
+   * Keep the provider's access and refresh tokens for resource servers that call the provider's
+   * API as the user (docs/authorization-server.md "Upstream tokens for resource servers"). Needs
+   * `keyEncryptionKeys`: the tokens are stored sealed under them, bound to the grant, revoked with it.
+   */
+  keepTokens?: UpstreamKeepTokensOptions;
+}
+
+/** Which resource servers may fetch a provider's kept tokens. */
+export interface UpstreamKeepTokensOptions {
+  /**
+   * Each a pre-registered confidential client (the resource server's credentials) and the resource
+   * it serves: it gets upstream tokens only for access tokens issued for that resource.
+   */
+  resourceServers: { clientId: string; resource: string }[];
 }
 
 /** Sign-in through upstream identity providers (docs/authorization-server.md "Sign-in through an upstream provider"). */

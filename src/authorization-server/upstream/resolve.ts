@@ -7,6 +7,7 @@ import { isScopeToken } from "../../shared/scopes.js";
 import { ASYMMETRIC_ALGORITHMS, fail, limited } from "../config/resolve-options.js";
 import type {
   UpstreamAdmissionOptions,
+  UpstreamKeepTokensOptions,
   UpstreamPresetName,
   UpstreamProviderOptions,
   UpstreamSignInOptions,
@@ -24,6 +25,8 @@ interface ResolvedProviderBase {
   createAccounts: boolean;
   admission: UpstreamAdmissionOptions;
   preset?: UpstreamPresetName;
+  /** Present when the provider's tokens are kept for resource servers (./tokens.ts). */
+  keepTokens?: UpstreamKeepTokensOptions;
 }
 
 export interface ResolvedOidcProvider extends ResolvedProviderBase {
@@ -51,6 +54,32 @@ export interface ResolvedUpstreamSignIn {
   localPasswords: boolean;
   timeoutMs: number;
   allowLoopback: false | { ca?: string[] };
+}
+
+/**
+ * `keepTokens`: at least one resource server, each a client id and a resource URI (that the
+ * server serves the resource and the client is pre-registered and confidential is checked by
+ * createServerContext, which knows both).
+ */
+function resolveKeepTokens(value: unknown, name: string): UpstreamKeepTokensOptions {
+  const list = (value as UpstreamKeepTokensOptions | null)?.resourceServers;
+  if (typeof value !== "object" || value === null || !Array.isArray(list) || list.length === 0) {
+    fail(`${name}.resourceServers must list at least one { clientId, resource }`);
+  }
+  return {
+    resourceServers: list.map((entry, i) => {
+      const { clientId, resource } = (entry ?? {}) as { clientId?: unknown; resource?: unknown };
+      if (
+        typeof clientId !== "string" ||
+        clientId === "" ||
+        typeof resource !== "string" ||
+        resource === ""
+      ) {
+        fail(`${name}.resourceServers[${i}] must have a clientId and a resource`);
+      }
+      return { clientId, resource };
+    }),
+  };
 }
 
 /** ID token algorithms accepted unless configured (asymmetric; RFC 8725 §3.1). */
@@ -189,6 +218,9 @@ function resolveProvider(value: unknown, i: number): ResolvedUpstreamProvider {
     createAccounts,
     admission,
     ...(p.preset === undefined ? {} : { preset: p.preset }),
+    ...(p.keepTokens === undefined
+      ? {}
+      : { keepTokens: resolveKeepTokens(p.keepTokens, `${name}.keepTokens`) }),
   };
   if (kind === "oauth2") {
     const emails = p.emailsEndpoint ?? preset?.emailsEndpoint;

@@ -11,7 +11,7 @@ import { bindingMatches, issuerPath } from "../interaction.js";
 import { readCookie } from "../pages/cookies.js";
 import { errorPage, unexpectedErrorPage } from "../pages/error-page.js";
 import { seeOther } from "../pages/security-headers.js";
-import { startSession } from "../pages/session.js";
+import { startSessionRecord } from "../pages/session.js";
 import { localAccountFor } from "./accounts.js";
 import { admissionFailure } from "./admission.js";
 import { failed, failurePage, UpstreamFailure } from "./failure.js";
@@ -20,6 +20,7 @@ import { completeOidcSignIn, discover } from "./oidc-client.js";
 import type { UpstreamProfile } from "./options.js";
 import type { ResolvedUpstreamProvider, ResolvedUpstreamSignIn } from "./resolve.js";
 import { authorizationRequestUrl, type UpstreamTokenResponse } from "./token-request.js";
+import { keepSignInTokens } from "./tokens.js";
 
 /** How long a started upstream sign-in waits for its callback. */
 export const UPSTREAM_LOGIN_TTL_MS = 10 * 60 * 1000;
@@ -260,9 +261,9 @@ async function callback(
  * the consent page, which decides as for any sign-in (clients/policy.ts `maySkipConsent`: a
  * dynamically registered or metadata-document client is asked, never skipped).
  *
- * Upstream tokens: `signIn.tokens` ends here, unused and unstored. This is the point where the
- * upstream-token feature keeps them (encrypted at rest, bound to the grant the consent approves and
- * revoked with it); until then nothing a provider issues outlives the request.
+ * Upstream tokens: `signIn.tokens` ends here. Unless the provider's `keepTokens` is set they are
+ * dropped; with it they are sealed and held by the new session until a grant it approves takes them
+ * (./tokens.ts).
  */
 async function finishUpstreamSignIn(
   ctx: ServerContext,
@@ -286,7 +287,10 @@ async function finishUpstreamSignIn(
   } else {
     next = returnTo ?? issuerPath(ctx, ENDPOINT_PATHS.account);
   }
-  const cookie = await startSession(ctx, signIn.userId);
+  const session = await startSessionRecord(ctx, signIn.userId);
+  const cookie = session.cookie;
+  // Kept only when the provider's keepTokens asks, sealed, for the grants this session approves.
+  await keepSignInTokens(ctx, signIn.provider, signIn.userId, session.record, signIn.tokens);
   ctx.audit?.({ type: "login_succeeded", user_id: signIn.userId, upstream_provider: signIn.provider.id });
   return seeOther(next, [cookie]);
 }

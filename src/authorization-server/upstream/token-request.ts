@@ -89,6 +89,31 @@ export async function exchangeCode(
     redirect_uri: params.redirectUri,
     code_verifier: params.codeVerifier,
   });
+  return requestTokens(provider, settings, tokenEndpoint, body);
+}
+
+/**
+ * Refreshes upstream tokens kept for a resource server (RFC 6749 §6; ./tokens.ts). The provider's
+ * refusal comes back as a `provider_error` failure carrying its `error` code (`invalid_grant`: the
+ * refresh token is dead).
+ */
+export function refreshUpstreamTokens(
+  provider: ResolvedUpstreamProvider,
+  settings: ResolvedUpstreamSignIn,
+  tokenEndpoint: string,
+  refreshToken: string,
+): Promise<UpstreamTokenResponse | UpstreamFailure> {
+  const body = new URLSearchParams({ grant_type: "refresh_token", refresh_token: refreshToken });
+  return requestTokens(provider, settings, tokenEndpoint, body);
+}
+
+/** One request to the provider's token endpoint, authenticated as Gatehouse, and its answer judged. */
+async function requestTokens(
+  provider: ResolvedUpstreamProvider,
+  settings: ResolvedUpstreamSignIn,
+  tokenEndpoint: string,
+  body: URLSearchParams,
+): Promise<UpstreamTokenResponse | UpstreamFailure> {
   const headers: Record<string, string> = { accept: "application/json" };
   authenticateClient(provider, headers, body);
   let response: Awaited<ReturnType<typeof upstreamRequest>>;
@@ -109,10 +134,14 @@ export async function exchangeCode(
   const parsed = parseTokenBody(response.headers.get("content-type"), response.body);
   if (!parsed)
     return failed("unreachable", `token endpoint answered HTTP ${response.status} without a readable body`);
-  // RFC 6749 §5.2 (and GitHub's 200 with `error`): the code was refused. Only the code is kept.
+  // RFC 6749 §5.2 (and GitHub's 200 with `error`): the grant was refused. Only the code is kept.
   if (typeof parsed.error === "string" || response.status !== 200) {
     const code = typeof parsed.error === "string" ? parsed.error : undefined;
-    return failed("provider_error", `token endpoint refused the code (HTTP ${response.status})`, code);
+    return failed(
+      "provider_error",
+      `token endpoint refused the ${body.get("grant_type")} (HTTP ${response.status})`,
+      code,
+    );
   }
   const { access_token, token_type } = parsed;
   if (typeof access_token !== "string" || access_token === "") {
