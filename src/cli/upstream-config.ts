@@ -2,7 +2,8 @@
  * The `upstreamSignIn` section of `gatehouse serve`'s config file: its schema, and the provider
  * options it becomes. A client secret never sits in the config file (config files get copied and
  * committed): it is read from a file (`clientSecretFile`, relative to the config file) or an
- * environment variable (`clientSecretEnv`) at start-up.
+ * environment variable (`clientSecretEnv`) at start-up. A provider's private CA is read the same way
+ * from `caFile` (PEM, relative to the config file); its certificates are checked by the resolver.
  */
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -43,6 +44,10 @@ export const upstreamProviderSchema = z.strictObject({
   scopes: list.optional(),
   algorithms: list.optional(),
   createAccounts: z.boolean().optional(),
+  /** RFC 1918 / fc00::/7 destinations for this provider only (upstream/options.ts). */
+  allowPrivateNetwork: z.boolean().optional(),
+  /** A PEM file of the CA certificate(s) this provider's TLS chains to. */
+  caFile: z.string().min(1).optional(),
   admission: z
     .strictObject({
       emailDomains: list.optional(),
@@ -82,7 +87,18 @@ function clientSecret(provider: FileProvider, configPath: string): string | unde
   }
 }
 
-/** The config file's section as `AuthorizationServerOptions.upstreamSignIn` (secrets read now). */
+/** The PEM text of a provider's `caFile`, read at start-up (the resolver checks the certificates). */
+function caText(provider: FileProvider, configPath: string): string | undefined {
+  if (provider.caFile === undefined) return undefined;
+  const path = resolve(dirname(configPath), provider.caFile);
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    throw new UsageError(`upstreamSignIn provider "${provider.id}": cannot read caFile ${path}`);
+  }
+}
+
+/** The config file's section as `AuthorizationServerOptions.upstreamSignIn` (secrets and CAs read now). */
 export function upstreamSignInFromFile(
   section: {
     providers: FileProvider[];
@@ -92,11 +108,13 @@ export function upstreamSignInFromFile(
   configPath: string,
 ): UpstreamSignInOptions {
   const providers = section.providers.map((p): UpstreamProviderOptions => {
-    const { clientSecretFile: _file, clientSecretEnv: _env, ...rest } = p;
+    const { clientSecretFile: _file, clientSecretEnv: _env, caFile: _ca, ...rest } = p;
     const secret = clientSecret(p, configPath);
+    const ca = caText(p, configPath);
     return {
       ...(rest as UpstreamProviderOptions),
       ...(secret === undefined ? {} : { clientSecret: secret }),
+      ...(ca === undefined ? {} : { ca }),
     };
   });
   return {

@@ -11,6 +11,9 @@
  * 3. DNS: a custom `lookup` refuses a name when ANY of its addresses is special-use;
  * 4. the connected socket: `remoteAddress` is classified again on `connect`, before any HTTP byte
  *    is sent, so a resolver that changed its mind (DNS rebinding) still cannot reach inside;
+ *    steps 2-4 ask one function, `isAllowedAddress`, under one {@link AddressPolicy} per request
+ *    (public only, unless the caller opts in to loopback for tests or to the private ranges for a
+ *    destination an operator configured);
  * 5. the response: no redirects (3xx is an error), 2xx only, `Content-Encoding` identity only (the
  *    size cap is on the bytes we decode, so no compression), a media type from `accept`, a byte cap,
  *    and one deadline that covers queueing, DNS, connect, TLS, headers and body.
@@ -31,12 +34,12 @@ import { rootCertificates } from "node:tls";
 import { GatehouseError, GatehouseTypeError, type GuardedFetchErrorCode } from "./errors.js";
 import { HostLimiter } from "./guarded-fetch-limiter.js";
 import { fetchUrlProblem, literalHostOf } from "./guarded-fetch-url.js";
-import { classDescription, isAllowedAddress } from "./ip-address.js";
+import { type AddressPolicy, classDescription, isAllowedAddress } from "./ip-address.js";
 import { mediaType } from "./media-type.js";
 import { SingleFlight } from "./single-flight.js";
 
 export { fetchUrlProblem } from "./guarded-fetch-url.js";
-export { classifyAddress, isAllowedAddress } from "./ip-address.js";
+export { type AddressPolicy, classifyAddress, isAllowedAddress } from "./ip-address.js";
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -79,16 +82,28 @@ export type LookupFunction = (
   callback: LookupCallback,
 ) => void;
 
-export interface GuardedFetchOptions {
+/** Where a request may connect and which certificate authorities it trusts. */
+export interface FetchDestinationOptions {
+  /**
+   * DANGEROUS, tests only: allow loopback destinations (never private or other special ranges) and
+   * trust these extra CA certificates (PEM, as `ca`). Re-opens SSRF to this machine.
+   */
+  allowLoopback?: false | { ca?: string[] };
+  /**
+   * Allow the private ranges (RFC 1918, fc00::/7) too. Only for a destination an operator
+   * configured (an identity provider on their own network), never for a URL from a request:
+   * link-local (169.254.169.254), unspecified, multicast and loopback stay refused.
+   */
+  allowPrivateNetwork?: boolean;
+  /** CA certificates (PEM) trusted in addition to the system roots (an operator's private CA). */
+  ca?: string[];
+}
+
+export interface GuardedFetchOptions extends FetchDestinationOptions {
   /** Cap on the decoded body in bytes; larger bodies fail with `too_large`. */
   maxBytes: number;
   /** One deadline for queueing, DNS, connect, TLS, headers and body. */
   timeoutMs: number;
-  /**
-   * DANGEROUS, tests only: allow loopback destinations (never private or other special ranges) and
-   * trust these extra CA certificates (PEM). Re-opens SSRF to this machine.
-   */
-  allowLoopback?: false | { ca?: string[] };
   /** Accepted media types, comma-separated (sent as `Accept`; the response must match one). */
   accept?: string;
   /** Stops waiting for the result (a coalesced request keeps running for the other callers). */
@@ -118,8 +133,71 @@ export interface GuardedFetchConfig {
 
 const defaultResolver: HostResolver = (hostname) => dns.lookup(hostname, { all: true, verbatim: true });
 
+/** The address policy of a request's destination options (public only unless opted in). */
+function addressPolicy(destination: FetchDestinationOptions): AddressPolicy {
+  return { loopback: !!destination.allowLoopback, privateNetwork: destination.allowPrivateNetwork === true };
+}
+
+/** The extra CAs a request trusts: `ca` and the tests-only loopback opt-in's. */
+function extraCas(destination: FetchDestinationOptions): string[] {
+  return [
+    ...(destination.ca ?? []),
+    ...(destination.allowLoopback ? (destination.allowLoopback.ca ?? []) : []),
+  ];
+}
+
+/**
+ * The connection half of a guarded request, shared by the guarded GET and the upstream provider
+ * requests (src/authorization-server/upstream/http.ts): the checked DNS lookup and TLS settings for
+ * `https.request`, and the policy to pass to {@link guardSocket} on the request's socket.
+ */
+export function guardedConnection(
+  destination: FetchDestinationOptions,
+  resolveHost: HostResolver = defaultResolver,
+): {
+  policy: AddressPolicy;
+  requestOptions: Pick<
+    https.RequestOptions,
+    "agent" | "lookup" | "ca" | "rejectUnauthorized" | "minVersion" | "maxHeaderSize"
+  >;
+} {
+  const policy = addressPolicy(destination);
+  const ca = extraCas(destination);
+  return {
+    policy,
+    requestOptions: {
+      agent: false, // no pooled sockets: every request is looked up and checked afresh
+      lookup: checkedLookup(resolveHost, policy),
+      ca: ca.length > 0 ? [...rootCertificates, ...ca] : undefined,
+      rejectUnauthorized: true,
+      minVersion: "TLSv1.2",
+      maxHeaderSize: 16384,
+    },
+  };
+}
+
+/**
+ * The refusal of a URL whose host is an IP literal the policy does not allow (judged before its
+ * spelling, so `https://2130706433/` reports as blocked_address), before any socket exists: Node
+ * does not consult `lookup` for a literal, and even a TCP handshake to 169.254.169.254 is too much.
+ */
+export function refusedLiteralHost(rawUrl: string, policy: AddressPolicy): GuardedFetchError | undefined {
+  let literal: string | undefined;
+  if (fetchUrlProblem(rawUrl) === undefined) {
+    const host = new URL(rawUrl).hostname;
+    if (isIP(host.replace(/^\[|\]$/g, "")) !== 0) literal = host;
+  } else {
+    literal = literalHostOf(rawUrl);
+  }
+  if (literal === undefined || isAllowedAddress(literal, policy)) return undefined;
+  return new GuardedFetchError(
+    "blocked_address",
+    `URL host is a refused address (${classDescription(literal)})`,
+  );
+}
+
 /** A lookup that refuses the name when any address it resolves to is not allowed. */
-function checkedLookup(resolve: HostResolver, allowLoopback: boolean): LookupFunction {
+function checkedLookup(resolve: HostResolver, policy: AddressPolicy): LookupFunction {
   return (hostname, options, callback) => {
     resolve(hostname).then(
       (all) => {
@@ -135,7 +213,7 @@ function checkedLookup(resolve: HostResolver, allowLoopback: boolean): LookupFun
           return;
         }
         // Any special-use answer refuses the whole name: a mixed answer is a rebinding tell.
-        const blocked = addresses.find((a) => !isAllowedAddress(a.address, allowLoopback));
+        const blocked = addresses.find((a) => !isAllowedAddress(a.address, policy));
         if (blocked) {
           callback(
             new GuardedFetchError(
@@ -158,10 +236,10 @@ function checkedLookup(resolve: HostResolver, allowLoopback: boolean): LookupFun
  * Destroys `socket` on connect when the peer address is not allowed (DNS rebinding defence: the
  * address that counts is the one actually connected, checked before the TLS handshake starts).
  */
-export function guardSocket(socket: Socket, allowLoopback: boolean): void {
+export function guardSocket(socket: Socket, policy: AddressPolicy): void {
   const check = () => {
     const address = socket.remoteAddress;
-    if (address === undefined || !isAllowedAddress(address, allowLoopback)) {
+    if (address === undefined || !isAllowedAddress(address, policy)) {
       socket.destroy(
         new GuardedFetchError(
           "blocked_address",
@@ -185,9 +263,18 @@ export function createGuardedFetch(config: GuardedFetchConfig = {}): GuardedFetc
 
   return (url, options) => {
     if (options.signal?.aborted) return Promise.reject(new GuardedFetchError("aborted", "fetch aborted"));
-    const loopback = options.allowLoopback ? JSON.stringify(options.allowLoopback.ca ?? []) : "-";
-    // Coalesce only identical requests: the same URL under different caps is another request.
-    const key = JSON.stringify([url, options.maxBytes, options.timeoutMs, options.accept ?? "", loopback]);
+    // Coalesce only identical requests: the same URL under different caps, another address policy
+    // or other trusted CAs is another request (one must never receive what only the other may reach).
+    const policy = addressPolicy(options);
+    const key = JSON.stringify([
+      url,
+      options.maxBytes,
+      options.timeoutMs,
+      options.accept ?? "",
+      policy.loopback,
+      policy.privateNetwork,
+      extraCas(options),
+    ]);
     const shared = inFlight.run(key, () =>
       fetchOnce(url, options, limiter, resolveHost, config.uncheckedLookupForTesting),
     );
@@ -220,33 +307,13 @@ function fetchOnce(
   resolveHost: HostResolver,
   uncheckedLookup: LookupFunction | undefined,
 ): Promise<GuardedFetchResponse> {
+  const connection = guardedConnection(options, resolveHost);
+  const policy = connection.policy;
+  const refused = refusedLiteralHost(rawUrl, policy);
+  if (refused) return Promise.reject(refused);
   const problem = fetchUrlProblem(rawUrl);
-  const url = problem === undefined ? new URL(rawUrl) : undefined;
-  // An IP-literal host is judged before its spelling, so 2130706433 reports as blocked_address.
-  if (
-    url &&
-    isIP(url.hostname.replace(/^\[|\]$/g, "")) !== 0 &&
-    !isAllowedAddress(url.hostname, !!options.allowLoopback)
-  ) {
-    return Promise.reject(
-      new GuardedFetchError(
-        "blocked_address",
-        `URL host is a refused address (${classDescription(url.hostname)})`,
-      ),
-    );
-  }
-  if (!url) {
-    const literal = literalHostOf(rawUrl);
-    if (literal !== undefined && !isAllowedAddress(literal, !!options.allowLoopback)) {
-      return Promise.reject(
-        new GuardedFetchError(
-          "blocked_address",
-          `URL host is a refused address (${classDescription(literal)})`,
-        ),
-      );
-    }
-    return Promise.reject(new GuardedFetchError("bad_url", problem ?? "URL is not valid"));
-  }
+  if (problem !== undefined) return Promise.reject(new GuardedFetchError("bad_url", problem));
+  const url = new URL(rawUrl);
   if (!Number.isInteger(options.maxBytes) || options.maxBytes <= 0 || !(options.timeoutMs > 0)) {
     // API misuse, not a refused URL.
     return Promise.reject(
@@ -254,7 +321,6 @@ function fetchOnce(
     );
   }
 
-  const allowLoopback = !!options.allowLoopback;
   const accept = options.accept ?? "application/json";
   const acceptedTypes = accept
     .split(",")
@@ -303,19 +369,14 @@ function fetchOnce(
     );
 
     function start(): void {
-      const extraCa = options.allowLoopback ? (options.allowLoopback.ca ?? []) : [];
       const req = https.request(url as URL, {
+        ...connection.requestOptions,
+        ...(uncheckedLookup ? { lookup: uncheckedLookup } : {}),
         method: "GET",
-        agent: false, // no pooled sockets: every request is looked up and checked afresh
-        lookup: uncheckedLookup ?? checkedLookup(resolveHost, allowLoopback),
-        ca: extraCa.length > 0 ? [...rootCertificates, ...extraCa] : undefined,
-        rejectUnauthorized: true,
-        minVersion: "TLSv1.2",
-        maxHeaderSize: 16384,
         headers: { accept, "accept-encoding": "identity", "user-agent": "gatehouse" },
       });
       request = req;
-      req.on("socket", (socket) => guardSocket(socket, allowLoopback));
+      req.on("socket", (socket) => guardSocket(socket, policy));
       req.on("error", (err) => fail(toGuardedError(err)));
       req.on("response", (res) => {
         const status = res.statusCode ?? 0;

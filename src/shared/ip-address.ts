@@ -5,30 +5,40 @@
  *
  * IPv4-mapped (`::ffff:0:0/96`) and NAT64 (`64:ff9b::/96`) IPv6 addresses are judged by the IPv4
  * address they embed, since that is where a connection to them ends up.
+ *
+ * Which classes a connection may reach is decided in one place, {@link isAllowedAddress}, from an
+ * {@link AddressPolicy}: public unicast always, loopback under the tests-only opt-in, and the
+ * private ranges (RFC 1918, RFC 4193 unique local) under the private-network opt-in an operator
+ * gives for a destination they configured. Nothing admits link-local (169.254.169.254, the cloud
+ * metadata service, lives there), unspecified, multicast or the other special-purpose ranges.
  */
 
 /**
- * Where an address points. `loopback` is separate from `special` only so the test-only opt-in can
- * allow it; both are refused by default.
+ * Where an address points. `loopback` and `private` are separate from `special` only so their
+ * opt-ins can allow them; all three are refused by default.
  */
-export type AddressClass = { kind: "public" } | { kind: "loopback" | "special"; range: string };
+export type AddressClass = { kind: "public" } | { kind: "loopback" | "private" | "special"; range: string };
 
-type V4Range = readonly [base: string, prefix: number, name: string, kind: "loopback" | "special"];
+type NonPublicKind = "loopback" | "private" | "special";
+type V4Range = readonly [base: string, prefix: number, name: string, kind: NonPublicKind];
 
-/** IANA IPv4 Special-Purpose Address Registry (RFC 6890 and updates), plus multicast and class E. */
+/**
+ * IANA IPv4 Special-Purpose Address Registry (RFC 6890 and updates), plus multicast and class E.
+ * `private` is RFC 1918 §3 only; shared address space (RFC 6598, CGNAT) stays `special`.
+ */
 const SPECIAL_V4: readonly V4Range[] = [
   ["0.0.0.0", 8, "this network 0.0.0.0/8", "special"],
-  ["10.0.0.0", 8, "private 10.0.0.0/8", "special"],
+  ["10.0.0.0", 8, "private 10.0.0.0/8", "private"],
   ["100.64.0.0", 10, "shared address space (CGNAT) 100.64.0.0/10", "special"],
   ["127.0.0.0", 8, "loopback 127.0.0.0/8", "loopback"],
   ["169.254.0.0", 16, "link-local 169.254.0.0/16", "special"],
-  ["172.16.0.0", 12, "private 172.16.0.0/12", "special"],
+  ["172.16.0.0", 12, "private 172.16.0.0/12", "private"],
   ["192.0.0.0", 24, "IETF protocol assignments 192.0.0.0/24", "special"],
   ["192.0.2.0", 24, "documentation 192.0.2.0/24", "special"],
   ["192.31.196.0", 24, "AS112 192.31.196.0/24", "special"],
   ["192.52.193.0", 24, "AMT 192.52.193.0/24", "special"],
   ["192.88.99.0", 24, "6to4 relay anycast 192.88.99.0/24", "special"],
-  ["192.168.0.0", 16, "private 192.168.0.0/16", "special"],
+  ["192.168.0.0", 16, "private 192.168.0.0/16", "private"],
   ["192.175.48.0", 24, "AS112 192.175.48.0/24", "special"],
   ["198.18.0.0", 15, "benchmarking 198.18.0.0/15", "special"],
   ["198.51.100.0", 24, "documentation 198.51.100.0/24", "special"],
@@ -132,7 +142,6 @@ function classifyV6(groups: number[]): AddressClass {
     [[0x2001, 0], 23, "IETF protocol assignments 2001::/23"],
     [[0x2002], 16, "6to4 2002::/16"],
     [[0x3fff, 0], 20, "documentation 3fff::/20"],
-    [[0xfc00], 7, "unique local fc00::/7"],
     [[0xfe80], 10, "link-local fe80::/10"],
     [[0xfec0], 10, "site-local fec0::/10"],
     [[0xff00], 8, "multicast ff00::/8"],
@@ -140,6 +149,8 @@ function classifyV6(groups: number[]): AddressClass {
   for (const [prefix, bits, name] of named) {
     if (v6Prefix(groups, prefix, bits)) return { kind: "special", range: name };
   }
+  // RFC 4193 unique local addresses: IPv6's private ranges.
+  if (v6Prefix(groups, [0xfc00], 7)) return { kind: "private", range: "unique local fc00::/7" };
   // Only global unicast 2000::/3 is routable on the internet; everything else is reserved.
   if (!v6Prefix(groups, [0x2000], 3)) return { kind: "special", range: "outside global unicast 2000::/3" };
   return { kind: "public" };
@@ -158,10 +169,24 @@ export function classifyAddress(address: string): AddressClass {
   return { kind: "special", range: "not a plain IP address" };
 }
 
-/** True when a connection to `address` is allowed under the given loopback opt-in. */
-export function isAllowedAddress(address: string, allowLoopback: boolean): boolean {
+/** The address classes a connection may reach besides public unicast. */
+export interface AddressPolicy {
+  /** DANGEROUS, tests only: 127.0.0.0/8 and ::1 (re-opens server-side request forgery to this machine). */
+  loopback: boolean;
+  /**
+   * RFC 1918 and fc00::/7: only for a destination an operator configured (an upstream provider on
+   * their own network), never for a URL taken from a request.
+   */
+  privateNetwork: boolean;
+}
+
+/** The one decision of which addresses a connection may reach (DNS answers and connected sockets alike). */
+export function isAllowedAddress(address: string, policy: AddressPolicy): boolean {
   const c = classifyAddress(address);
-  return c.kind === "public" || (allowLoopback && c.kind === "loopback");
+  if (c.kind === "public") return true;
+  if (c.kind === "loopback") return policy.loopback;
+  if (c.kind === "private") return policy.privateNetwork;
+  return false;
 }
 
 /** The range an address falls in, for error messages (`public` when it is in none). */

@@ -39,6 +39,8 @@ function inV4Range(cidr: string): fc.Arbitrary<number> {
   const { base, size } = cidrV4(cidr);
   return fc.integer({ min: 0, max: size - 1 }).map((off) => base + off);
 }
+const PUBLIC_ONLY = { loopback: false, privateNetwork: false };
+const LOOPBACK_OPT_IN = { loopback: true, privateNetwork: false };
 const anySpecialV4 = fc.oneof(...SPECIAL_V4_CIDRS.map(inV4Range));
 const hex = (n: number) => n.toString(16);
 
@@ -133,13 +135,13 @@ describe("rule: every special-use address is refused (address classifier)", () =
   });
 
   it("the loopback opt-in admits loopback only, never other special ranges", () => {
-    expect(isAllowedAddress("127.0.0.1", true)).toBe(true);
-    expect(isAllowedAddress("::1", true)).toBe(true);
-    expect(isAllowedAddress("::ffff:127.0.0.1", true)).toBe(true);
+    expect(isAllowedAddress("127.0.0.1", LOOPBACK_OPT_IN)).toBe(true);
+    expect(isAllowedAddress("::1", LOOPBACK_OPT_IN)).toBe(true);
+    expect(isAllowedAddress("::ffff:127.0.0.1", LOOPBACK_OPT_IN)).toBe(true);
     for (const ip of ["10.0.0.1", "0.0.0.0", "169.254.169.254", "192.168.0.1", "fc00::1", "::"]) {
-      expect(isAllowedAddress(ip, true), ip).toBe(false);
+      expect(isAllowedAddress(ip, LOOPBACK_OPT_IN), ip).toBe(false);
     }
-    expect(isAllowedAddress("127.0.0.1", false)).toBe(false);
+    expect(isAllowedAddress("127.0.0.1", PUBLIC_ONLY)).toBe(false);
   });
 
   it("property: any address in a special-use IPv4 range is refused, in every spelling", () => {
@@ -159,7 +161,7 @@ describe("rule: every special-use address is refused (address classifier)", () =
         ].map((s) => (upper ? s.toUpperCase() : s));
         for (const s of spellings) {
           if (classifyAddress(s).kind === "public") return false;
-          if (isAllowedAddress(s, false)) return false;
+          if (isAllowedAddress(s, PUBLIC_ONLY)) return false;
         }
         return true;
       }),
@@ -199,14 +201,16 @@ describe("rule: every special-use address is refused (address classifier)", () =
 
   it("property: addresses in ordinary public blocks are allowed (the classifier does not over-block)", () => {
     const publicV4 = fc.oneof(inV4Range("8.0.0.0/8"), inV4Range("45.0.0.0/8"), inV4Range("151.101.0.0/16"));
-    fc.assert(fc.property(publicV4, (n) => isAllowedAddress(v4ToString(n), false)));
+    fc.assert(fc.property(publicV4, (n) => isAllowedAddress(v4ToString(n), PUBLIC_ONLY)));
     const group = fc.integer({ min: 0, max: 0xffff });
     const publicV6 = fc.tuple(
       fc.constantFrom(0x2600, 0x2a00, 0x2400),
       fc.array(group, { minLength: 7, maxLength: 7 }),
     );
     fc.assert(
-      fc.property(publicV6, ([first, rest]) => isAllowedAddress([first, ...rest].map(hex).join(":"), false)),
+      fc.property(publicV6, ([first, rest]) =>
+        isAllowedAddress([first, ...rest].map(hex).join(":"), PUBLIC_ONLY),
+      ),
     );
   });
 });

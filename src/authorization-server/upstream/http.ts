@@ -1,23 +1,30 @@
 /**
  * Requests to an upstream provider that the guarded GET (src/shared/guarded-fetch.ts) cannot make:
  * the token request (a POST with client credentials) and the user-info requests (a bearer token).
- * Same guards where they apply: https only, the connected address checked before any byte is sent
- * (`guardSocket`), no redirects, one deadline, a byte cap on the body, identity encoding.
+ * Same guards where they apply, and the same connection code (`guardedConnection`): https only, DNS
+ * answers and the connected address checked under the provider's address policy before any byte is
+ * sent (`guardSocket`), no redirects, one deadline, a byte cap on the body, identity encoding.
  */
 import https from "node:https";
-import { rootCertificates } from "node:tls";
-import { fetchUrlProblem, GuardedFetchError, guardSocket } from "../../shared/guarded-fetch.js";
+import {
+  type FetchDestinationOptions,
+  fetchUrlProblem,
+  GuardedFetchError,
+  guardedConnection,
+  guardSocket,
+  refusedLiteralHost,
+} from "../../shared/guarded-fetch.js";
 
 /** Bodies a provider may send back: tokens, a user, a list of e-mails or organisations. */
 export const UPSTREAM_MAX_BYTES = 256 * 1024;
 
-export interface UpstreamRequest {
+/** One request; where it may connect and which CAs it trusts are the provider's (`ResolvedUpstreamProvider.network`). */
+export interface UpstreamRequest extends FetchDestinationOptions {
   method: "GET" | "POST";
   headers: Record<string, string>;
   /** A form body (POST). */
   body?: URLSearchParams;
   timeoutMs: number;
-  allowLoopback: false | { ca?: string[] };
 }
 
 export interface UpstreamResponse {
@@ -32,11 +39,12 @@ export interface UpstreamResponse {
  * timeout, an oversized or compressed body, or a broken connection.
  */
 export function upstreamRequest(rawUrl: string, init: UpstreamRequest): Promise<UpstreamResponse> {
+  const { policy, requestOptions } = guardedConnection(init);
+  const refused = refusedLiteralHost(rawUrl, policy);
+  if (refused) return Promise.reject(refused);
   const problem = fetchUrlProblem(rawUrl);
   if (problem) return Promise.reject(new GuardedFetchError("bad_url", problem));
   const url = new URL(rawUrl);
-  const allowLoopback = init.allowLoopback !== false;
-  const extraCa = init.allowLoopback ? (init.allowLoopback.ca ?? []) : [];
   const payload = init.body?.toString();
   return new Promise((resolve, reject) => {
     let settled = false;
@@ -54,12 +62,8 @@ export function upstreamRequest(rawUrl: string, init: UpstreamRequest): Promise<
       init.timeoutMs,
     );
     const request = https.request(url, {
+      ...requestOptions,
       method: init.method,
-      agent: false,
-      ca: extraCa.length > 0 ? [...rootCertificates, ...extraCa] : undefined,
-      rejectUnauthorized: true,
-      minVersion: "TLSv1.2",
-      maxHeaderSize: 16384,
       headers: {
         ...init.headers,
         "accept-encoding": "identity",
@@ -72,7 +76,7 @@ export function upstreamRequest(rawUrl: string, init: UpstreamRequest): Promise<
             }),
       },
     });
-    request.on("socket", (socket) => guardSocket(socket, allowLoopback));
+    request.on("socket", (socket) => guardSocket(socket, policy));
     request.on("error", (cause) =>
       finish(
         cause instanceof GuardedFetchError

@@ -19,6 +19,7 @@ const MAX_LIST_ENTRIES = 200;
 async function getJson(
   url: string,
   accessToken: string,
+  provider: ResolvedOAuth2Provider,
   settings: ResolvedUpstreamSignIn,
 ): Promise<unknown | UpstreamFailure> {
   try {
@@ -26,7 +27,7 @@ async function getJson(
       method: "GET",
       headers: { accept: JSON_ACCEPT, authorization: `Bearer ${accessToken}` },
       timeoutMs: settings.timeoutMs,
-      allowLoopback: settings.allowLoopback,
+      ...provider.network,
     });
     if (response.status !== 200)
       return failed("unreachable", `${new URL(url).pathname}: HTTP ${response.status}`);
@@ -79,7 +80,7 @@ export async function completeOAuth2SignIn(
 ): Promise<{ profile: UpstreamProfile; tokens: UpstreamTokenResponse } | UpstreamFailure> {
   const tokens = await exchangeCode(provider, settings, provider.tokenEndpoint, params);
   if (tokens instanceof UpstreamFailure) return tokens;
-  const user = await getJson(provider.userInfoEndpoint, tokens.access_token, settings);
+  const user = await getJson(provider.userInfoEndpoint, tokens.access_token, provider, settings);
   if (user instanceof UpstreamFailure) return user;
   if (typeof user !== "object" || user === null || Array.isArray(user))
     return failed("profile_invalid", "user-info is not an object");
@@ -88,13 +89,13 @@ export async function completeOAuth2SignIn(
   if (subject === undefined) return failed("profile_invalid", "user-info has no id");
   let email: string | undefined;
   if (provider.emailsEndpoint !== undefined) {
-    const emails = await getJson(provider.emailsEndpoint, tokens.access_token, settings);
+    const emails = await getJson(provider.emailsEndpoint, tokens.access_token, provider, settings);
     if (emails instanceof UpstreamFailure) return emails;
     email = verifiedEmail(emails);
   }
   let organizations: string[] | undefined;
   if (provider.organizationsEndpoint !== undefined) {
-    const orgs = await getJson(provider.organizationsEndpoint, tokens.access_token, settings);
+    const orgs = await getJson(provider.organizationsEndpoint, tokens.access_token, provider, settings);
     if (orgs instanceof UpstreamFailure) return orgs;
     organizations = Array.isArray(orgs)
       ? orgs

@@ -77,7 +77,8 @@ async function fetchDiscovery(
     maxBytes: DISCOVERY_MAX_BYTES,
     timeoutMs: settings.timeoutMs,
     accept: "application/json",
-    allowLoopback: settings.allowLoopback,
+    // This provider's address policy and CAs only (its `allowPrivateNetwork` and `ca`).
+    ...provider.network,
   });
   let document: Record<string, unknown>;
   try {
@@ -139,13 +140,14 @@ function keySet(
     timeoutDuration: settings.timeoutMs,
     cooldownDuration: 30_000,
     cacheMaxAge: 10 * 60_000,
-    // The provider's keys through the guarded fetch: https only, bounded, no redirects.
+    // The provider's keys through the guarded fetch: https only, bounded, no redirects, and under
+    // the provider's own address policy (the jwks_uri its discovery names is reached as it is).
     [customFetch]: async (url: string, init: { signal?: AbortSignal }) => {
       const response = await guardedFetch(url, {
         maxBytes: JWKS_MAX_BYTES,
         timeoutMs: settings.timeoutMs,
         accept: "application/jwk-set+json, application/json",
-        allowLoopback: settings.allowLoopback,
+        ...provider.network,
         ...(init.signal ? { signal: init.signal } : {}),
       });
       return new Response(response.body, { status: response.status, headers: response.headers });

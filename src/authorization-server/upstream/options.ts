@@ -96,6 +96,19 @@ export interface UpstreamProviderOptions {
    * `keyEncryptionKeys`: the tokens are stored sealed under them, bound to the grant, revoked with it.
    */
   keepTokens?: UpstreamKeepTokensOptions;
+  /**
+   * Let the requests to THIS provider (discovery, keys, token, user-info, and the endpoints its
+   * discovery document names) reach private addresses: RFC 1918 and fc00::/7, for a provider on
+   * the operator's own network (an internal Keycloak, a self-managed GitLab). Default false.
+   * Link-local (the cloud metadata address 169.254.169.254), unspecified, multicast and loopback
+   * stay refused, and every other guard (https, no redirects, byte caps, deadlines) still holds.
+   */
+  allowPrivateNetwork?: boolean;
+  /**
+   * PEM of the CA certificate(s) this provider's TLS certificate chains to, trusted for requests to
+   * this provider only, besides the system roots (a private CA). Checked at start-up.
+   */
+  ca?: string;
 }
 
 /** Which resource servers may fetch a provider's kept tokens. */

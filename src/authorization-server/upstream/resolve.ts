@@ -2,6 +2,7 @@
  * The one place that checks the upstream sign-in options and applies the presets (DESIGN.md
  * principle 5: a bad configuration fails at start-up, with a message naming the option).
  */
+import { X509Certificate } from "node:crypto";
 import { fetchUrlProblem } from "../../shared/guarded-fetch-url.js";
 import { isScopeToken } from "../../shared/scopes.js";
 import { ASYMMETRIC_ALGORITHMS, fail, limited } from "../config/resolve-options.js";
@@ -13,6 +14,20 @@ import type {
   UpstreamSignInOptions,
 } from "./options.js";
 import { DEFAULT_OIDC_SCOPES, ENTRA_MULTI_TENANT, UPSTREAM_PRESETS } from "./presets.js";
+
+/**
+ * Where the requests to one provider may connect and which CAs they trust: given as is to the
+ * guarded fetch and to `upstreamRequest` for every request to it (discovery, keys, token,
+ * user-info, and the endpoints its discovery document names), and to no other provider's.
+ */
+export interface UpstreamNetwork {
+  /** The operator's `allowPrivateNetwork`: RFC 1918 and fc00::/7 destinations are reachable. */
+  allowPrivateNetwork: boolean;
+  /** Tests only (`dangerouslyAllowLoopbackForTesting`): loopback destinations are reachable. */
+  allowLoopback: false | { ca?: string[] };
+  /** The provider's `ca` and the tests-only option's CAs, trusted besides the system roots. */
+  ca: string[];
+}
 
 /** What every provider kind has, resolved. */
 interface ResolvedProviderBase {
@@ -27,6 +42,7 @@ interface ResolvedProviderBase {
   preset?: UpstreamPresetName;
   /** Present when the provider's tokens are kept for resource servers (./tokens.ts). */
   keepTokens?: UpstreamKeepTokensOptions;
+  network: UpstreamNetwork;
 }
 
 export interface ResolvedOidcProvider extends ResolvedProviderBase {
@@ -53,7 +69,6 @@ export interface ResolvedUpstreamSignIn {
   providers: ResolvedUpstreamProvider[];
   localPasswords: boolean;
   timeoutMs: number;
-  allowLoopback: false | { ca?: string[] };
 }
 
 /**
@@ -114,6 +129,50 @@ function stringList(value: unknown, name: string, check: (s: string) => boolean,
   return [...value];
 }
 
+const PEM_BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----\r?\n([\s\S]*?)-----END \1-----/g;
+
+/**
+ * A provider's `ca`: one or more PEM certificates, each parsed now so a wrong file fails at
+ * start-up rather than at the first sign-in. The message never quotes the value (an operator who
+ * pasted a private key by mistake must not find it in a log).
+ */
+function resolveCa(value: unknown, name: string): string[] {
+  if (typeof value !== "string" || value.trim() === "")
+    fail(`${name} must be a PEM string of CA certificates`);
+  const certificates: string[] = [];
+  for (const block of value.matchAll(PEM_BLOCK)) {
+    if (block[1] !== "CERTIFICATE")
+      fail(`${name} must hold only certificates (found a PEM ${block[1]?.toLowerCase()})`);
+    try {
+      new X509Certificate(block[0]);
+    } catch {
+      fail(`${name}: certificate ${certificates.length + 1} does not parse`);
+    }
+    certificates.push(block[0]);
+  }
+  if (certificates.length === 0) fail(`${name} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+  return certificates;
+}
+
+/**
+ * A provider's network settings. `allowPrivateNetwork` comes only from the operator's
+ * configuration (never from a request or a provider's document), and applies to this provider alone.
+ */
+function resolveNetwork(
+  p: UpstreamProviderOptions,
+  name: string,
+  testLoopback: { ca: string[] } | undefined,
+): UpstreamNetwork {
+  const allowPrivateNetwork = p.allowPrivateNetwork ?? false;
+  if (typeof allowPrivateNetwork !== "boolean") fail(`${name}.allowPrivateNetwork must be a boolean`);
+  const ca = p.ca === undefined ? [] : resolveCa(p.ca, `${name}.ca`);
+  return {
+    allowPrivateNetwork,
+    allowLoopback: testLoopback === undefined ? false : {},
+    ca: [...ca, ...(testLoopback?.ca ?? [])],
+  };
+}
+
 function resolveAdmission(value: unknown, name: string): UpstreamAdmissionOptions {
   if (value === undefined) return {};
   if (typeof value !== "object" || value === null || Array.isArray(value)) fail(`${name} must be an object`);
@@ -162,7 +221,11 @@ function resolveAdmission(value: unknown, name: string): UpstreamAdmissionOption
   return out;
 }
 
-function resolveProvider(value: unknown, i: number): ResolvedUpstreamProvider {
+function resolveProvider(
+  value: unknown,
+  i: number,
+  testLoopback: { ca: string[] } | undefined,
+): ResolvedUpstreamProvider {
   const name = `upstreamSignIn.providers[${i}]`;
   if (typeof value !== "object" || value === null || Array.isArray(value)) fail(`${name} must be an object`);
   const p = value as UpstreamProviderOptions;
@@ -221,6 +284,7 @@ function resolveProvider(value: unknown, i: number): ResolvedUpstreamProvider {
     ...(p.keepTokens === undefined
       ? {}
       : { keepTokens: resolveKeepTokens(p.keepTokens, `${name}.keepTokens`) }),
+    network: resolveNetwork(p, name, testLoopback),
   };
   if (kind === "oauth2") {
     const emails = p.emailsEndpoint ?? preset?.emailsEndpoint;
@@ -313,7 +377,16 @@ export function resolveUpstreamSignIn(
   if (!Array.isArray(value.providers) || value.providers.length === 0) {
     fail("upstreamSignIn.providers must list at least one provider");
   }
-  const providers = value.providers.map(resolveProvider);
+  let testLoopback: { ca: string[] } | undefined;
+  const loopback = value.dangerouslyAllowLoopbackForTesting;
+  if (loopback !== undefined) {
+    const ca = (loopback as { ca?: unknown }).ca;
+    if (ca !== undefined && (!Array.isArray(ca) || !ca.every((c) => typeof c === "string"))) {
+      fail("upstreamSignIn.dangerouslyAllowLoopbackForTesting.ca must be an array of PEM strings");
+    }
+    testLoopback = { ca: [...((ca as string[] | undefined) ?? [])] };
+  }
+  const providers = value.providers.map((p, i) => resolveProvider(p, i, testLoopback));
   const ids = new Set<string>();
   for (const { id } of providers) {
     if (ids.has(id)) fail(`upstreamSignIn.providers lists the id "${id}" twice`);
@@ -322,14 +395,5 @@ export function resolveUpstreamSignIn(
   const localPasswords = value.localPasswords ?? true;
   if (typeof localPasswords !== "boolean") fail("upstreamSignIn.localPasswords must be a boolean");
   const timeoutMs = limited(value.timeoutMs, "upstreamSignIn.timeoutMs", 10_000);
-  let allowLoopback: false | { ca?: string[] } = false;
-  const loopback = value.dangerouslyAllowLoopbackForTesting;
-  if (loopback !== undefined) {
-    const ca = (loopback as { ca?: unknown }).ca;
-    if (ca !== undefined && (!Array.isArray(ca) || !ca.every((c) => typeof c === "string"))) {
-      fail("upstreamSignIn.dangerouslyAllowLoopbackForTesting.ca must be an array of PEM strings");
-    }
-    allowLoopback = ca === undefined ? {} : { ca: [...(ca as string[])] };
-  }
-  return { providers, localPasswords, timeoutMs, allowLoopback };
+  return { providers, localPasswords, timeoutMs };
 }

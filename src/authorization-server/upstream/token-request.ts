@@ -123,7 +123,8 @@ async function requestTokens(
       headers,
       body,
       timeoutMs: settings.timeoutMs,
-      allowLoopback: settings.allowLoopback,
+      // The provider's address policy and CAs (its allowPrivateNetwork and ca).
+      ...provider.network,
     });
   } catch (error) {
     return failed(
