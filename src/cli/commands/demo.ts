@@ -8,6 +8,12 @@ import { join, resolve } from "node:path";
 import type { AuthorizationServerOptions } from "../../authorization-server/config/options.js";
 import { createAuthorizationServer } from "../../authorization-server/index.js";
 import { hashPassword } from "../../authorization-server/password.js";
+import {
+  DEMO_IDP_ID,
+  type DemoIdentityProvider,
+  demoUpstreamSignIn,
+  startDemoIdentityProvider,
+} from "../../demo/identity-provider.js";
 import { createNotesResource } from "../../demo/notes-resource.js";
 import { jsonLogger } from "../../shared/log.js";
 import type { AuthorizationStore } from "../../storage/contract.js";
@@ -55,6 +61,11 @@ const OPTIONS: OptionSpecs = {
     type: "string",
     valueName: "seconds",
     description: "access token lifetime (default 300, minimum 10): short to watch a refresh",
+  },
+  "upstream-demo": {
+    type: "boolean",
+    description:
+      "also start a local OpenID Connect provider (https on 127.0.0.1, self-signed; needs openssl) and offer sign-in through it",
   },
   "no-request-log": { type: "boolean", description: "no log line per request" },
   json: {
@@ -133,6 +144,7 @@ export async function run(args: string[]): Promise<number> {
     const target = storeTarget({ data: dataDir, defaultData: ".gatehouse-demo" });
     const json = flag(parsed, "json");
     const requestLog = !flag(parsed, "no-request-log");
+    const upstreamDemo = flag(parsed, "upstream-demo");
     const accessTokenTtlSeconds = integerValue(parsed, "access-token-ttl", 86_400);
     // The server refuses less than 10 s at start-up; say so as a usage error instead.
     if (accessTokenTtlSeconds !== undefined && accessTokenTtlSeconds < 10)
@@ -150,6 +162,7 @@ export async function run(args: string[]): Promise<number> {
     const store = await openCliStore(target);
     const servers: RunningHttp[] = [];
     let authorizationServer: Awaited<ReturnType<typeof createAuthorizationServer>> | undefined;
+    let identityProvider: DemoIdentityProvider | undefined;
     try {
       // `localhost` may resolve to 127.0.0.1 or ::1: answer on both, never on a public address.
       const listenLocal = async (name: string, port: number, portFlag: string) => {
@@ -174,6 +187,12 @@ export async function run(args: string[]): Promise<number> {
       const notesUrl = `http://localhost:${resourceHttp.port}/notes`;
       const resource = notesUrl;
 
+      // --upstream-demo: the provider's one redirect URI is Gatehouse's callback for it.
+      if (upstreamDemo) {
+        identityProvider = await startDemoIdentityProvider({
+          redirectUri: `${issuer}/upstream/${DEMO_IDP_ID}/callback`,
+        });
+      }
       const options: AuthorizationServerOptions = {
         issuer,
         store,
@@ -189,6 +208,7 @@ export async function run(args: string[]): Promise<number> {
         ...(accessTokenTtlSeconds !== undefined && { accessTokenTtlSeconds }),
         dynamicRegistration: { enabled: true },
         clientMetadataDocuments: { enabled: true, trust: { kind: "any-https" } },
+        ...(identityProvider && { upstreamSignIn: demoUpstreamSignIn(identityProvider) }),
       };
       authorizationServer = await withKeyEncryptionHint(keyEncryptionKeys, () =>
         createAuthorizationServer(options),
@@ -229,6 +249,7 @@ export async function run(args: string[]): Promise<number> {
           accessTokenTtlSeconds: accessTokenTtlSeconds ?? 300,
           dataDir,
           keyEncryptionKeySource: describeKeySource(keyEncryptionKeys.source),
+          ...(identityProvider && { upstreamProvider: identityProvider.issuer }),
         });
       } else {
         out(
@@ -247,6 +268,12 @@ export async function run(args: string[]): Promise<number> {
             `  Access tokens last    ${accessTokenTtlSeconds ?? 300} s (--access-token-ttl; then the CLI refreshes)`,
             `  Data                  ${dataDir}   (users, clients, grants, keys and notes)`,
             `  Key-encryption key    ${describeKeySource(keyEncryptionKeys.source)}`,
+            ...(identityProvider
+              ? [
+                  `  Upstream provider     ${identityProvider.issuer}   (--upstream-demo: "Continue with Demo identity provider"`,
+                  "      on the login page; type any name; your browser warns once about its self-signed certificate)",
+                ]
+              : []),
             "",
             "Try:",
             ...tryLines(notesUrl),
@@ -260,12 +287,14 @@ export async function run(args: string[]): Promise<number> {
       await Promise.all(servers.map((s) => s.close()));
       servers.length = 0;
       await authorizationServer.close();
+      await identityProvider?.close();
       await store.close();
       log.info("shutdown_complete", {});
       return 0;
     } catch (error) {
       await Promise.all(servers.map((s) => s.close(0).catch(() => {})));
       await authorizationServer?.close().catch(() => {});
+      await identityProvider?.close().catch(() => {});
       await store.close().catch(() => {});
       throw error;
     }
