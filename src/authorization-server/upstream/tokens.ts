@@ -152,8 +152,12 @@ export class UpstreamTokenUnavailable extends Error {
 const PEER_REFRESH_WAIT_MS = 10_000;
 const PEER_REFRESH_POLL_MS = 100;
 
-/** Refreshes in flight in this instance, by grant and provider: one request to the provider each. */
-const inFlight = new Map<string, Promise<UpstreamTokenSet>>();
+/**
+ * Refreshes in flight in each server instance (its context), by grant and provider: one request to
+ * the provider each. Per context, not per process, so two instances in one process still meet only
+ * through the store, as on two machines.
+ */
+const inFlightByServer = new WeakMap<ServerContext, Map<string, Promise<UpstreamTokenSet>>>();
 
 /**
  * A valid access token of `provider` for grant `grantId` (whose liveness the caller checked): the
@@ -178,10 +182,16 @@ export async function currentUpstreamToken(
   const set = await open(keyring, record);
   if (set.expiresAt === undefined || set.expiresAt - UPSTREAM_REFRESH_MARGIN_MS > ctx.now()) return set;
   const key = JSON.stringify([grantId, provider.id]);
+  let inFlight = inFlightByServer.get(ctx);
+  if (!inFlight) {
+    inFlight = new Map();
+    inFlightByServer.set(ctx, inFlight);
+  }
   let refresh = inFlight.get(key);
   if (!refresh) {
+    const running = inFlight;
     refresh = refreshKept(ctx, settings, provider, keyring, grantId, record, set).finally(() =>
-      inFlight.delete(key),
+      running.delete(key),
     );
     inFlight.set(key, refresh);
   }
