@@ -48,6 +48,14 @@ export const upstreamProviderSchema = z.strictObject({
   allowPrivateNetwork: z.boolean().optional(),
   /** A PEM file of the CA certificate(s) this provider's TLS chains to. */
   caFile: z.string().min(1).optional(),
+  /** Keep the provider's tokens for these resource servers (upstream/tokens.ts); needs key-encryption keys. */
+  keepTokens: z
+    .strictObject({
+      resourceServers: z
+        .array(z.strictObject({ clientId: z.string().min(1), resource: z.string().min(1) }))
+        .min(1),
+    })
+    .optional(),
   admission: z
     .strictObject({
       emailDomains: list.optional(),
