@@ -152,10 +152,11 @@ const PURGE: readonly { sql: string; counts?: keyof PurgeResult }[] = [
   { sql: "DELETE FROM rate_limits WHERE expires_at <= :now" },
   { sql: "DELETE FROM cached_documents WHERE expires_at <= :now" },
   { sql: "DELETE FROM upstream_logins WHERE expires_at <= :now" },
-  // Session-held upstream token sets past their session, and the sets of grants no longer there.
+  // Session-held upstream token sets past their session, and the sets of grants no longer there
+  // (the grant id is cut out of the holder, so each look-up uses the grants' primary key).
   {
     sql: `DELETE FROM upstream_token_sets WHERE expires_at <= :now OR (holder LIKE 'grant:%'
-      AND NOT EXISTS (SELECT 1 FROM grants g WHERE 'grant:' || g.grant_id = upstream_token_sets.holder))`,
+      AND NOT EXISTS (SELECT 1 FROM grants g WHERE g.grant_id = substr(upstream_token_sets.holder, 7)))`,
   },
 ];
 
