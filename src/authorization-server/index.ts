@@ -106,6 +106,7 @@ export {
   type SigningKeyDecryptionErrorCode,
 } from "./keys/signing-key-envelope.js";
 export { type Maintenance, startMaintenance } from "./maintenance.js";
+export { hashPassword, verifyPassword } from "./password.js";
 export type {
   UpstreamAdmissionOptions,
   UpstreamPresetName,
@@ -113,4 +114,3 @@ export type {
   UpstreamProviderOptions,
   UpstreamSignInOptions,
 } from "./upstream/options.js";
-export { hashPassword, verifyPassword } from "./password.js";
