@@ -109,6 +109,7 @@ export { type Maintenance, startMaintenance } from "./maintenance.js";
 export { hashPassword, verifyPassword } from "./password.js";
 export type {
   UpstreamAdmissionOptions,
+  UpstreamKeepTokensOptions,
   UpstreamPresetName,
   UpstreamProfile,
   UpstreamProviderOptions,
