@@ -4,9 +4,16 @@
  * resource, instead of forwarding the token it received (the spec: the inbound token never reaches
  * an upstream API). The answer is read with a byte cap and one deadline.
  */
-import { GatehouseError, GatehouseTypeError, OAuthError, type OAuthErrorCode } from "../shared/errors.js";
-import { isLoopbackHost } from "../shared/resource-uri.js";
+import { GatehouseError, GatehouseTypeError, type OAuthErrorCode } from "../shared/errors.js";
 import { formatScope, parseScope } from "../shared/scopes.js";
+import {
+  type CallLabels,
+  type ClientSecretAuth,
+  checkedClientAuth,
+  checkedEndpoint,
+  errorResponse,
+  postForm,
+} from "./authorization-server-request.js";
 
 const TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token";
@@ -22,16 +29,18 @@ const EXCHANGE_ERRORS: ReadonlySet<string> = new Set<OAuthErrorCode>([
   "temporarily_unavailable",
   "server_error",
 ]);
+const LABELS: CallLabels = {
+  timeout: "token exchange timed out",
+  failure: "token exchange request failed",
+  response: "token exchange response",
+  endpoint: "token exchange",
+};
 
 export interface ExchangeTokenOptions {
   /** The authorization server's `token_endpoint` (https; plain http only on a loopback host). */
   tokenEndpoint: string | URL;
   /** This resource server's credentials at the authorization server (default `client_secret_basic`). */
-  clientAuth: {
-    clientId: string;
-    clientSecret: string;
-    method?: "client_secret_basic" | "client_secret_post";
-  };
+  clientAuth: ClientSecretAuth;
   /** The access token this service received (RFC 8693 `subject_token`). */
   subjectToken: string;
   /** The downstream resource (RFC 8693 §2.1 `resource`); give it, `audience`, or both. */
@@ -61,56 +70,6 @@ export interface ExchangedToken {
   scopes?: string[];
 }
 
-/** RFC 6749 §2.3.1: client_id and secret are form-urlencoded before Basic encoding. */
-export function basicCredentials(clientId: string, secret: string): string {
-  const enc = (v: string) => encodeURIComponent(v).replace(/%20/g, "+");
-  return `Basic ${Buffer.from(`${enc(clientId)}:${enc(secret)}`).toString("base64")}`;
-}
-
-export function checkedEndpoint(value: string | URL, name = "exchangeToken: tokenEndpoint"): string {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw new GatehouseTypeError("ERR_INVALID_OPTION", `${name} must be an absolute URL`);
-  }
-  if (url.protocol !== "https:" && !(url.protocol === "http:" && isLoopbackHost(url.hostname))) {
-    throw new GatehouseTypeError(
-      "ERR_INVALID_OPTION",
-      `${name} must be https (http only for loopback hosts)`,
-    );
-  }
-  return url.href;
-}
-
-/** The body as text, refusing more than `maxBytes` (counted as they arrive, not as declared). */
-export async function boundedText(
-  response: Response,
-  maxBytes: number,
-  what = "token exchange response",
-): Promise<string> {
-  const declared = Number(response.headers.get("content-length"));
-  if (Number.isFinite(declared) && declared > maxBytes) {
-    await response.body?.cancel().catch(() => {});
-    throw new GatehouseError("too_large", `${what} is larger than ${maxBytes} bytes`);
-  }
-  if (!response.body) return "";
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel().catch(() => {});
-      throw new GatehouseError("too_large", `${what} is larger than ${maxBytes} bytes`);
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString("utf8");
-}
-
 /**
  * Exchanges `subjectToken` for an access token for a downstream resource (RFC 8693 §2.1), with
  * client authentication (RFC 6749 §2.3.1). An OAuth error from the server is thrown as an
@@ -122,19 +81,8 @@ export async function boundedText(
  * What it does NOT check: the issued token itself (the downstream resource server verifies it).
  */
 export async function exchangeToken(options: ExchangeTokenOptions): Promise<ExchangedToken> {
-  const endpoint = checkedEndpoint(options.tokenEndpoint);
-  const { clientId, clientSecret, method = "client_secret_basic" } = options.clientAuth ?? {};
-  if (
-    typeof clientId !== "string" ||
-    clientId === "" ||
-    typeof clientSecret !== "string" ||
-    clientSecret === ""
-  ) {
-    throw new GatehouseTypeError(
-      "ERR_INVALID_OPTION",
-      "exchangeToken: clientAuth needs clientId and clientSecret",
-    );
-  }
+  const endpoint = checkedEndpoint(options.tokenEndpoint, "exchangeToken: tokenEndpoint");
+  const clientAuth = checkedClientAuth(options.clientAuth, "exchangeToken");
   if (typeof options.subjectToken !== "string" || options.subjectToken === "") {
     throw new GatehouseTypeError("ERR_INVALID_OPTION", "exchangeToken: subjectToken is required");
   }
@@ -153,60 +101,14 @@ export async function exchangeToken(options: ExchangeTokenOptions): Promise<Exch
     const scope = typeof options.scope === "string" ? options.scope : formatScope(options.scope);
     if (scope !== "") form.set("scope", scope);
   }
-  const headers: Record<string, string> = {
-    "content-type": "application/x-www-form-urlencoded",
-    accept: "application/json",
-  };
-  if (method === "client_secret_post") {
-    form.set("client_id", clientId);
-    form.set("client_secret", clientSecret);
-  } else {
-    headers.authorization = basicCredentials(clientId, clientSecret);
-  }
-
-  const maxBytes = options.maxResponseBytes ?? 64 * 1024;
-  // One deadline for the request and the body.
-  const signal = AbortSignal.timeout(options.timeoutMs ?? 5000);
-  let status: number;
-  let text: string;
-  try {
-    const response = await (options.fetch ?? fetch)(endpoint, {
-      method: "POST",
-      headers,
-      body: form.toString(),
-      redirect: "manual",
-      signal,
-    });
-    status = response.status;
-    text = await boundedText(response, maxBytes);
-  } catch (error) {
-    if (error instanceof GatehouseError) throw error;
-    const timedOut = signal.aborted;
-    throw new GatehouseError(
-      timedOut ? "timeout" : "network",
-      timedOut ? "token exchange timed out" : `token exchange request failed: ${(error as Error).name}`,
-      { cause: error },
-    );
-  }
-  let body: Record<string, unknown>;
-  try {
-    const parsed: unknown = JSON.parse(text);
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
-      throw new TypeError("not an object");
-    body = parsed as Record<string, unknown>;
-  } catch {
-    throw new GatehouseError("bad_body", `token exchange answered ${status} without a JSON object`);
-  }
-  if (status !== 200) {
-    // RFC 6749 §5.2: an error response names its code; the description is public text.
-    if (typeof body.error === "string" && EXCHANGE_ERRORS.has(body.error)) {
-      throw new OAuthError(body.error as OAuthErrorCode, {
-        ...(typeof body.error_description === "string" ? { description: body.error_description } : {}),
-        status,
-      });
-    }
-    throw new GatehouseError("http_status", `token exchange answered ${status}`);
-  }
+  const { status, body } = await postForm(endpoint, form, {
+    clientAuth,
+    timeoutMs: options.timeoutMs ?? 5000,
+    maxResponseBytes: options.maxResponseBytes ?? 64 * 1024,
+    fetch: options.fetch ?? fetch,
+    labels: LABELS,
+  });
+  if (status !== 200) throw errorResponse(body, status, EXCHANGE_ERRORS, LABELS);
   const { access_token, issued_token_type, token_type, expires_in, scope } = body;
   if (typeof access_token !== "string" || access_token === "" || typeof token_type !== "string") {
     throw new GatehouseError("bad_body", "token exchange response lacks access_token or token_type");

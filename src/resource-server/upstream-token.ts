@@ -8,18 +8,21 @@
  * trust model. The answer is read with a byte cap and one deadline; no token or secret is ever put
  * in an error.
  */
-import { GatehouseError, GatehouseTypeError, OAuthError, type OAuthErrorCode } from "../shared/errors.js";
-import { basicCredentials, boundedText, checkedEndpoint } from "./token-exchange.js";
+import { GatehouseError, GatehouseTypeError, type OAuthErrorCode } from "../shared/errors.js";
+import {
+  type CallLabels,
+  type ClientSecretAuth,
+  checkedClientAuth,
+  checkedEndpoint,
+  errorResponse,
+  postForm,
+} from "./authorization-server-request.js";
 
 export interface UpstreamTokenClientOptions {
   /** The Gatehouse authorization server's issuer (https; plain http only on a loopback host). */
   issuer: string | URL;
   /** This resource server's credentials at the authorization server (default `client_secret_basic`). */
-  clientAuth: {
-    clientId: string;
-    clientSecret: string;
-    method?: "client_secret_basic" | "client_secret_post";
-  };
+  clientAuth: ClientSecretAuth;
   /** Deadline for each call, body included, in ms (default 10000: the server may refresh upstream). */
   timeoutMs?: number;
   /** Cap on the response body in bytes (default 65536). */
@@ -88,25 +91,23 @@ const ENDPOINT_ERRORS: ReadonlySet<string> = new Set<OAuthErrorCode>([
   "unauthorized_client",
   "server_error",
 ]);
+const LABELS: CallLabels = {
+  timeout: "upstream token request timed out",
+  failure: "upstream token request failed",
+  response: "upstream token response",
+  endpoint: "upstream token endpoint",
+};
 
 export function upstreamTokenClient(options: UpstreamTokenClientOptions): UpstreamTokenClient {
   const issuer = checkedEndpoint(options.issuer, "upstreamTokenClient: issuer");
   const endpoint = `${issuer.replace(/\/$/, "")}/upstream/token`;
-  const { clientId, clientSecret, method = "client_secret_basic" } = options.clientAuth ?? {};
-  if (
-    typeof clientId !== "string" ||
-    clientId === "" ||
-    typeof clientSecret !== "string" ||
-    clientSecret === ""
-  ) {
-    throw new GatehouseTypeError(
-      "ERR_INVALID_OPTION",
-      "upstreamTokenClient: clientAuth needs clientId and clientSecret",
-    );
-  }
-  const maxBytes = options.maxResponseBytes ?? 64 * 1024;
-  const timeoutMs = options.timeoutMs ?? 10_000;
-  const doFetch = options.fetch ?? fetch;
+  const call = {
+    clientAuth: checkedClientAuth(options.clientAuth, "upstreamTokenClient"),
+    maxResponseBytes: options.maxResponseBytes ?? 64 * 1024,
+    timeoutMs: options.timeoutMs ?? 10_000,
+    fetch: options.fetch ?? fetch,
+    labels: LABELS,
+  };
 
   return {
     async token(from, provider) {
@@ -118,51 +119,7 @@ export function upstreamTokenClient(options: UpstreamTokenClientOptions): Upstre
         );
       }
       const form = new URLSearchParams({ subject_token: subject, provider });
-      const headers: Record<string, string> = {
-        "content-type": "application/x-www-form-urlencoded",
-        accept: "application/json",
-      };
-      if (method === "client_secret_post") {
-        form.set("client_id", clientId);
-        form.set("client_secret", clientSecret);
-      } else {
-        headers.authorization = basicCredentials(clientId, clientSecret);
-      }
-      const signal = AbortSignal.timeout(timeoutMs);
-      let status: number;
-      let text: string;
-      try {
-        const response = await doFetch(endpoint, {
-          method: "POST",
-          headers,
-          body: form.toString(),
-          redirect: "manual",
-          signal,
-        });
-        status = response.status;
-        text = await boundedText(response, maxBytes, "upstream token response");
-      } catch (error) {
-        if (error instanceof GatehouseError) throw error;
-        const timedOut = signal.aborted;
-        throw new GatehouseError(
-          timedOut ? "timeout" : "network",
-          timedOut
-            ? "upstream token request timed out"
-            : `upstream token request failed: ${(error as Error).name}`,
-          { cause: error },
-        );
-      }
-      let body: Record<string, unknown>;
-      try {
-        const parsed: unknown = JSON.parse(text);
-        if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new TypeError();
-        body = parsed as Record<string, unknown>;
-      } catch {
-        throw new GatehouseError(
-          "bad_body",
-          `upstream token endpoint answered ${status} without a JSON object`,
-        );
-      }
+      const { status, body } = await postForm(endpoint, form, call);
       if (status !== 200) {
         const description = typeof body.error_description === "string" ? body.error_description : undefined;
         if (body.error === "invalid_grant") {
@@ -177,13 +134,7 @@ export function upstreamTokenClient(options: UpstreamTokenClientOptions): Upstre
             description ?? "upstream provider unavailable",
           );
         }
-        if (typeof body.error === "string" && ENDPOINT_ERRORS.has(body.error)) {
-          throw new OAuthError(body.error as OAuthErrorCode, {
-            ...(description === undefined ? {} : { description }),
-            status,
-          });
-        }
-        throw new GatehouseError("http_status", `upstream token endpoint answered ${status}`);
+        throw errorResponse(body, status, ENDPOINT_ERRORS, LABELS);
       }
       const { access_token, token_type, expires_in, scope } = body;
       if (typeof access_token !== "string" || access_token === "" || token_type !== "Bearer") {
