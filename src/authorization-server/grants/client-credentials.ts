@@ -1,20 +1,12 @@
 /**
  * `grant_type=client_credentials` (OAuth 2.1 §4.2): a confidential client acting for itself.
  */
-import { randomToken } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
-import { formatScope, parseScope } from "../../shared/scopes.js";
+import { parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
 import { OFFLINE_ACCESS } from "../config/resolve-options.js";
-import {
-  matchResource,
-  newAccessToken,
-  requestedScopes,
-  required,
-  signAccessToken,
-  tokenResponse,
-} from "./common.js";
+import { issueGrantWithoutRefresh, matchResource, requestedScopes, required } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
 
 /**
@@ -50,23 +42,9 @@ export async function clientCredentialsGrant(
     }
     scopes = [...requested];
   }
-  const access = newAccessToken(ctx);
-  const grantId = randomToken(16);
-  await ctx.store.createGrantWithAccessToken(
-    {
-      grantId,
-      clientId: client.clientId,
-      scopes,
-      resource,
-      createdAt: access.createdAt,
-      expiresAt: access.expiresAt,
-    },
-    access,
-  );
-  const accessToken = await signAccessToken(
+  const { grantId, response } = await issueGrantWithoutRefresh(
     ctx,
-    access,
-    { sub: client.clientId, clientId: client.clientId, resource, scopes },
+    { clientId: client.clientId, sub: client.clientId, resource, scopes },
     dpop.jkt,
   );
   ctx.audit?.({
@@ -75,8 +53,5 @@ export async function clientCredentialsGrant(
     client_id: client.clientId,
     grant_id: grantId,
   });
-  return tokenResponse(
-    { access_token: accessToken, expires_in: ctx.options.accessTokenTtlSeconds, scope: formatScope(scopes) },
-    dpop.jkt,
-  );
+  return response;
 }

@@ -98,6 +98,40 @@ export function tokenResponse(
   );
 }
 
+/**
+ * Issues a grant that has one access token and no refresh token (client credentials, OAuth 2.1
+ * §4.2.3; the JWT bearer assertions, RFC 7523 §3.1): stores the grant with its access token, signs
+ * the token (bound to `dpopJkt` when given) and answers the token response. `userId` is absent when
+ * the client acts for itself. The caller audits with the grant id before it answers.
+ */
+export async function issueGrantWithoutRefresh(
+  ctx: ServerContext,
+  grant: { clientId: string; userId?: string; sub: string; resource: string; scopes: string[] },
+  dpopJkt?: string,
+): Promise<{ grantId: string; response: Response }> {
+  const { clientId, userId, sub, resource, scopes } = grant;
+  const access = newAccessToken(ctx);
+  const grantId = randomToken(16);
+  await ctx.store.createGrantWithAccessToken(
+    {
+      grantId,
+      clientId,
+      ...(userId === undefined ? {} : { userId }),
+      scopes,
+      resource,
+      createdAt: access.createdAt,
+      expiresAt: access.expiresAt,
+    },
+    access,
+  );
+  const accessToken = await signAccessToken(ctx, access, { sub, clientId, resource, scopes }, dpopJkt);
+  const response = tokenResponse(
+    { access_token: accessToken, expires_in: ctx.options.accessTokenTtlSeconds, scope: formatScope(scopes) },
+    dpopJkt,
+  );
+  return { grantId, response };
+}
+
 /** A required parameter, or `invalid_request` naming it. */
 export function required(form: Map<string, string>, name: string): string {
   const value = form.get(name);

@@ -5,12 +5,11 @@
  * presented with the JWT bearer grant (RFC 7523 §2.1), becomes an access token for the user it
  * names. The user is an external subject: `<issuer>|<sub>` (docs/authorization-server.md).
  */
-import { randomToken } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
-import { formatScope, parseScope } from "../../shared/scopes.js";
+import { parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
-import { matchResource, newAccessToken, requestedScopes, signAccessToken, tokenResponse } from "./common.js";
+import { issueGrantWithoutRefresh, matchResource, requestedScopes } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
 import {
   assertedScopes,
@@ -96,29 +95,9 @@ export async function identityAssertionGrant(
   await useAssertionOnce(ctx, "id-jag", payload);
 
   const userId = externalSubject(issuer.issuer, payload.sub);
-  const access = newAccessToken(ctx);
-  const grantId = randomToken(16);
-  await ctx.store.createGrantWithAccessToken(
-    {
-      grantId,
-      clientId: client.clientId,
-      userId,
-      scopes,
-      resource,
-      createdAt: access.createdAt,
-      expiresAt: access.expiresAt,
-    },
-    access,
-  );
-  const accessToken = await signAccessToken(
+  const { grantId, response } = await issueGrantWithoutRefresh(
     ctx,
-    access,
-    {
-      sub: userId,
-      clientId: client.clientId,
-      resource,
-      scopes,
-    },
+    { clientId: client.clientId, userId, sub: userId, resource, scopes },
     dpop.jkt,
   );
   ctx.audit?.({
@@ -130,12 +109,5 @@ export async function identityAssertionGrant(
     assertion_issuer: issuer.issuer,
     user_id: userId,
   });
-  return tokenResponse(
-    {
-      access_token: accessToken,
-      expires_in: ctx.options.accessTokenTtlSeconds,
-      scope: formatScope(scopes),
-    },
-    dpop.jkt,
-  );
+  return response;
 }

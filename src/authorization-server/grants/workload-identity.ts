@@ -5,18 +5,10 @@
  * token like client credentials: no user, no refresh token. The operator maps each issuer's
  * subjects to the client they act as.
  */
-import { randomToken } from "../../shared/crypto.js";
-import { formatScope, parseScope } from "../../shared/scopes.js";
+import { parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
-import {
-  matchResource,
-  newAccessToken,
-  requestedScopes,
-  required,
-  signAccessToken,
-  tokenResponse,
-} from "./common.js";
+import { issueGrantWithoutRefresh, matchResource, requestedScopes, required } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
 import {
   invalidAssertion,
@@ -59,28 +51,9 @@ export async function workloadIdentityGrant(
   const scopes = scopesWithin(requestedScopes(form.get("scope")), ceilings);
   if (issuer.singleUse !== false) await useAssertionOnce(ctx, "workload", payload);
 
-  const access = newAccessToken(ctx);
-  const grantId = randomToken(16);
-  await ctx.store.createGrantWithAccessToken(
-    {
-      grantId,
-      clientId: client.clientId,
-      scopes,
-      resource,
-      createdAt: access.createdAt,
-      expiresAt: access.expiresAt,
-    },
-    access,
-  );
-  const accessToken = await signAccessToken(
+  const { grantId, response } = await issueGrantWithoutRefresh(
     ctx,
-    access,
-    {
-      sub: client.clientId,
-      clientId: client.clientId,
-      resource,
-      scopes,
-    },
+    { clientId: client.clientId, sub: client.clientId, resource, scopes },
     dpop.jkt,
   );
   ctx.audit?.({
@@ -91,12 +64,5 @@ export async function workloadIdentityGrant(
     assertion: "workload_identity",
     assertion_issuer: issuer.issuer,
   });
-  return tokenResponse(
-    {
-      access_token: accessToken,
-      expires_in: ctx.options.accessTokenTtlSeconds,
-      scope: formatScope(scopes),
-    },
-    dpop.jkt,
-  );
+  return response;
 }
