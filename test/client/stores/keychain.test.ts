@@ -164,7 +164,8 @@ describe.skipIf(!onLinux)(
         runCli(["status"], {
           env: { ...service.env, GATEHOUSE_STORE_KEY: "", GATEHOUSE_CONFIG_DIR: dir, ...env },
         });
-      const status = await cli({});
+      // Unset (empty) is the default, auto; the test helpers otherwise pin file.
+      const status = await cli({ GATEHOUSE_STORE_KEY_LOCATION: "" });
       expect(status.stderr).toBe("");
       expect(status.code).toBe(0);
       expect(status.stdout).toContain("https://rs.example/mcp");
