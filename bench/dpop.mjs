@@ -24,6 +24,7 @@ import { fork } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
+import { ask, childReady, concurrentLoop, median, round1, round3 } from "./lib.mjs";
 
 const RESOURCE = "http://127.0.0.1/api";
 const ISSUER = "https://issuer.bench.example";
@@ -99,22 +100,7 @@ async function joseLoopChild({ proofs, inProcessProofs, token, port }) {
       process.send(await inProcessCosts(m, inProcessProofs, token, port, verifyWithJose));
       return;
     }
-    const deadline = Date.now() + m.loop * 1000;
-    const cpuBefore = process.cpuUsage();
-    let done = 0;
-    await Promise.all(
-      Array.from({ length: 10 }, async () => {
-        while (Date.now() < deadline) {
-          await verifyWithJose(proofs[i++ % proofs.length]);
-          done++;
-        }
-      }),
-    );
-    const cpu = process.cpuUsage(cpuBefore);
-    process.send({
-      opsPerSecond: done / m.loop,
-      cpuMicrosPerOp: (cpu.user + cpu.system) / Math.max(1, done),
-    });
+    process.send(await concurrentLoop(m.loop, () => proofs[i++ % proofs.length], verifyWithJose));
   });
   process.send({ ready: true });
 
@@ -183,36 +169,8 @@ function startChild(config) {
   const proc = fork(fileURLToPath(import.meta.url), ["--child"], {
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
-  proc.send(config);
-  return new Promise((resolve, reject) => {
-    proc.once("message", (m) => resolve({ proc, ...m }));
-    proc.once("error", reject);
-    proc.once("exit", (code) => {
-      if (code !== 0) reject(new Error(`child ${config.caseName} exited with ${code}`));
-    });
-  });
+  return childReady(proc, config, `child ${config.caseName}`);
 }
-
-function ask(proc, message, test) {
-  proc.send(message);
-  return new Promise((resolve) => {
-    const onMessage = (m) => {
-      if (test(m)) {
-        proc.off("message", onMessage);
-        resolve(m);
-      }
-    };
-    proc.on("message", onMessage);
-  });
-}
-
-const median = (values) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
-const round1 = (x) => Math.round(x * 10) / 10;
-const round3 = (x) => Math.round(x * 1000) / 1000;
 
 async function parent() {
   const args = process.argv.slice(2);

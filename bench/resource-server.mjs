@@ -54,6 +54,7 @@ import { createServer } from "node:http";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join, resolve as resolvePath } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { ask, childReady, concurrentLoop, median, round1, round3 } from "./lib.mjs";
 
 const SELF = fileURLToPath(import.meta.url);
 const RESOURCE = "http://127.0.0.1/api";
@@ -97,22 +98,13 @@ async function child() {
       }
       // {loop: seconds}: ten concurrent verification chains (like ten connections), each token once
       // per pass over the list.
-      const deadline = Date.now() + m.loop * 1000;
-      const cpuBefore = process.cpuUsage();
-      let done = 0;
-      await Promise.all(
-        Array.from({ length: 10 }, async () => {
-          while (Date.now() < deadline) {
-            await jose.jwtVerify(tokens[i++ % tokens.length], key, JOSE_OPTIONS);
-            done++;
-          }
-        }),
+      process.send(
+        await concurrentLoop(
+          m.loop,
+          () => tokens[i++ % tokens.length],
+          (token) => jose.jwtVerify(token, key, JOSE_OPTIONS),
+        ),
       );
-      const cpu = process.cpuUsage(cpuBefore);
-      process.send({
-        opsPerSecond: done / m.loop,
-        cpuMicrosPerOp: (cpu.user + cpu.system) / Math.max(1, done),
-      });
     });
     process.send({ ready: true });
     return;
@@ -309,14 +301,7 @@ function startCase(caseName, shared, pin) {
         stdio: ["ignore", "inherit", "inherit", "ipc"],
       })
     : spawn(process.execPath, args, { stdio: ["ignore", "inherit", "inherit", "ipc"] });
-  proc.send({ caseName, ...shared });
-  return new Promise((resolve, reject) => {
-    proc.once("message", (m) => resolve({ proc, ...m }));
-    proc.once("error", reject);
-    proc.once("exit", (code) => {
-      if (code !== 0) reject(new Error(`case ${caseName} exited with ${code}`));
-    });
-  });
+  return childReady(proc, { caseName, ...shared }, `case ${caseName}`);
 }
 
 async function runAutocannon(autocannon, url, { seconds, connections, headersFor, headers }) {
@@ -402,27 +387,8 @@ function runWrk(url, { seconds, connections, headers, distinct, pin, script }) {
   });
 }
 
-function sample(proc) {
-  proc.send("cpu");
-  return new Promise((resolve) => {
-    const onMessage = (m) => {
-      if (m && typeof m.cpuMicros === "number") {
-        proc.off("message", onMessage);
-        resolve(m);
-      }
-    };
-    proc.on("message", onMessage);
-  });
-}
-
-function median(values) {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
-
-const round1 = (x) => Math.round(x * 10) / 10;
-const round3 = (x) => Math.round(x * 1000) / 1000;
+/** The child's CPU time and RSS now. */
+const sample = (proc) => ask(proc, "cpu", (m) => m && typeof m.cpuMicros === "number");
 const loadAverage = () => loadavg().map((x) => Math.round(x * 100) / 100);
 
 async function parent() {

@@ -1,0 +1,65 @@
+/**
+ * What the gate benchmarks (bench/resource-server.mjs, bench/dpop.mjs) share: the bare-jose
+ * verification loop a child runs, the IPC with their server children, and the statistics.
+ */
+
+/**
+ * Runs `op` in ten concurrent chains (like ten connections) for `seconds`, `next()` giving each
+ * call its input; answers operations per second and CPU µs per operation of this process.
+ */
+export async function concurrentLoop(seconds, next, op) {
+  const deadline = Date.now() + seconds * 1000;
+  const cpuBefore = process.cpuUsage();
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: 10 }, async () => {
+      while (Date.now() < deadline) {
+        await op(next());
+        done++;
+      }
+    }),
+  );
+  const cpu = process.cpuUsage(cpuBefore);
+  return {
+    opsPerSecond: done / seconds,
+    cpuMicrosPerOp: (cpu.user + cpu.system) / Math.max(1, done),
+  };
+}
+
+/**
+ * A started child `proc` with its first message (its port, or that it is ready), after sending it
+ * `config`; rejects when it fails or exits non-zero (`what` names it in the error).
+ */
+export function childReady(proc, config, what) {
+  proc.send(config);
+  return new Promise((resolve, reject) => {
+    proc.once("message", (m) => resolve({ proc, ...m }));
+    proc.once("error", reject);
+    proc.once("exit", (code) => {
+      if (code !== 0) reject(new Error(`${what} exited with ${code}`));
+    });
+  });
+}
+
+/** Sends `message` to the child and answers its first reply that passes `test`. */
+export function ask(proc, message, test) {
+  proc.send(message);
+  return new Promise((resolve) => {
+    const onMessage = (m) => {
+      if (test(m)) {
+        proc.off("message", onMessage);
+        resolve(m);
+      }
+    };
+    proc.on("message", onMessage);
+  });
+}
+
+export function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+export const round1 = (x) => Math.round(x * 10) / 10;
+export const round3 = (x) => Math.round(x * 1000) / 1000;
