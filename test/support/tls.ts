@@ -10,7 +10,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { createServer, type Server } from "node:https";
-import type { AddressInfo, Socket } from "node:net";
+import { type AddressInfo, isIPv6, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -35,9 +35,12 @@ function openssl(args: string[], cwd: string): void {
   }
 }
 
-/** Creates (once per test file) a CA and a server certificate valid for one day. */
-export function testTls(): TestTls {
-  if (cached) return cached;
+/**
+ * A throw-away CA named `caName` and a server certificate (`CN=serverName`) it signed for the
+ * `subjectAltName` list (e.g. `DNS:localhost,IP:127.0.0.1`), both valid for one day, made in a
+ * temporary directory that is removed afterwards.
+ */
+export function throwAwayCa(caName: string, serverName: string, subjectAltName: string): TestTls {
   const dir = mkdtempSync(join(tmpdir(), "gatehouse-tls-"));
   try {
     const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
@@ -53,7 +56,7 @@ export function testTls(): TestTls {
         "-days",
         "1",
         "-subj",
-        "/CN=Gatehouse throw-away test CA",
+        `/CN=${caName}`,
         "-addext",
         "basicConstraints=critical,CA:TRUE",
         "-addext",
@@ -61,14 +64,14 @@ export function testTls(): TestTls {
       ],
       dir,
     );
-    openssl(["req", ...ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"], dir);
+    openssl(["req", ...ec, "-keyout", "server.key", "-out", "server.csr", "-subj", `/CN=${serverName}`], dir);
     writeFileSync(
       join(dir, "server.ext"),
       [
         "basicConstraints=critical,CA:FALSE",
         "keyUsage=critical,digitalSignature",
         "extendedKeyUsage=serverAuth",
-        "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1",
+        `subjectAltName=${subjectAltName}`,
         "",
       ].join("\n"),
     );
@@ -92,19 +95,24 @@ export function testTls(): TestTls {
       ],
       dir,
     );
-    cached = {
+    return {
       ca: readFileSync(join(dir, "ca.crt"), "utf8"),
       cert: readFileSync(join(dir, "server.crt"), "utf8"),
       key: readFileSync(join(dir, "server.key"), "utf8"),
     };
-    return cached;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
+/** Creates (once per test file) a CA and a server certificate valid for one day. */
+export function testTls(): TestTls {
+  cached ??= throwAwayCa("Gatehouse throw-away test CA", "localhost", "DNS:localhost,IP:127.0.0.1,IP:::1");
+  return cached;
+}
+
 export interface TestHttpsServer {
-  /** `https://127.0.0.1:<port>` */
+  /** `https://<address>:<port>` (the address in brackets when IPv6) */
   origin: string;
   port: number;
   server: Server;
@@ -116,10 +124,21 @@ export interface TestHttpsServer {
 }
 
 /** Starts an HTTPS server on 127.0.0.1, port 0, with the test certificate. */
-export async function startTestHttpsServer(
+export function startTestHttpsServer(
   handler: (req: IncomingMessage, res: ServerResponse) => void,
 ): Promise<TestHttpsServer> {
-  const tls = testTls();
+  return startCountingHttpsServer("127.0.0.1", testTls(), handler);
+}
+
+/**
+ * An HTTPS server on `address` (port 0) with `tls`'s certificate, counting requests and
+ * connections; `close` also destroys the open sockets.
+ */
+export async function startCountingHttpsServer(
+  address: string,
+  tls: Pick<TestTls, "cert" | "key">,
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<TestHttpsServer> {
   let requests = 0;
   let connections = 0;
   const sockets = new Set<Socket>();
@@ -134,10 +153,13 @@ export async function startTestHttpsServer(
   });
   // A client that hangs up mid-handshake (by design, in the guard tests) is not a test failure.
   server.on("tlsClientError", () => {});
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, address, resolve);
+  });
   const port = (server.address() as AddressInfo).port;
   return {
-    origin: `https://127.0.0.1:${port}`,
+    origin: `https://${isIPv6(address) ? `[${address}]` : address}:${port}`,
     port,
     server,
     requests: () => requests,
