@@ -16,7 +16,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { AuthClient, MemoryTokenStore } from "../../src/client/index.js";
 import { createResourceServer, jwtVerifier } from "../../src/resource-server/index.js";
 import { sha256Base64url } from "../../src/shared/crypto.js";
-import { Browser, hiddenFields } from "../support/flow.js";
+import { Browser, consentingUserAgent } from "../support/flow.js";
 import { proof, proofKey } from "./dpop-support.js";
 import { PASSWORD } from "./pages/harness.js";
 import { type FlowServer, publicClient, RESOURCE, startFlowServer, USERNAME } from "./support/flow-server.js";
@@ -65,29 +65,12 @@ async function dpopResource(issuer: string, log: ResourceLog, policy: "allowed" 
 
 /** Signs in and approves consent on the real pages, returning the callback URL. */
 function userAgent(issuer: string, browser: Browser) {
-  return async (authorizationUrl: URL): Promise<string> => {
-    let response = await browser.request(authorizationUrl.href);
-    for (let hops = 0; hops < 6; hops++) {
-      const location = response.headers.get("location");
-      if (response.status === 303 || response.status === 302) {
-        if (!location) throw new Error("redirect without a location");
-        if (location.startsWith(REDIRECT_URI)) return location;
-        response = await browser.request(new URL(location, issuer).href);
-        continue;
-      }
-      if (response.status !== 200) throw new Error(`the authorization pages answered ${response.status}`);
-      const page = await response.text();
-      const fields = hiddenFields(page);
-      const action = page.includes('name="password"') ? "/login" : "/consent";
-      response = await browser.postForm(
-        `${issuer}${action}`,
-        action === "/login"
-          ? { ...fields, username: USERNAME, password: PASSWORD }
-          : { ...fields, decision: "approve" },
-      );
-    }
-    throw new Error("the authorization pages did not send the browser back to the client");
-  };
+  return consentingUserAgent(browser, {
+    issuer,
+    username: USERNAME,
+    password: PASSWORD,
+    redirectUri: REDIRECT_URI,
+  });
 }
 
 describe("DPoP end to end: Gatehouse client, authorization server and a cnf.jkt-checking resource", () => {

@@ -19,7 +19,7 @@ import {
   startAdminServer,
   tryRefresh,
 } from "../authorization-server/pages/admin-server.js";
-import { Browser, hiddenFields } from "../support/flow.js";
+import { Browser, consentingUserAgent } from "../support/flow.js";
 
 const PRM_URL = "https://notes.example/.well-known/oauth-protected-resource/api";
 
@@ -65,29 +65,7 @@ function notesResource(issuer: string) {
 
 /** A user agent that signs `who` in and approves consent on the real pages, returning the callback. */
 function userAgent(t: AdminServer, browser: Browser) {
-  return async (authorizationUrl: URL): Promise<string> => {
-    let response = await browser.request(authorizationUrl.href);
-    for (let hops = 0; hops < 6; hops++) {
-      const location = response.headers.get("location");
-      if (response.status === 303 || response.status === 302) {
-        if (!location) throw new Error("redirect without a location");
-        if (location.startsWith(REDIRECT_URI)) return location;
-        response = await browser.request(new URL(location, t.url).href);
-        continue;
-      }
-      if (response.status !== 200) throw new Error(`the authorization pages answered ${response.status}`);
-      const page = await response.text();
-      const fields = hiddenFields(page);
-      const action = page.includes('name="password"') ? "/login" : "/consent";
-      response = await browser.postForm(
-        `${t.url}${action}`,
-        action === "/login"
-          ? { ...fields, username: t.user.username, password: t.user.password }
-          : { ...fields, decision: "approve" },
-      );
-    }
-    throw new Error("the authorization pages did not send the browser back to the client");
-  };
+  return consentingUserAgent(browser, { issuer: t.url, ...t.user, redirectUri: REDIRECT_URI });
 }
 
 describe("revocation at this repository's authorization server", () => {

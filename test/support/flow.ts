@@ -61,6 +61,40 @@ export function hiddenFields(html: string): Record<string, string> {
   return out;
 }
 
+/**
+ * A client's user agent on this repository's authorization pages: it follows the redirects from
+ * `authorizationUrl`, signs `username` in and approves consent, and answers the URL of the first
+ * redirect to `redirectUri` (the callback).
+ */
+export function consentingUserAgent(
+  browser: Browser,
+  user: { issuer: string; username: string; password: string; redirectUri: string },
+): (authorizationUrl: URL) => Promise<string> {
+  return async (authorizationUrl) => {
+    let response = await browser.request(authorizationUrl.href);
+    for (let hops = 0; hops < 6; hops++) {
+      const location = response.headers.get("location");
+      if (response.status === 303 || response.status === 302) {
+        if (!location) throw new Error("redirect without a location");
+        if (location.startsWith(user.redirectUri)) return location;
+        response = await browser.request(new URL(location, user.issuer).href);
+        continue;
+      }
+      if (response.status !== 200) throw new Error(`the authorization pages answered ${response.status}`);
+      const page = await response.text();
+      const fields = hiddenFields(page);
+      const action = page.includes('name="password"') ? "/login" : "/consent";
+      response = await browser.postForm(
+        `${user.issuer}${action}`,
+        action === "/login"
+          ? { ...fields, username: user.username, password: user.password }
+          : { ...fields, decision: "approve" },
+      );
+    }
+    throw new Error("the authorization pages did not send the browser back to the client");
+  };
+}
+
 export type FlowStep = "authorize" | "login" | "consent" | "token";
 
 export interface FlowOptions {

@@ -23,7 +23,7 @@ import {
   tryRefresh,
 } from "../../authorization-server/pages/admin-server.js";
 import { ensureBuilt } from "../../cli/helpers.js";
-import { Browser, hiddenFields } from "../../support/flow.js";
+import { Browser, consentingUserAgent } from "../../support/flow.js";
 
 const CHILD = join(import.meta.dirname, "refresh-child.mjs");
 const PRM_URL = "https://notes.example/.well-known/oauth-protected-resource/api";
@@ -60,29 +60,7 @@ function notesResource(issuer: string) {
 
 /** Signs the fixture user in and approves consent on the real pages; returns the callback URL. */
 function userAgent(t: AdminServer, browser: Browser) {
-  return async (authorizationUrl: URL): Promise<string> => {
-    let response = await browser.request(authorizationUrl.href);
-    for (let hops = 0; hops < 6; hops++) {
-      const location = response.headers.get("location");
-      if (response.status === 303 || response.status === 302) {
-        if (!location) throw new Error("redirect without a location");
-        if (location.startsWith(REDIRECT_URI)) return location;
-        response = await browser.request(new URL(location, t.url).href);
-        continue;
-      }
-      if (response.status !== 200) throw new Error(`the authorization pages answered ${response.status}`);
-      const page = await response.text();
-      const fields = hiddenFields(page);
-      const action = page.includes('name="password"') ? "/login" : "/consent";
-      response = await browser.postForm(
-        `${t.url}${action}`,
-        action === "/login"
-          ? { ...fields, username: t.user.username, password: t.user.password }
-          : { ...fields, decision: "approve" },
-      );
-    }
-    throw new Error("the authorization pages did not send the browser back to the client");
-  };
+  return consentingUserAgent(browser, { issuer: t.url, ...t.user, redirectUri: REDIRECT_URI });
 }
 
 /** A real sign-in into a fresh store directory, then the access token marked expired (the refresh token kept). */
