@@ -332,6 +332,41 @@ export async function startGithubLike(): Promise<GithubLike> {
 // Gatehouse, and an MCP client in front of it
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * Authorization-server instances behind one address, as behind a load balancer: `target` picks
+ * which instance the address sends the next request to; `add` starts one more on its own store
+ * (the instances share what the stores share, e.g. one PostgreSQL schema). `close` closes the
+ * instances, then their stores, then the address.
+ */
+export interface InstancesBehindOneAddress {
+  front: ListeningServer;
+  instances: AuthorizationServer[];
+  target: number;
+  add(store: AuthorizationStore, options: Omit<AuthorizationServerOptions, "store">): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function instancesBehindOneAddress(): Promise<InstancesBehindOneAddress> {
+  const stores: AuthorizationStore[] = [];
+  const pool: InstancesBehindOneAddress = {
+    front: await listen((request, info) => pool.instances[pool.target]!.fetch(request, info)),
+    instances: [],
+    target: 0,
+    async add(store, options) {
+      stores.push(store);
+      pool.instances.push(await createAuthorizationServer({ ...options, store }));
+    },
+    async close() {
+      for (const instance of pool.instances) await instance.close();
+      for (const store of stores) await store.close();
+      await pool.front.close();
+      pool.instances = [];
+      stores.length = 0;
+    },
+  };
+  return pool;
+}
+
 export interface Gatehouse {
   url: string;
   server: AuthorizationServer;

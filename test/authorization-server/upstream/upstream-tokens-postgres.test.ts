@@ -6,87 +6,77 @@
  * new token; the grant's revocation at one instance ends it at both.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  type AuthorizationServer,
-  createAuthorizationServer,
-} from "../../../src/authorization-server/index.js";
-import { type ListeningServer, listen } from "../../../src/http/node.js";
 import { sha256Base64url } from "../../../src/shared/crypto.js";
 import { silentLogger } from "../../../src/shared/log.js";
 import { generateKeyEncryptionKey } from "../../../src/shared/secret-envelope.js";
-import { createPostgresStore, type PostgresStore } from "../../../src/storage/postgres/index.js";
+import { createPostgresStore } from "../../../src/storage/postgres/index.js";
 import { POSTGRES_URL, requirePostgres, schemaNamer } from "../../storage/postgres-support.js";
 import { testTls } from "../../support/tls.js";
 import { Agent, hiddenFields, makeClient } from "../pages/harness.js";
-import { RESOURCE, registerMcpClient, UPSTREAM_CLIENT_ID, UPSTREAM_CLIENT_SECRET } from "./support.js";
+import {
+  type InstancesBehindOneAddress,
+  instancesBehindOneAddress,
+  RESOURCE,
+  registerMcpClient,
+  UPSTREAM_CLIENT_ID,
+  UPSTREAM_CLIENT_SECRET,
+} from "./support.js";
 import { type RefreshingOidcProvider, startRefreshingOidcProvider, walkProvider } from "./tokens-support.js";
 
 const schemas = schemaNamer("upstream_tokens");
 const NOTES_RS = { clientId: "notes-rs", clientSecret: "notes-rs-secret-0123456789" };
 const HOUR = 3600_000;
 let corp: RefreshingOidcProvider;
-let front: ListeningServer;
-let instances: AuthorizationServer[] = [];
-let stores: PostgresStore[] = [];
-let target = 0;
+let pool: InstancesBehindOneAddress;
 let skew = 0;
 
 beforeAll(async () => {
   await requirePostgres();
   const schema = schemas.next();
   const kek = generateKeyEncryptionKey();
-  front = await listen((request, info) => instances[target]!.fetch(request, info));
-  corp = await startRefreshingOidcProvider([`${front.url}/upstream/corp/callback`]);
+  pool = await instancesBehindOneAddress();
+  corp = await startRefreshingOidcProvider([`${pool.front.url}/upstream/corp/callback`]);
   for (let i = 0; i < 2; i++) {
-    const store = createPostgresStore({ connectionString: POSTGRES_URL, schema });
-    stores.push(store);
-    instances.push(
-      await createAuthorizationServer({
-        issuer: front.url,
-        store,
-        resources: [{ uri: RESOURCE, name: "Notes", scopes: ["notes:read"] }],
-        allowInsecureLoopback: true,
-        logger: silentLogger,
-        maintenanceIntervalMs: 0,
-        now: () => Date.now() + skew,
-        accessTokenTtlSeconds: 86_400,
-        keyEncryptionKeys: [kek],
-        clients: [
-          makeClient({
-            clientId: NOTES_RS.clientId,
-            redirectUris: [],
-            responseTypes: [],
-            grantTypes: [],
-            tokenEndpointAuthMethod: "client_secret_basic",
-            clientSecretHash: sha256Base64url(NOTES_RS.clientSecret),
-          }),
+    await pool.add(createPostgresStore({ connectionString: POSTGRES_URL, schema }), {
+      issuer: pool.front.url,
+      resources: [{ uri: RESOURCE, name: "Notes", scopes: ["notes:read"] }],
+      allowInsecureLoopback: true,
+      logger: silentLogger,
+      maintenanceIntervalMs: 0,
+      now: () => Date.now() + skew,
+      accessTokenTtlSeconds: 86_400,
+      keyEncryptionKeys: [kek],
+      clients: [
+        makeClient({
+          clientId: NOTES_RS.clientId,
+          redirectUris: [],
+          responseTypes: [],
+          grantTypes: [],
+          tokenEndpointAuthMethod: "client_secret_basic",
+          clientSecretHash: sha256Base64url(NOTES_RS.clientSecret),
+        }),
+      ],
+      upstreamSignIn: {
+        providers: [
+          {
+            id: "corp",
+            kind: "oidc",
+            issuer: corp.issuer,
+            clientId: UPSTREAM_CLIENT_ID,
+            clientSecret: UPSTREAM_CLIENT_SECRET,
+            createAccounts: true,
+            keepTokens: { resourceServers: [{ clientId: NOTES_RS.clientId, resource: RESOURCE }] },
+          },
         ],
-        upstreamSignIn: {
-          providers: [
-            {
-              id: "corp",
-              kind: "oidc",
-              issuer: corp.issuer,
-              clientId: UPSTREAM_CLIENT_ID,
-              clientSecret: UPSTREAM_CLIENT_SECRET,
-              createAccounts: true,
-              keepTokens: { resourceServers: [{ clientId: NOTES_RS.clientId, resource: RESOURCE }] },
-            },
-          ],
-          dangerouslyAllowLoopbackForTesting: { ca: [testTls().ca] },
-        },
-      }),
-    );
+        dangerouslyAllowLoopbackForTesting: { ca: [testTls().ca] },
+      },
+    });
   }
 });
 afterAll(async () => {
-  for (const instance of instances) await instance.close();
-  for (const store of stores) await store.close();
-  await front?.close();
+  await pool?.close();
   await corp?.close();
   await schemas.dropSchemas();
-  instances = [];
-  stores = [];
 });
 
 /** A resource server's request for the upstream token, sent to instance `i`. */
@@ -94,8 +84,8 @@ async function upstreamTokenAt(
   i: number,
   subjectToken: string,
 ): Promise<{ status: number; body: Record<string, unknown> }> {
-  const response = await instances[i]!.fetch(
-    new Request(`${front.url}/upstream/token`, {
+  const response = await pool.instances[i]!.fetch(
+    new Request(`${pool.front.url}/upstream/token`, {
       method: "POST",
       headers: {
         "content-type": "application/x-www-form-urlencoded",
@@ -109,10 +99,10 @@ async function upstreamTokenAt(
 
 describe("upstream tokens across two instances on PostgreSQL", () => {
   it("a due token raced at both instances is refreshed at the provider once; a revocation at one ends it at both", async () => {
-    target = 0;
-    const client = await registerMcpClient(front.url);
-    const agent = new Agent(front.url);
-    const toLogin = await agent.get(client.authorizeUrl("across").replace(front.url, ""));
+    pool.target = 0;
+    const client = await registerMcpClient(pool.front.url);
+    const agent = new Agent(pool.front.url);
+    const toLogin = await agent.get(client.authorizeUrl("across").replace(pool.front.url, ""));
     const login = await agent.get(toLogin.headers.get("location")!);
     const started = await agent.post("/login", { ...hiddenFields(await login.text()), upstream: "corp" });
     const callback = await walkProvider(started.headers.get("location")!, "ada");
@@ -122,7 +112,7 @@ describe("upstream tokens across two instances on PostgreSQL", () => {
       ...hiddenFields(await consent.text()),
       decision: "approve",
     });
-    target = 1;
+    pool.target = 1;
     const tokens = await client.redeem(new URL(approved.headers.get("location")!).searchParams.get("code")!);
     expect(tokens.status).toBe(200);
     const accessToken = String(tokens.body.access_token);
@@ -143,8 +133,8 @@ describe("upstream tokens across two instances on PostgreSQL", () => {
       skew = 0;
     }
 
-    target = 0;
-    const revoked = await fetch(`${front.url}/revoke`, {
+    pool.target = 0;
+    const revoked = await fetch(`${pool.front.url}/revoke`, {
       method: "POST",
       headers: { "content-type": "application/x-www-form-urlencoded" },
       body: new URLSearchParams({ client_id: client.clientId, token: String(tokens.body.refresh_token) }),
