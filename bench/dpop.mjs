@@ -24,7 +24,7 @@ import { fork } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
-import { ask, childReady, concurrentLoop, median, round1, round3 } from "./lib.mjs";
+import { ask, childReady, concurrentLoop, loopSummary, median, round1, round3, roundRatio } from "./lib.mjs";
 
 const RESOURCE = "http://127.0.0.1/api";
 const ISSUER = "https://issuer.bench.example";
@@ -304,14 +304,7 @@ async function parent() {
       rounds: r.map((x) => Math.round(x.requestsPerSecond)),
     };
   }
-  const loopRounds = perRound["jose-loop"];
-  results["jose-loop"] = {
-    opsPerSecond: Math.round(median(loopRounds.map((x) => x.opsPerSecond))),
-    cpuMicrosPerOp: round1(median(loopRounds.map((x) => x.cpuMicrosPerOp))),
-    rounds: loopRounds.map((x) => Math.round(x.opsPerSecond)),
-  };
-  const rate = (name, i) => perRound[name][i].requestsPerSecond ?? perRound[name][i].opsPerSecond;
-  const roundRatio = (a, b) => round3(median(perRound[a].map((_, i) => rate(a, i) / rate(b, i))));
+  results["jose-loop"] = loopSummary(perRound["jose-loop"]);
   const cpuOf = (name) => results[name].cpuMicrosPerRequest ?? results[name].cpuMicrosPerOp;
   const comparisons = [
     ["dpopVsBearerWarm", "dpop / bearer-warm", "dpop", "bearer-warm"],
@@ -320,7 +313,7 @@ async function parent() {
   const ratios = {};
   const cpuRatios = {};
   for (const [name, , a, b] of comparisons) {
-    ratios[name] = roundRatio(a, b);
+    ratios[name] = roundRatio(perRound, a, b);
     cpuRatios[name] = round3(cpuOf(b) / cpuOf(a));
   }
   const inProcessRatios = {

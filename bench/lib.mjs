@@ -63,3 +63,21 @@ export function median(values) {
 
 export const round1 = (x) => Math.round(x * 10) / 10;
 export const round3 = (x) => Math.round(x * 1000) / 1000;
+
+/** The summary of a {@link concurrentLoop}'s rounds: medians, and each round's rate. */
+export function loopSummary(rounds) {
+  return {
+    opsPerSecond: Math.round(median(rounds.map((x) => x.opsPerSecond))),
+    cpuMicrosPerOp: round1(median(rounds.map((x) => x.cpuMicrosPerOp))),
+    rounds: rounds.map((x) => Math.round(x.opsPerSecond)),
+  };
+}
+
+/**
+ * The median over rounds of case `a`'s rate / case `b`'s in the same round (requests or
+ * operations per second), from `perRound` (case name → its rounds' measurements).
+ */
+export function roundRatio(perRound, a, b) {
+  const rate = (name, i) => perRound[name][i].requestsPerSecond ?? perRound[name][i].opsPerSecond;
+  return round3(median(perRound[a].map((_, i) => rate(a, i) / rate(b, i))));
+}

@@ -54,7 +54,7 @@ import { createServer } from "node:http";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join, resolve as resolvePath } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { ask, childReady, concurrentLoop, median, round1, round3 } from "./lib.mjs";
+import { ask, childReady, concurrentLoop, loopSummary, median, round1, round3, roundRatio } from "./lib.mjs";
 
 const SELF = fileURLToPath(import.meta.url);
 const RESOURCE = "http://127.0.0.1/api";
@@ -564,15 +564,8 @@ async function parent() {
       rounds: r.map((x) => Math.round(x.requestsPerSecond)),
     };
   }
-  const loop = perRound["jose-loop"];
-  results["jose-loop"] = {
-    opsPerSecond: Math.round(median(loop.map((x) => x.opsPerSecond))),
-    cpuMicrosPerOp: round1(median(loop.map((x) => x.cpuMicrosPerOp))),
-    rounds: loop.map((x) => Math.round(x.opsPerSecond)),
-  };
-  const rate = (name, i) => perRound[name][i].requestsPerSecond ?? perRound[name][i].opsPerSecond;
+  results["jose-loop"] = loopSummary(perRound["jose-loop"]);
   const cpuOf = (name, i) => perRound[name][i].cpuMicrosPerRequest ?? perRound[name][i].cpuMicrosPerOp;
-  const roundRatio = (a, b) => round3(median(perRound[a].map((_, i) => rate(a, i) / rate(b, i))));
   // Throughput-equivalent ratio by CPU, per round then the median: b's CPU per request / a's (how
   // many of a per CPU-second of b).
   const cpuRatio = (a, b) => round3(median(perRound[a].map((_, i) => cpuOf(b, i) / cpuOf(a, i))));
@@ -597,7 +590,7 @@ async function parent() {
   const targets = {};
   for (const [key, , a, b, target] of comparisons) {
     if (!perRound[a] || !perRound[b]) continue;
-    ratios[key] = roundRatio(a, b);
+    ratios[key] = roundRatio(perRound, a, b);
     cpuRatios[key] = cpuRatio(a, b);
     if (target !== undefined)
       targets[key] = { target, met: ratios[key] >= target, metByCpu: cpuRatios[key] >= target };
