@@ -77,7 +77,7 @@ export function checkedClientAuth(
 }
 
 /** The body as text, refusing more than `maxBytes` (counted as they arrive, not as declared). */
-async function boundedText(response: Response, maxBytes: number, what: string): Promise<string> {
+export async function boundedText(response: Response, maxBytes: number, what: string): Promise<string> {
   const declared = Number(response.headers.get("content-length"));
   if (Number.isFinite(declared) && declared > maxBytes) {
     await response.body?.cancel().catch(() => {});

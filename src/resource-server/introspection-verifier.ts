@@ -3,6 +3,7 @@
  */
 import { GatehouseTypeError, OAuthError } from "../shared/errors.js";
 import { canonicalResourceUri, isLoopbackHost } from "../shared/resource-uri.js";
+import { boundedText } from "./authorization-server-request.js";
 import { authInfoFromClaims } from "./claims.js";
 import { invalidToken, verificationUnavailable } from "./errors.js";
 import type { AccessTokenVerifier, AuthInfo } from "./types.js";
@@ -21,6 +22,8 @@ export interface IntrospectionVerifierOptions {
   clockToleranceSeconds?: number;
   /** Timeout of one introspection call in ms (default 5000). */
   timeoutMs?: number;
+  /** Largest introspection response read, in bytes (default 64 KiB); a larger one is refused. */
+  maxResponseBytes?: number;
   /** Fetch implementation (default global fetch). */
   fetch?: typeof fetch;
   /** Clock, in ms since the epoch (tests). */
@@ -78,6 +81,13 @@ export function introspectionVerifier(options: IntrospectionVerifierOptions): Ac
         ? [options.issuer]
         : [...options.issuer];
   const tolerance = options.clockToleranceSeconds ?? 30;
+  const maxResponseBytes = options.maxResponseBytes ?? 64 * 1024;
+  if (!Number.isInteger(maxResponseBytes) || maxResponseBytes <= 0) {
+    throw new GatehouseTypeError(
+      "ERR_INVALID_OPTION",
+      "introspectionVerifier: maxResponseBytes must be a positive integer",
+    );
+  }
   const timeoutMs = options.timeoutMs ?? 5000;
   const doFetch = options.fetch ?? fetch;
   const authorization = basicCredentials(options.clientId, options.clientSecret);
@@ -107,9 +117,10 @@ export function introspectionVerifier(options: IntrospectionVerifierOptions): Ac
       }
       let body: unknown;
       try {
-        body = await response.json();
+        // Bounded read of what the endpoint sends (a remote party), then JSON.
+        body = JSON.parse(await boundedText(response, maxResponseBytes, "introspection response"));
       } catch (error) {
-        throw verificationUnavailable("introspection response is not JSON", error);
+        throw verificationUnavailable("introspection response is too large or not JSON", error);
       }
       if (typeof body !== "object" || body === null || Array.isArray(body)) {
         throw verificationUnavailable("introspection response is not a JSON object");

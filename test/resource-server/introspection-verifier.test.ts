@@ -105,6 +105,14 @@ describe("introspectionVerifier (RFC 7662)", () => {
     );
   });
 
+  it("rule: the response is read up to a byte cap (64 KiB by default); a larger one is temporarily_unavailable", async () => {
+    const claims = { active: true, sub: "u", client_id: "c", aud: AUD, iss: ISS, exp: now() + 60 };
+    answers.big = { body: { ...claims, padding: "x".repeat(1024 * 1024) } };
+    await rejects(verifier().verify("big"), "temporarily_unavailable");
+    // Under a cap the operator raised, the same answer is an ordinary active token.
+    expect((await verifier({ maxResponseBytes: 2 * 1024 * 1024 }).verify("big")).subject).toBe("u");
+  });
+
   it("with cachedVerifier, a token is introspected once", async () => {
     answers.t2 = { body: { active: true, aud: AUD, iss: ISS, exp: now() + 60 } };
     const cached = cachedVerifier(verifier());
