@@ -612,7 +612,8 @@ function parseOptions(argv) {
     else if (name === "--repeats") options.repeats = value();
     else if (name === "--concurrency") options.concurrency = value();
     else if (name === "--only") options.only = inline ?? argv[++i];
-    else throw new Error(`unknown option ${name}`);
+    else if (name === "--help" || name === "-h") options.help = true;
+    else throw new Error(`unknown option ${name} (--help lists them)`);
   }
   if (
     !(options.seconds > 0) ||
@@ -666,8 +667,20 @@ function summarize(runs) {
   return out;
 }
 
+const USAGE = `Usage: node bench/authorization-server.mjs [--json] [--seconds 3] [--repeats 3] [--concurrency 8]
+                                         [--only sessions|refreshes|signIns]
+
+Gatehouse on durable SQLite against the MCP SDK router in memory (sessions, refreshes), sign-ins for
+Gatehouse alone; servers pinned to core 0, the load generator to core 1. Run after npm run build.
+BENCH_DIST=<build> measures another build; BENCH_CHILD_EXEC_ARGV passes flags to the servers.
+`;
+
 async function main() {
   const options = parseOptions(process.argv.slice(2));
+  if (options.help) {
+    process.stdout.write(USAGE);
+    return;
+  }
   const log = (line) => (options.json ? process.stderr : process.stdout).write(`${line}\n`);
   const pin = pinning();
   const loadAverageBefore = loadavg().map((v) => round(v, 2));

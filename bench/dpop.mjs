@@ -24,7 +24,17 @@ import { fork } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
-import { ask, childReady, concurrentLoop, loopSummary, median, round1, round3, roundRatio } from "./lib.mjs";
+import {
+  ask,
+  childReady,
+  concurrentLoop,
+  helpOrCheckArgs,
+  loopSummary,
+  median,
+  round1,
+  round3,
+  roundRatio,
+} from "./lib.mjs";
 
 const RESOURCE = "http://127.0.0.1/api";
 const ISSUER = "https://issuer.bench.example";
@@ -172,8 +182,16 @@ function startChild(config) {
   return childReady(proc, config, `child ${config.caseName}`);
 }
 
+const USAGE = `Usage: node bench/dpop.mjs [--json] [--seconds 5] [--rounds 5] [--connections 10] [--warmup 2] [--proofs 60000]
+
+DPoP requests (a fresh proof each) against warm Bearer requests on one gate, and Gatehouse's proof
+verifier against a bare jose proof loop. Run after npm run build.
+`;
+
 async function parent() {
   const args = process.argv.slice(2);
+  const valueOptions = ["--seconds", "--rounds", "--connections", "--warmup", "--proofs"];
+  if (helpOrCheckArgs(args, { valueOptions, flagOptions: ["--json"], usage: USAGE })) return;
   const json = args.includes("--json");
   const numberArg = (name, fallback) => {
     const i = args.indexOf(name);

@@ -81,3 +81,20 @@ export function roundRatio(perRound, a, b) {
   const rate = (name, i) => perRound[name][i].requestsPerSecond ?? perRound[name][i].opsPerSecond;
   return round3(median(perRound[a].map((_, i) => rate(a, i) / rate(b, i))));
 }
+
+/**
+ * `--help` prints `usage` and answers true (the caller stops); otherwise an option outside
+ * `valueOptions` (each followed by its value) and `flagOptions` is refused, since a typo would
+ * start a long run with the defaults.
+ */
+export function helpOrCheckArgs(args, { valueOptions, flagOptions, usage }) {
+  if (args.includes("--help") || args.includes("-h")) {
+    process.stdout.write(usage);
+    return true;
+  }
+  for (let i = 0; i < args.length; i++) {
+    if (valueOptions.includes(args[i])) i++;
+    else if (!flagOptions.includes(args[i])) throw new Error(`unknown option ${args[i]} (--help lists them)`);
+  }
+  return false;
+}

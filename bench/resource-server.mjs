@@ -54,7 +54,17 @@ import { createServer } from "node:http";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join, resolve as resolvePath } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { ask, childReady, concurrentLoop, loopSummary, median, round1, round3, roundRatio } from "./lib.mjs";
+import {
+  ask,
+  childReady,
+  concurrentLoop,
+  helpOrCheckArgs,
+  loopSummary,
+  median,
+  round1,
+  round3,
+  roundRatio,
+} from "./lib.mjs";
 
 const SELF = fileURLToPath(import.meta.url);
 const RESOURCE = "http://127.0.0.1/api";
@@ -391,8 +401,26 @@ function runWrk(url, { seconds, connections, headers, distinct, pin, script }) {
 const sample = (proc) => ask(proc, "cpu", (m) => m && typeof m.cpuMicros === "number");
 const loadAverage = () => loadavg().map((x) => Math.round(x * 100) / 100);
 
+const USAGE = `Usage: node bench/resource-server.mjs [--json] [--seconds 5] [--rounds 5] [--connections 10] [--warmup 2]
+                                     [--tokens 60000] [--dist dist] [--autocannon]
+                                     [--cases node-warm,hono-warm,...]
+
+Every resource-server row of issue 11 in one run: servers pinned to core 0, the load generator (wrk
+when installed, else autocannon) on core 1; medians of per-round ratios by req/s and server CPU.
+Run after npm run build. BENCH_DIST=<build> (or --dist) measures another build.
+`;
 async function parent() {
   const args = process.argv.slice(2);
+  const valueOptions = [
+    "--seconds",
+    "--rounds",
+    "--connections",
+    "--tokens",
+    "--warmup",
+    "--dist",
+    "--cases",
+  ];
+  if (helpOrCheckArgs(args, { valueOptions, flagOptions: ["--json", "--autocannon"], usage: USAGE })) return;
   const json = args.includes("--json");
   const argValue = (name) => {
     const i = args.indexOf(name);
