@@ -63,27 +63,10 @@ import {
   updateDeviceAuthorizationStatement,
   useOnceStatement,
 } from "../sql/statements.js";
-import {
-  consumeUpstreamLoginStatement,
-  getUpstreamIdentityStatement,
-  insertUpstreamIdentityStatement,
-  insertUpstreamLoginStatement,
-  insertUserStatement,
-  recordUpstreamSignInStatement,
-  rowToUpstreamIdentity,
-  rowToUpstreamLogin,
-} from "../sql/upstream.js";
-import {
-  bindUpstreamTokensStatement,
-  deleteSessionUpstreamTokensStatement,
-  deleteUpstreamTokensStatement,
-  getUpstreamTokensStatement,
-  keepSessionUpstreamTokensStatement,
-  replaceUpstreamTokensStatement,
-  rowToUpstreamTokenSet,
-} from "../sql/upstream-tokens.js";
+import { deleteSessionUpstreamTokensStatement } from "../sql/upstream-tokens.js";
 import { type Db, type Execute, openPool, type PostgresStoreOptions, type Query } from "./pool.js";
 import { POSTGRES_MIGRATIONS } from "./schema.js";
+import { postgresUpstreamMethods } from "./upstream-methods.js";
 
 export type { PostgresStoreOptions } from "./pool.js";
 
@@ -555,53 +538,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
       return Number(row?.count);
     },
 
-    async createUpstreamLogin(login) {
-      await exec(execute, insertUpstreamLoginStatement("$n", login));
-    },
-    async consumeUpstreamLogin(stateHash, now) {
-      const statement = consumeUpstreamLoginStatement("$n", stateHash);
-      const row = await first(statement.text, [...statement.values]);
-      return row && Number(row.expires_at) > now ? rowToUpstreamLogin(row) : undefined;
-    },
-    async getUpstreamIdentity(providerId, subject) {
-      const statement = getUpstreamIdentityStatement("$n", providerId, subject);
-      const row = await first(statement.text, [...statement.values]);
-      return row && rowToUpstreamIdentity(row);
-    },
-    async linkUpstreamIdentity(identity) {
-      await exec(execute, insertUpstreamIdentityStatement("$n", identity, Boolean));
-    },
-    async createUserWithUpstreamIdentity(user, identity) {
-      await transaction(async (tx) => {
-        await exec(tx.execute, insertUserStatement("$n", user, Boolean));
-        await exec(
-          tx.execute,
-          insertUpstreamIdentityStatement("$n", { ...identity, userId: user.id }, Boolean),
-        );
-      });
-    },
-    async recordUpstreamSignIn(update) {
-      await exec(execute, recordUpstreamSignInStatement("$n", update, Boolean));
-    },
-
-    async keepSessionUpstreamTokens(sessionHash, set) {
-      await exec(execute, keepSessionUpstreamTokensStatement("$n", sessionHash, set));
-    },
-    async bindUpstreamTokens(sessionHash, grantId, now) {
-      return exec(execute, bindUpstreamTokensStatement("$n", sessionHash, grantId, now));
-    },
-    async getUpstreamTokens(grantId, providerId) {
-      const statement = getUpstreamTokensStatement("$n", grantId, providerId);
-      const row = await first(statement.text, [...statement.values]);
-      return row && rowToUpstreamTokenSet(row);
-    },
-    async replaceUpstreamTokens(grantId, providerId, expectedVersion, next) {
-      const statement = replaceUpstreamTokensStatement("$n", grantId, providerId, expectedVersion, next);
-      return (await exec(execute, statement)) > 0;
-    },
-    async deleteUpstreamTokens(grantId, providerId) {
-      return (await exec(execute, deleteUpstreamTokensStatement("$n", grantId, providerId))) > 0;
-    },
+    ...postgresUpstreamMethods({ execute, transaction, first, exec }),
 
     async getCachedDocument(url, now) {
       const row = await first(

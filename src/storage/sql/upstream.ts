@@ -3,7 +3,12 @@
  * PostgreSQL: upstream logins (single-use, consumed by one `DELETE ... RETURNING`) and the links of
  * upstream identities to users, with their row mapping.
  */
-import type { UpstreamIdentityRecord, UpstreamLoginRecord, UserRecord } from "../contract.js";
+import type {
+  AuthorizationStore,
+  UpstreamIdentityRecord,
+  UpstreamLoginRecord,
+  UserRecord,
+} from "../contract.js";
 import type { Row } from "./rows.js";
 import { type PlaceholderStyle, render, type Statement } from "./statements.js";
 
@@ -132,3 +137,19 @@ export function recordUpstreamSignInStatement(
     style,
   );
 }
+
+/** The store methods of upstream sign-in state and kept upstream tokens, as each SQL backend builds them. */
+export type UpstreamStoreMethods = Pick<
+  AuthorizationStore,
+  | "createUpstreamLogin"
+  | "consumeUpstreamLogin"
+  | "getUpstreamIdentity"
+  | "linkUpstreamIdentity"
+  | "createUserWithUpstreamIdentity"
+  | "recordUpstreamSignIn"
+  | "keepSessionUpstreamTokens"
+  | "bindUpstreamTokens"
+  | "getUpstreamTokens"
+  | "replaceUpstreamTokens"
+  | "deleteUpstreamTokens"
+>;

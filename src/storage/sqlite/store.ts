@@ -14,19 +14,15 @@ import type {
   AuthorizationStore,
   GrantRecord,
   IssuedTokens,
-  PollDeviceAuthorizationResult,
   PurgeResult,
   RedeemCodeResult,
   RotateRefreshResult,
 } from "../contract.js";
 import {
   assertMarkerKey,
-  decideDevice,
-  devicePollIssued,
   emptyPurgeResult,
   issuedTokenRecords,
   judgeAuthorizationCode,
-  judgeDevicePoll,
   judgeRefreshToken,
   mergeScopes,
   sameJsonValue,
@@ -36,7 +32,6 @@ import {
   accessTokenInsert,
   clientColumns,
   codeInsert,
-  deviceAuthorizationInsert,
   fromJson,
   grantInsert,
   insertSql,
@@ -48,7 +43,6 @@ import {
   rowToClient,
   rowToCode,
   rowToConsent,
-  rowToDeviceAuthorization,
   rowToGrant,
   rowToInteraction,
   rowToRefreshToken,
@@ -63,32 +57,15 @@ import {
   revokeAccessTokenStatement,
   revokeGrantStatements,
   type Statement,
-  updateDeviceAuthorizationStatement,
   useOnceStatement,
 } from "../sql/statements.js";
-import {
-  consumeUpstreamLoginStatement,
-  getUpstreamIdentityStatement,
-  insertUpstreamIdentityStatement,
-  insertUpstreamLoginStatement,
-  insertUserStatement,
-  recordUpstreamSignInStatement,
-  rowToUpstreamIdentity,
-  rowToUpstreamLogin,
-} from "../sql/upstream.js";
-import {
-  bindUpstreamTokensStatement,
-  deleteSessionUpstreamTokensStatement,
-  deleteUpstreamTokensStatement,
-  getUpstreamTokensStatement,
-  keepSessionUpstreamTokensStatement,
-  replaceUpstreamTokensStatement,
-  rowToUpstreamTokenSet,
-} from "../sql/upstream-tokens.js";
+import { deleteSessionUpstreamTokensStatement } from "../sql/upstream-tokens.js";
 import { createClientCache } from "./client-cache.js";
+import { sqliteDeviceMethods } from "./device-methods.js";
 import { prepareFile, translate } from "./files.js";
 import { createGroupCommit, type GroupCommitStats } from "./group-commit.js";
 import { SQLITE_MIGRATIONS } from "./schema.js";
+import { sqliteUpstreamMethods } from "./upstream-methods.js";
 
 /** listGrants filter fields and the grants columns they match. */
 const GRANT_FILTER_COLUMNS = [
@@ -544,68 +521,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       });
     },
 
-    async createDeviceAuthorization(record) {
-      await write(() => insert(deviceAuthorizationInsert(record)));
-    },
-    async getDeviceAuthorizationByUserCode(userCodeHash, now) {
-      const row = await read(() =>
-        one(
-          "SELECT * FROM device_authorizations WHERE user_code_hash = ? AND status = 'pending' AND expires_at > ?",
-          userCodeHash,
-          now,
-        ),
-      );
-      return row && rowToDeviceAuthorization(row);
-    },
-    async decideDeviceAuthorization(userCodeHash, decision, now) {
-      // Read and write under the write lock (BEGIN IMMEDIATE): of two decisions only the first sees
-      // the authorization pending.
-      return write(() => {
-        const row = one("SELECT * FROM device_authorizations WHERE user_code_hash = ?", userCodeHash);
-        const decided = row && decideDevice(rowToDeviceAuthorization(row), decision, now);
-        if (!decided) return false;
-        exec(updateDeviceAuthorizationStatement("?", decided));
-        return true;
-      });
-    },
-    async pollDeviceAuthorization(
-      deviceCodeHash,
-      clientId,
-      now,
-      tokens,
-    ): Promise<PollDeviceAuthorizationResult> {
-      return write((): PollDeviceAuthorizationResult => {
-        const row = one("SELECT * FROM device_authorizations WHERE device_code_hash = ?", deviceCodeHash);
-        if (!row) return { status: "not_found" };
-        // A throw from `tokens` (inside the judgement) rolls back this operation's savepoint.
-        const verdict = judgeDevicePoll(rowToDeviceAuthorization(row), clientId, now, tokens);
-        switch (verdict.status) {
-          case "not_found":
-          case "expired":
-          case "denied":
-          case "consumed":
-            return { status: verdict.status };
-          case "pending":
-          case "slow_down":
-            exec(updateDeviceAuthorizationStatement("?", verdict.record));
-            return { status: verdict.status };
-          case "refused":
-            exec(updateDeviceAuthorizationStatement("?", verdict.record));
-            return { status: "refused", error: verdict.error };
-        }
-        const { record, grant, tokens: issued } = verdict;
-        exec(updateDeviceAuthorizationStatement("?", record));
-        insert(grantInsert(grant));
-        const refreshIssued = insertTokens(
-          grant,
-          grant.clientId,
-          grant.scopes,
-          issued,
-          record.refreshAllowed === true,
-        );
-        return devicePollIssued(record, grant, refreshIssued);
-      });
-    },
+    ...sqliteDeviceMethods({ one, exec, insert, insertTokens, read, write }),
 
     async useOnce(key, expiresAt, now) {
       assertMarkerKey(key);
@@ -631,51 +547,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       return Number(row?.count);
     },
 
-    async createUpstreamLogin(login) {
-      await write(() => exec(insertUpstreamLoginStatement("?", login)));
-    },
-    async consumeUpstreamLogin(stateHash, now) {
-      const statement = consumeUpstreamLoginStatement("?", stateHash);
-      const row = await write(() => one(statement.text, ...statement.values));
-      return row && Number(row.expires_at) > now ? rowToUpstreamLogin(row) : undefined;
-    },
-    async getUpstreamIdentity(providerId, subject) {
-      const statement = getUpstreamIdentityStatement("?", providerId, subject);
-      const row = await read(() => one(statement.text, ...statement.values));
-      return row && rowToUpstreamIdentity(row);
-    },
-    async linkUpstreamIdentity(identity) {
-      await write(() => exec(insertUpstreamIdentityStatement("?", identity, sqliteValue)));
-    },
-    async createUserWithUpstreamIdentity(user, identity) {
-      // One savepoint of the group commit: a conflict in either insert undoes both.
-      await write(() => {
-        exec(insertUserStatement("?", user, sqliteValue));
-        exec(insertUpstreamIdentityStatement("?", { ...identity, userId: user.id }, sqliteValue));
-      });
-    },
-    async recordUpstreamSignIn(update) {
-      await write(() => exec(recordUpstreamSignInStatement("?", update, sqliteValue)));
-    },
-
-    async keepSessionUpstreamTokens(sessionHash, set) {
-      await write(() => exec(keepSessionUpstreamTokensStatement("?", sessionHash, set)));
-    },
-    async bindUpstreamTokens(sessionHash, grantId, now) {
-      return write(() => exec(bindUpstreamTokensStatement("?", sessionHash, grantId, now)));
-    },
-    async getUpstreamTokens(grantId, providerId) {
-      const statement = getUpstreamTokensStatement("?", grantId, providerId);
-      const row = await read(() => one(statement.text, ...statement.values));
-      return row && rowToUpstreamTokenSet(row);
-    },
-    async replaceUpstreamTokens(grantId, providerId, expectedVersion, next) {
-      const statement = replaceUpstreamTokensStatement("?", grantId, providerId, expectedVersion, next);
-      return (await write(() => exec(statement))) > 0;
-    },
-    async deleteUpstreamTokens(grantId, providerId) {
-      return (await write(() => exec(deleteUpstreamTokensStatement("?", grantId, providerId)))) > 0;
-    },
+    ...sqliteUpstreamMethods({ one, exec, read, write, sqliteValue }),
 
     async getCachedDocument(url, now) {
       const row = await read(() =>
