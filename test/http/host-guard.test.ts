@@ -20,6 +20,7 @@ import {
   type ResourceServer,
 } from "../../src/resource-server/index.js";
 import { startIssuer, type TestIssuer } from "../resource-server/fixtures.js";
+import { rawRequest } from "../support/raw-request.js";
 
 let issuer: TestIssuer;
 beforeAll(async () => {
@@ -196,6 +197,44 @@ describe.each(adapters)("%s protecting a loopback resource", (_name, build) => {
     });
     expect(res.status).toBe(403);
     expect(res.body).not.toContain("resource data");
+  });
+
+  it("rule: every request's Host is checked, whatever the Host of the request before it", async () => {
+    const before = running.ran;
+    const own = `127.0.0.1:${running.port}`;
+    const sequence: Array<[string, number]> = [
+      [own, 200],
+      [`evil.example:${running.port}`, 403],
+      [own, 200],
+      [own, 200],
+      [`127.0.0.1:${running.port + 1}`, 403],
+      [`LOCALHOST:${running.port}`, 200],
+      ["127.0.0.1", 403],
+      [own, 200],
+    ];
+    for (const [host, status] of sequence) {
+      expect((await ask(running.port, { host, ...bearer() })).status, host).toBe(status);
+    }
+    expect(running.ran).toBe(before + sequence.filter(([, status]) => status === 200).length);
+  });
+
+  it("rule: Origin is found whatever the case of its field name, and two Origin fields are refused", async () => {
+    const own = `127.0.0.1:${running.port}`;
+    const url = `http://${own}`;
+    const request = (fields: string) =>
+      rawRequest(url, `GET /notes HTTP/1.1\r\nHost: ${own}\r\n${fields}Connection: close\r\n\r\n`);
+    const token = `Authorization: Bearer ${running.token}\r\n`;
+    const before = running.ran;
+    for (const name of ["ORIGIN", "oRiGiN", "Origin"]) {
+      const out = await request(`${name}: http://evil.example\r\n${token}`);
+      expect(out.startsWith("HTTP/1.1 403"), name).toBe(true);
+    }
+    const twice = await request(`Origin: http://${own}\r\norigin: http://evil.example\r\n${token}`);
+    expect(twice.startsWith("HTTP/1.1 403")).toBe(true);
+    expect(running.ran).toBe(before);
+    const sameOrigin = await request(`ORIGIN: http://${own}\r\nAUTHORIZATION: Bearer ${running.token}\r\n`);
+    expect(sameOrigin.startsWith("HTTP/1.1 200")).toBe(true);
+    expect(running.ran).toBe(before + 1);
   });
 
   it("the resource's own host and its loopback aliases on the same port are allowed", async () => {

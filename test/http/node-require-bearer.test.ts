@@ -167,6 +167,44 @@ describe("nodeRequireBearer fast path: same answers as the web-standard gate", (
     expect(seen.ran).toBe(0);
   });
 
+  it("rule: the Authorization and Content-Type fields are read whatever the case of their names", async () => {
+    const { url, seen } = await start();
+    const { host } = new URL(url);
+    const send = (fields: string, body = "") =>
+      rawRequest(url, `POST /notes HTTP/1.1\r\nHost: ${host}\r\n${fields}Connection: close\r\n\r\n${body}`);
+    // Two fields whose names differ only in case are still two fields: malformed.
+    const twice = await send(
+      `AUTHORIZATION: Bearer ${readToken}\r\nauthorization: Bearer other\r\nContent-Length: 0\r\n`,
+    );
+    expect(twice.startsWith("HTTP/1.1 400")).toBe(true);
+    // RFC 6750 §2.2: a token in a form body is refused, whatever the spelling of Content-Type.
+    const form = `access_token=${readToken}`;
+    const inForm = await send(
+      `CONTENT-TYPE: ${FORM}\r\naUtHoRiZaTiOn: Bearer ${readToken}\r\nContent-Length: ${form.length}\r\n`,
+      form,
+    );
+    expect(inForm.startsWith("HTTP/1.1 400")).toBe(true);
+    expect(seen.ran).toBe(0);
+    const ok = await send(`AUTHORIZATION: Bearer ${readToken}\r\nContent-Length: 0\r\n`);
+    expect(ok.startsWith("HTTP/1.1 200")).toBe(true);
+    expect(seen.ran).toBe(1);
+  });
+
+  it("rule: after a valid request, a bad Host or an absolute-form target is still answered 400", async () => {
+    const { url, seen } = await start();
+    const { host } = new URL(url);
+    const send = (target: string, hostField: string) =>
+      rawRequest(
+        url,
+        `GET ${target} HTTP/1.1\r\nHost: ${hostField}\r\nAuthorization: Bearer ${readToken}\r\nConnection: close\r\n\r\n`,
+      );
+    expect((await send("/notes", host)).startsWith("HTTP/1.1 200")).toBe(true);
+    expect((await send("/notes", "a%zz")).startsWith("HTTP/1.1 400")).toBe(true);
+    expect((await send("http://evil.example/notes", host)).startsWith("HTTP/1.1 400")).toBe(true);
+    expect((await send("/notes", host)).startsWith("HTTP/1.1 200")).toBe(true);
+    expect(seen.ran).toBe(2);
+  });
+
   it("rule: a Host that is not a URL authority is answered 400 (RFC 9112 §3.2)", async () => {
     const { url, seen } = await start();
     for (const host of ["a%zz", "bad host/"]) {
