@@ -115,17 +115,72 @@ function readBodyKeepingIt(req: IncomingMessage, limit: number): Promise<Buffer>
   });
 }
 
-/** A {@link BearerRequestHead} read lazily from an `IncomingMessage`. */
+/**
+ * `field` (of the same length) names the header `lower`: its usual spellings compare at once; any
+ * other is lower-cased only when its first letter matches (another field of that length, e.g.
+ * `Accept` beside `Origin`, costs no lower-casing).
+ */
+function isField(field: string, usual: string, lower: string): boolean {
+  if (field === usual || field === lower) return true;
+  return (field.charCodeAt(0) | 0x20) === lower.charCodeAt(0) && field.toLowerCase() === lower;
+}
+
+/** Several fields of one name, joined with ", " as `Headers.get` does (see {@link rawHeader}). */
+function joined(previous: string | null, value: string): string {
+  return previous === null ? value : `${previous}, ${value}`;
+}
+
+/**
+ * A {@link BearerRequestHead} read from an `IncomingMessage`. The fields every protected request
+ * reads (Host, Authorization, Origin, Content-Type) are picked up in one pass over `rawHeaders`,
+ * with the same rules as {@link rawHeader} (any case of the name; several fields joined, so two
+ * `Authorization` fields stay malformed); any other header is looked up when asked for.
+ */
 class NodeRequestHead implements BearerRequestHead {
-  failure: BodyReadError | undefined;
+  failure: BodyReadError | undefined = undefined;
+  /** The first `Host` field as sent, unchecked (as `requestHost` reads it). */
+  readonly sentHost: string | undefined;
+  /** The checked authority (after trusted proxies), set by the adapter before the gate runs. */
+  host: string | undefined = undefined;
+  /** `scheme://authority` as resolved (after trusted proxies), for DPoP's `htu`. */
+  origin = "";
+  private readonly authorization: string | null;
+  private readonly originField: string | null;
+  private readonly contentType: string | null;
   constructor(
     private readonly req: IncomingMessage,
     readonly url: string,
-    readonly host: string | undefined,
     private readonly maxBodyBytes: number,
-    /** `scheme://authority` as resolved (after trusted proxies), for DPoP's `htu`. */
-    private readonly origin: string,
-  ) {}
+  ) {
+    let host: string | undefined;
+    let authorization: string | null = null;
+    let origin: string | null = null;
+    let contentType: string | null = null;
+    const raw = req.rawHeaders;
+    for (let i = 0; i + 1 < raw.length; i += 2) {
+      const field = raw[i]!;
+      // By length first: most fields are none of the four and cost one comparison.
+      switch (field.length) {
+        case 4:
+          if (host === undefined && isField(field, "Host", "host")) host = raw[i + 1]!;
+          break;
+        case 6:
+          if (isField(field, "Origin", "origin")) origin = joined(origin, raw[i + 1]!);
+          break;
+        case 12:
+          if (isField(field, "Content-Type", "content-type")) contentType = joined(contentType, raw[i + 1]!);
+          break;
+        case 13:
+          if (isField(field, "Authorization", "authorization"))
+            authorization = joined(authorization, raw[i + 1]!);
+          break;
+      }
+    }
+    this.sentHost = host;
+    this.authorization = authorization;
+    this.originField = origin;
+    this.contentType = contentType;
+  }
   get method(): string {
     return this.req.method ?? "GET";
   }
@@ -133,7 +188,16 @@ class NodeRequestHead implements BearerRequestHead {
     return this.origin + this.url;
   }
   header(name: string): string | null {
-    return rawHeader(this.req, name);
+    switch (name) {
+      case "authorization":
+        return this.authorization;
+      case "origin":
+        return this.originField;
+      case "content-type":
+        return this.contentType;
+      default:
+        return rawHeader(this.req, name);
+    }
   }
   get hasBody(): boolean {
     // RFC 6750 §2.2: the form method never applies to GET; a web Request has no body there either.
@@ -159,18 +223,14 @@ export function writeChallenge(res: ServerResponse, challenge: ChallengeParts, i
   res.end(isHead || challenge.body === null ? undefined : challenge.body);
 }
 
-/** Origins already seen to parse as a URL (the Host regex admits a few that do not, e.g. `a%zz`). */
-let parsedOrigin = "";
-function targetParses(origin: string, target: string): boolean {
-  // An origin-form target after a parsed origin always parses (special-scheme paths percent-encode).
-  if (origin === parsedOrigin && target.charCodeAt(0) === 47) return true;
+/** True when `url` parses (the Host pattern admits a few authorities that do not, e.g. `a%zz`). */
+function parses(url: string): boolean {
   try {
-    new URL(origin + target);
+    new URL(url);
+    return true;
   } catch {
     return false;
   }
-  if (target.charCodeAt(0) === 47) parsedOrigin = origin;
-  return true;
 }
 
 /**
@@ -211,19 +271,42 @@ export function nodeRequireBearer(
     if (verdict.ok) return handler(req, res, verdict.auth);
     writeChallenge(res, verdict.challenge, req.method === "HEAD");
   };
+  // The last authority (with its scheme) whose origin was checked with an origin-form target: a
+  // request that repeats both exactly skips the checks, since an origin-form target after an
+  // origin that parses always parses (special-scheme paths percent-encode).
+  let knownHost: string | undefined;
+  let knownScheme = "";
+  let knownOrigin = "";
+  const toWebRequest =
+    typeof options.scopes === "function"
+      ? (req: IncomingMessage) => () => webRequestHead(req, { trustProxy: hops })
+      : undefined;
   return (req, res) => {
-    const host = requestHost(req, trustProxy);
     const target = req.url ?? "/";
-    const origin = `${requestScheme(req, trustProxy)}://${host}`;
-    if (host === undefined || !targetParses(origin, target)) {
-      plainResponse(res, 400, "Bad Request: missing or invalid Host header\n");
-      return;
+    const head = new NodeRequestHead(req, target, limit);
+    const scheme = requestScheme(req, trustProxy);
+    const sent = trustProxy ? requestHost(req, true) : head.sentHost;
+    if (sent !== undefined && sent === knownHost && scheme === knownScheme && target.charCodeAt(0) === 47) {
+      head.host = sent;
+      head.origin = knownOrigin;
+    } else {
+      const host = trustProxy ? sent : requestHost(req, false);
+      const origin = `${scheme}://${host}`;
+      if (host === undefined || !parses(origin + target)) {
+        plainResponse(res, 400, "Bad Request: missing or invalid Host header\n");
+        return;
+      }
+      if (target.charCodeAt(0) === 47) {
+        knownHost = host;
+        knownScheme = scheme;
+        knownOrigin = origin;
+      }
+      head.host = host;
+      head.origin = origin;
     }
-    const head = new NodeRequestHead(req, target, host, limit, origin);
-    const toRequest = () => webRequestHead(req, { trustProxy: hops });
     let done: void | Promise<void>;
     try {
-      const verdict = judge(head, toRequest);
+      const verdict = judge(head, toWebRequest?.(req));
       if (verdict instanceof Promise) {
         verdict.then((v) => decided(req, res, head, v)).then(undefined, () => fail(res, head));
         return;
