@@ -115,18 +115,29 @@ export function hostGuard(resource: string, options: HostGuardOptions): HostGuar
   }
 
   if (hosts === undefined && origins === undefined) return undefined;
+  // The last value found allowed, exactly as sent: the same spelling again is allowed again (the
+  // lists never change), so a run of requests from one client compares one short string instead
+  // of hashing a fresh one into the set. Only allowed values are ever remembered.
+  let allowedHost: string | undefined;
+  let allowedOrigin: string | undefined;
   return (head) => {
     if (hosts !== undefined) {
       const host = head.host ?? head.header("host");
-      // The raw value first: a well-behaved client sends exactly an allowed spelling.
-      if (host === null || !(hosts.has(host) || hosts.has(host.toLowerCase()))) {
-        throw new HostNotAllowedError("host", host);
+      if (host !== allowedHost) {
+        // The raw value first: a well-behaved client sends exactly an allowed spelling.
+        if (host === null || !(hosts.has(host) || hosts.has(host.toLowerCase()))) {
+          throw new HostNotAllowedError("host", host);
+        }
+        allowedHost = host;
       }
     }
     if (origins !== undefined) {
       const origin = head.header("origin");
-      if (origin !== null && !(origins.has(origin) || origins.has(origin.toLowerCase()))) {
-        throw new HostNotAllowedError("origin", origin);
+      if (origin !== null && origin !== allowedOrigin) {
+        if (!(origins.has(origin) || origins.has(origin.toLowerCase()))) {
+          throw new HostNotAllowedError("origin", origin);
+        }
+        allowedOrigin = origin;
       }
     }
   };

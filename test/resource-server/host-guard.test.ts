@@ -191,6 +191,41 @@ describe("Host allow-list, on by default for a loopback resource", () => {
   });
 });
 
+describe("every request is judged on its own Host and Origin", () => {
+  it("rule: an allowed Host or Origin lets nothing else through on the requests after it", () => {
+    const g = gateFor(LOOPBACK);
+    const check = g.gate.judge({ scopes: ["notes:read"] });
+    const status = (host: string | null, origin: string | null = null) => {
+      const fields: Record<string, string | null> = { authorization: "Bearer good", host, origin };
+      const verdict = check({
+        url: "/mcp",
+        header: (name) => fields[name] ?? null,
+        hasBody: false,
+        bodyText: async () => "",
+      });
+      if (verdict instanceof Promise) throw new Error("expected a synchronous verdict");
+      return verdict.ok ? 200 : verdict.challenge.status;
+    };
+    const own = "localhost:3000";
+    const ownOrigin = "http://localhost:3000";
+    const answers = [
+      status(own),
+      status("evil.example:3000"),
+      status(own),
+      status(null),
+      status("LOCALHOST:3000"),
+      status("localhost:3001"),
+      status(own, ownOrigin),
+      status(own, "http://evil.example:3000"),
+      status(own, ownOrigin),
+      status(own, "HTTP://LOCALHOST:3000"),
+      status(own, "null"),
+      status("evil.example:3000", ownOrigin),
+    ];
+    expect(answers).toEqual([200, 403, 200, 403, 200, 403, 200, 403, 200, 200, 403, 403]);
+  });
+});
+
 describe("Host allow-list off by default elsewhere, configurable everywhere", () => {
   it("a non-loopback resource is unaffected by default (Host and Origin are not checked)", async () => {
     const g = gateFor(PUBLIC);
