@@ -333,7 +333,7 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     }
     if (!(auth.expiresAt * 1000 + toleranceMs > Date.now())) throw invalidToken("token expired");
     // Fast path: every required scope granted directly (no hierarchy walk needed).
-    if (required.length === 0 || required.every((s) => auth.scopes.includes(s))) return auth;
+    if (grantsAll(auth.scopes, required)) return auth;
     // 2026-07-28 (Insufficient scope, rule 5): sufficiency MUST honour the scope hierarchy.
     const missing = hierarchy.missing(auth.scopes, required);
     if (missing.size === 0) return auth;
@@ -351,18 +351,20 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
       required: typeof scopes === "function" ? NO_SCOPES : (scopes ?? NO_SCOPES),
       dpop: false,
     };
-    const refused = (error: unknown): BearerVerdict => ({
-      ok: false,
-      challenge: challengeParts(error, context, judged.required, judged.dpop),
-    });
     try {
       const auth = judgeHead(head, scopes, request, judged);
-      if (auth instanceof Promise) return auth.then(passed, refused);
+      // The refusal closure only for a judgement that waits: a warm request allocates none.
+      if (auth instanceof Promise) return auth.then(passed, (error) => refused(error, judged));
       return { ok: true, auth };
     } catch (error) {
-      return refused(error);
+      return refused(error, judged);
     }
   };
+
+  const refused = (error: unknown, judged: Judged): BearerVerdict => ({
+    ok: false,
+    challenge: challengeParts(error, context, judged.required, judged.dpop),
+  });
 
   const judge = (judgeOptions: { scopes?: RequiredScopes } = {}, where = "judge scopes"): BearerJudge => {
     const scopes = judgeOptions.scopes;
@@ -421,4 +423,10 @@ interface Judged {
 
 function passed(auth: AuthInfo): BearerVerdict {
   return { ok: true, auth };
+}
+
+/** Every scope of `required` is in `granted` as such (a loop: no callback allocated per request). */
+function grantsAll(granted: readonly string[], required: readonly string[]): boolean {
+  for (let i = 0; i < required.length; i++) if (!granted.includes(required[i]!)) return false;
+  return true;
 }
