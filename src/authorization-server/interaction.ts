@@ -9,6 +9,7 @@ import type { OAuthErrorCode } from "../shared/errors.js";
 import type { ClientRecord, InteractionRecord } from "../storage/contract.js";
 import type { ServerContext } from "./config/context.js";
 import { refreshAllowed } from "./grants/refresh-policy.js";
+import { newSortableId } from "./ids.js";
 import { seeOther } from "./pages/security-headers.js";
 
 /** How long a user has to log in and decide (the interaction record's lifetime). */
@@ -104,7 +105,7 @@ export async function issueCodeAndRedirect(
   const now = ctx.now();
   await ctx.store.insertAuthorizationCode({
     codeHash: sha256Base64url(code),
-    grantId: randomToken(16),
+    grantId: newSortableId(),
     clientId: request.clientId,
     userId,
     redirectUri: request.redirectUri,

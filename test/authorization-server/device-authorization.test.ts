@@ -7,6 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { validateClientMetadataDocument } from "../../src/authorization-server/clients/metadata-document.js";
 import { resolveOptions } from "../../src/authorization-server/config/resolve-options.js";
+import { SORTABLE_ID } from "../../src/authorization-server/ids.js";
 import {
   DEVICE_CODE_ATTEMPTS_PER_ADDRESS,
   DEVICE_CODE_ATTEMPTS_PER_SESSION,
@@ -520,8 +521,10 @@ describe("verification page (RFC 8628 §3.3, §5.1, §5.4)", () => {
     const agent = await signedInAgent();
     const confirm = await enterCode(agent, device.user_code);
     const fields = hiddenFields(await confirm.text());
-    expect(fields.request).toMatch(/^[A-Za-z0-9_-]{22}$/);
-    const other = await agent.post("/device", { ...fields, request: "A".repeat(22), decision: "approve" });
+    expect(fields.request).toMatch(SORTABLE_ID);
+    // Another request's id of the same shape and time.
+    const another = fields.request!.slice(0, 9) + "A".repeat(22);
+    const other = await agent.post("/device", { ...fields, request: another, decision: "approve" });
     expect(other.status).toBe(400);
     expect((await poll(device.device_code)).body.error).toBe("authorization_pending");
   });

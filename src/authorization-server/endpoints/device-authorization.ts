@@ -9,6 +9,7 @@ import { StorageConflictError } from "../../storage/contract.js";
 import { authenticateClient } from "../clients/authentication.js";
 import type { Endpoint } from "../config/context.js";
 import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
+import { newSortableId } from "../ids.js";
 import { clientRateLimitKey, enforceTokenRateLimit } from "../rate-limit.js";
 import { newUserCode, normalizeUserCode, userCodeHash } from "../user-code.js";
 import { resolveResource, resolveScopes } from "./authorize.js";
@@ -81,7 +82,7 @@ export const handleDeviceAuthorization: Endpoint = async (request, ctx, info) =>
         createdAt: now,
         expiresAt,
         status: "pending",
-        grantId: randomToken(16),
+        grantId: newSortableId(),
       });
       userCode = candidate;
     } catch (error) {

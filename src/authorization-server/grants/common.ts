@@ -2,13 +2,14 @@
  * What the grants share: the `resource` parameter (RFC 8707 §2), requested scopes (RFC 6749 §3.3),
  * new access tokens (RFC 9068) and the token response (RFC 6749 §5.1).
  */
-import { randomToken } from "../../shared/crypto.js";
+
 import { OAuthError } from "../../shared/errors.js";
 import { jsonResponse, NO_STORE } from "../../shared/http.js";
 import { canonicalResourceUri } from "../../shared/resource-uri.js";
 import { formatScope, parseScope } from "../../shared/scopes.js";
 import type { ServerContext } from "../config/context.js";
 import { OFFLINE_ACCESS } from "../config/resolve-options.js";
+import { newSortableId } from "../ids.js";
 
 /**
  * The served resource a `resource` parameter names (RFC 8707 §2), as its configured canonical URI.
@@ -48,7 +49,11 @@ export function accessTokenScopes(scopes: Iterable<string>): string[] {
 /** Timestamps and identifiers of a new access token. */
 export function newAccessToken(ctx: ServerContext): { jti: string; createdAt: number; expiresAt: number } {
   const now = ctx.now();
-  return { jti: randomToken(16), createdAt: now, expiresAt: now + ctx.options.accessTokenTtlSeconds * 1000 };
+  return {
+    jti: newSortableId(now),
+    createdAt: now,
+    expiresAt: now + ctx.options.accessTokenTtlSeconds * 1000,
+  };
 }
 
 /**
@@ -111,7 +116,7 @@ export async function issueGrantWithoutRefresh(
 ): Promise<{ grantId: string; response: Response }> {
   const { clientId, userId, sub, resource, scopes } = grant;
   const access = newAccessToken(ctx);
-  const grantId = randomToken(16);
+  const grantId = newSortableId();
   await ctx.store.createGrantWithAccessToken(
     {
       grantId,

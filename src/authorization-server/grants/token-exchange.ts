@@ -5,13 +5,14 @@
  * resources it may exchange for, is the operator's `tokenExchange.policies`.
  */
 import { decodeJwt } from "jose";
-import { randomToken } from "../../shared/crypto.js";
+
 import { OAuthError } from "../../shared/errors.js";
 import { jsonResponse, NO_STORE } from "../../shared/http.js";
 import { formatScope, parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { AccessTokenClaims, ActorClaim, ServerContext } from "../config/context.js";
 import type { TokenExchangePolicy } from "../config/options.js";
+import { newSortableId } from "../ids.js";
 import { accessTokenScopes, matchResource, requestedScopes, required } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
 import { scopesWithin } from "./jwt-assertion.js";
@@ -153,8 +154,8 @@ export async function tokenExchangeGrant(
   const now = ctx.now();
   // The new token never outlives the one it was exchanged for.
   const expiresAt = Math.min(now + ctx.options.accessTokenTtlSeconds * 1000, subject.record.expiresAt);
-  const access = { jti: randomToken(16), createdAt: now, expiresAt };
-  const grantId = randomToken(16);
+  const access = { jti: newSortableId(now), createdAt: now, expiresAt };
+  const grantId = newSortableId(now);
   await ctx.store.createGrantWithAccessToken(
     {
       grantId,

@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ServerContext } from "../../../src/authorization-server/config/context.js";
+import { SORTABLE_ID } from "../../../src/authorization-server/ids.js";
 import { handleConsent } from "../../../src/authorization-server/pages/consent.js";
 import {
   LOGIN_ATTEMPTS_PER_ADDRESS,
@@ -347,7 +348,7 @@ describe("consent decisions", () => {
       refreshAllowed: true,
     });
     expect(record.expiresAt - record.createdAt).toBe(60_000);
-    expect(record.grantId).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(record.grantId).toMatch(SORTABLE_ID);
     expect(await h.store.getConsent(user.id, clientId, "https://app.example/cb")).toMatchObject({
       scopes: expect.arrayContaining(["notes:read", "offline_access"]),
     });
