@@ -1,26 +1,80 @@
 /**
  * Hono adapter: the resource server's judgement (`ResourceServer.judge`) on Hono's web `Request`,
- * `c.get("auth")` set on success. Translation only.
+ * `c.get("auth")` set on success. Translation only, in two forms: {@link bearerAuth}, a middleware,
+ * and {@link withBearerAuth}, which wraps one route handler (a route with a single handler skips
+ * Hono's middleware chain, so the protected route costs what the unprotected one does plus the
+ * judgement).
  */
-import type { MiddlewareHandler } from "hono";
+import type { Context, Env, Handler, Input, MiddlewareHandler, Next } from "hono";
+import type { BlankInput } from "hono/types";
 import { headOfRequest } from "../resource-server/bearer-token.js";
 import { challengePartsResponse } from "../resource-server/challenge.js";
-import type { AuthInfo, RequiredScopes, ResourceServer } from "../resource-server/index.js";
+import type {
+  AuthInfo,
+  BearerJudge,
+  BearerVerdict,
+  RequiredScopes,
+  ResourceServer,
+} from "../resource-server/index.js";
 
 /** Context variables the middleware sets. */
 export type BearerAuthVariables = { auth: AuthInfo };
 
-/** Hono middleware: answers the RFC 6750 challenge itself, or sets `auth` and continues. */
+/** The gate's verdict on Hono's request: synchronous when the judgement did not wait. */
+function judgeRequest(judge: BearerJudge, request: Request): BearerVerdict | Promise<BearerVerdict> {
+  return judge(headOfRequest(request), () => request);
+}
+
+/**
+ * Hono middleware: answers the RFC 6750 challenge itself, or sets `auth` and continues. A warm
+ * request (the verification already held, fixed scopes) is judged without waiting for a promise.
+ */
 export function bearerAuth(
   gate: Pick<ResourceServer, "judge">,
   options: { scopes?: RequiredScopes } = {},
 ): MiddlewareHandler<{ Variables: BearerAuthVariables }> {
   const judge = gate.judge(options);
   return async (c, next) => {
-    const request = c.req.raw;
-    const verdict = await judge(headOfRequest(request), () => request);
+    let verdict = judgeRequest(judge, c.req.raw);
+    if (verdict instanceof Promise) verdict = await verdict;
     if (!verdict.ok) return challengePartsResponse(verdict.challenge);
     c.set("auth", verdict.auth);
     await next();
+  };
+}
+
+/**
+ * One route handler behind the gate: answers the RFC 6750 challenge itself, or sets `auth` and
+ * returns what `handler` returns. The same judgement as {@link bearerAuth}, for a route written
+ * `app.get(path, withBearerAuth(gate, { scopes }, handler))`: Hono calls a route whose only handler
+ * matches directly, without composing a middleware chain, and a warm request (the verification
+ * already held, fixed scopes) reaches `handler` in the same call, without a promise. (Middleware
+ * registered with `app.use` for the same path still makes Hono compose the chain.)
+ */
+export function withBearerAuth<
+  E extends Env = { Variables: BearerAuthVariables },
+  P extends string = string,
+  I extends Input = BlankInput,
+>(
+  gate: Pick<ResourceServer, "judge">,
+  options: { scopes?: RequiredScopes },
+  handler: Handler<E & { Variables: BearerAuthVariables }, P, I>,
+): Handler<E, P, I> {
+  const judge = gate.judge(options);
+  const decided = (
+    c: Context<E & { Variables: BearerAuthVariables }, P, I>,
+    next: Next,
+    verdict: BearerVerdict,
+  ) => {
+    if (!verdict.ok) return challengePartsResponse(verdict.challenge);
+    c.set("auth", verdict.auth);
+    return handler(c, next);
+  };
+  return (c, next) => {
+    // The context is the route's own; its `auth` variable is the one declared for `handler`.
+    const context = c as unknown as Context<E & { Variables: BearerAuthVariables }, P, I>;
+    const verdict = judgeRequest(judge, c.req.raw);
+    if (verdict instanceof Promise) return verdict.then((v) => decided(context, next, v));
+    return decided(context, next, verdict);
   };
 }

@@ -5,7 +5,7 @@ import express from "express";
 import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { requireBearerAuth } from "../../src/http/express.js";
-import { type BearerAuthVariables, bearerAuth } from "../../src/http/hono.js";
+import { type BearerAuthVariables, bearerAuth, withBearerAuth } from "../../src/http/hono.js";
 import { nodeRequireBearer } from "../../src/http/node.js";
 import { createResourceServer, jwtVerifier, type ResourceServer } from "../../src/resource-server/index.js";
 import { parseWWWAuthenticate } from "../../src/shared/www-authenticate.js";
@@ -132,6 +132,27 @@ adapterContract("hono (bearerAuth)", async () => {
   return { url, close: () => closeServer(server) };
 });
 
+adapterContract("hono (withBearerAuth around the route handler)", async () => {
+  const app = new Hono<{ Variables: BearerAuthVariables }>();
+  app.get(
+    "/notes",
+    withBearerAuth(gate, { scopes: ["notes:read"] }, (c) =>
+      c.json({ ran: "handler ran", subject: c.get("auth").subject }),
+    ),
+  );
+  app.post(
+    "/notes",
+    withBearerAuth(gate, { scopes: ["notes:read"] }, async (c) =>
+      c.json({ ran: "handler ran", body: await c.req.text() }),
+    ),
+  );
+  const server = await new Promise<Server>((resolve) => {
+    const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s as Server));
+  });
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { url, close: () => closeServer(server) };
+});
+
 /**
  * RFC 6750 §2.2 is not offered, so a token in a urlencoded body gets 400 without validation; a form
  * without one, sent with a header token, reaches the handler with its body intact (`handlerSaw`).
@@ -172,6 +193,23 @@ describe("form bodies through the adapters", () => {
     const app = new Hono<{ Variables: BearerAuthVariables }>();
     app.use("/notes", bearerAuth(gate, { scopes: ["notes:read"] }));
     app.post("/notes", async (c) => c.json({ body: await c.req.text() }));
+    const server = await new Promise<Server>((resolve) => {
+      const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s as Server));
+    });
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      await expectFormTokenRefusedAndBodyKept(url, { body: "text=hello" });
+    } finally {
+      await closeServer(server);
+    }
+  });
+
+  it("hono withBearerAuth: the handler still reads the body after the gate looked at the form", async () => {
+    const app = new Hono<{ Variables: BearerAuthVariables }>();
+    app.post(
+      "/notes",
+      withBearerAuth(gate, { scopes: ["notes:read"] }, async (c) => c.json({ body: await c.req.text() })),
+    );
     const server = await new Promise<Server>((resolve) => {
       const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s as Server));
     });

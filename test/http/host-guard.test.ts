@@ -11,7 +11,7 @@ import express from "express";
 import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { requireBearerAuth } from "../../src/http/express.js";
-import { type BearerAuthVariables, bearerAuth } from "../../src/http/hono.js";
+import { type BearerAuthVariables, bearerAuth, withBearerAuth } from "../../src/http/hono.js";
 import { nodeRequireBearer, toNodeListener } from "../../src/http/node.js";
 import {
   cachedVerifier,
@@ -154,6 +154,20 @@ const adapters: Array<[string, (gate: ResourceServer, ran: () => void) => Listen
         return c.text("resource data");
       });
       // @hono/node-server's own node:http listener (it builds the URL from Host).
+      return getRequestListener(app.fetch) as Listener;
+    },
+  ],
+  [
+    "hono (withBearerAuth around the route handler)",
+    (gate, ran) => {
+      const app = new Hono<{ Variables: BearerAuthVariables }>();
+      app.get(
+        "/notes",
+        withBearerAuth(gate, { scopes: ["notes:read"] }, (c) => {
+          ran();
+          return c.text("resource data");
+        }),
+      );
       return getRequestListener(app.fetch) as Listener;
     },
   ],
