@@ -198,20 +198,40 @@ function requestClientAddress(req: IncomingMessage, hops: number): string | unde
   return forwardedAddress(entries[entries.length - hops]!) ?? socketAddress;
 }
 
+/** The request's header fields, and the first `Content-Length` among them (as `req.headers` keeps). */
+interface RequestHead {
+  /** Name/value pairs in order, for the `Request` constructor. */
+  pairs: [string, string][];
+  contentLength: string | undefined;
+}
+
 /**
- * The request's header fields as name/value pairs, in order. Handed to the `Request` constructor
- * as a list: building a `Headers` first would make the constructor copy (and sort) it again.
+ * The request's header fields as name/value pairs, in order, from `rawHeaders`, with the declared
+ * `Content-Length` found on the way: reading `req.headers` would make node build a second,
+ * lower-cased copy of every field. Handed to the `Request` constructor as a list: building a
+ * `Headers` first would make the constructor copy (and sort) it again.
  */
-function buildHeaders(req: IncomingMessage): [string, string][] {
+function readHead(req: IncomingMessage): RequestHead {
   const pairs: [string, string][] = [];
+  let contentLength: string | undefined;
   const raw = req.rawHeaders;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i]!;
     // HTTP/2 pseudo-headers are not header fields.
     if (name.charCodeAt(0) === 58) continue;
-    pairs.push([name, raw[i + 1]!]);
+    const value = raw[i + 1]!;
+    pairs.push([name, value]);
+    // The first field, as node's `req.headers` keeps for Content-Length (its parser already refused
+    // conflicting ones, RFC 9112 §6.3).
+    if (contentLength === undefined && name.length === 14 && name.toLowerCase() === "content-length") {
+      contentLength = value;
+    }
   }
-  return pairs;
+  return { pairs, contentLength };
+}
+
+function buildHeaders(req: IncomingMessage): [string, string][] {
+  return readHead(req).pairs;
 }
 
 function bodyStream(
@@ -276,23 +296,53 @@ const NOT_YET_VALUE = Symbol("not yet");
 const NOT_YET: Promise<typeof NOT_YET_VALUE> = Promise.resolve(NOT_YET_VALUE);
 
 /**
+ * Statuses that carry no body (RFC 9110 §15.2, §15.3.5, §15.4.5): no Content-Length is added for
+ * them (RFC 9110 §8.6: a server MUST NOT send one in a 1xx or 204 response).
+ */
+function statusHasBody(status: number): boolean {
+  return status >= 200 && status !== 204 && status !== 304;
+}
+
+/**
+ * Writes the status line and `fields` (flat name/value list) in one call, adding `Content-Length:
+ * length` when the body's length is known, the response has no framing field of its own and its
+ * status and the method allow a body. The fields come from a web `Headers`, which has validated
+ * every name and value already (Fetch "header name"/"header value"), so node is given the list as
+ * is rather than through `setHeader` one field at a time.
+ */
+function writeHead(
+  res: ServerResponse,
+  response: Response,
+  fields: string[],
+  framed: boolean,
+  length: number | undefined,
+  isHead: boolean,
+): void {
+  if (length !== undefined && !framed && !isHead && statusHasBody(response.status)) {
+    fields.push("content-length", String(length));
+  }
+  if (response.statusText) res.writeHead(response.status, response.statusText, fields);
+  else res.writeHead(response.status, fields);
+}
+
+/**
  * Writes a web `Response` to a node `ServerResponse`: status, every header (each `Set-Cookie`
  * separately), and the body streamed with backpressure; a client disconnect cancels the body.
  */
 async function sendWebResponse(res: ServerResponse, response: Response, isHead = false): Promise<void> {
-  res.statusCode = response.status;
-  if (response.statusText) res.statusMessage = response.statusText;
-  const headers = response.headers;
-  const setCookies = headers.getSetCookie();
-  headers.forEach((value, name) => {
-    if (name === "set-cookie") return;
-    res.setHeader(name, value);
-  });
-  if (setCookies.length) res.setHeader("set-cookie", setCookies);
+  // One walk over the fields: iterating a Headers yields each Set-Cookie on its own (Fetch "sort
+  // and combine"), every other name once.
+  const fields: string[] = [];
+  let framed = false;
+  for (const [name, value] of response.headers) {
+    fields.push(name, value);
+    if (name === "content-length" || name === "transfer-encoding") framed = true;
+  }
 
   const body = response.body;
   if (!body || isHead) {
     if (body) await body.cancel().catch(() => {});
+    writeHead(res, response, fields, framed, 0, isHead);
     res.end();
     return;
   }
@@ -308,19 +358,20 @@ async function sendWebResponse(res: ServerResponse, response: Response, isHead =
     // with Content-Length instead of chunked framing. A body still being produced (SSE) is not
     // waited for: the second read only counts when it has already settled.
     const first = await reader.read();
-    if (first.done || closed) {
-      if (!closed) res.end();
+    if (closed) return;
+    if (first.done) {
+      writeHead(res, response, fields, framed, 0, isHead);
+      res.end();
       return;
     }
     let pending: Promise<ReadableStreamReadResult<Uint8Array>> | undefined = reader.read();
     const second = await Promise.race([pending, NOT_YET]);
     if (second !== NOT_YET_VALUE && second.done) {
-      if (!res.hasHeader("content-length") && !res.hasHeader("transfer-encoding")) {
-        res.setHeader("content-length", first.value.byteLength);
-      }
+      writeHead(res, response, fields, framed, first.value.byteLength, isHead);
       res.end(first.value);
       return;
     }
+    writeHead(res, response, fields, framed, undefined, isHead);
     res.write(first.value);
     for (;;) {
       const { done, value } = await (pending ?? reader.read());
@@ -374,7 +425,8 @@ export function toNodeListener(
     }
     const method = req.method ?? "GET";
     const hasBody = method !== "GET" && method !== "HEAD";
-    const declared = req.headers["content-length"];
+    const head = readHead(req);
+    const declared = head.contentLength;
     if (hasBody && declared !== undefined && Number(declared) > limit) {
       plainResponse(res, 413, "Payload Too Large\n");
       req.resume();
@@ -389,7 +441,7 @@ export function toNodeListener(
     const state = { tooLarge: false };
     let request: Request;
     try {
-      const init: RequestInit & { duplex?: "half" } = { method, headers: buildHeaders(req) };
+      const init: RequestInit & { duplex?: "half" } = { method, headers: head.pairs };
       if (hasBody) {
         init.body = bodyStream(req, limit, state);
         init.duplex = "half";
