@@ -8,6 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { type AddressInfo, isIP, isIPv4, isIPv6 } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { GatehouseError, GatehouseTypeError } from "../shared/errors.js";
+import { completeResponseBody } from "../shared/http.js";
 
 /**
  * A web-standard request handler. The second argument carries what only the host knows: the
@@ -344,6 +345,13 @@ async function sendWebResponse(res: ServerResponse, response: Response, isHead =
     if (body) await body.cancel().catch(() => {});
     writeHead(res, response, fields, framed, 0, isHead);
     res.end();
+    return;
+  }
+  // A body built whole by Gatehouse's own helpers goes out in one write, its stream never read.
+  const complete = completeResponseBody(response);
+  if (complete !== undefined) {
+    writeHead(res, response, fields, framed, Buffer.byteLength(complete), isHead);
+    res.end(complete);
     return;
   }
   const reader = body.getReader();
