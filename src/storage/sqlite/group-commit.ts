@@ -66,7 +66,11 @@ function unavailable(error: unknown, message: string): unknown {
     : new StorageUnavailableError(message, { cause: error });
 }
 
-export function createGroupCommit(db: Database.Database): GroupCommit {
+/**
+ * `afterCommit` runs after each durable COMMIT, before the batch's operations learn their results
+ * (the WAL checkpointer counts commits there; it must not throw).
+ */
+export function createGroupCommit(db: Database.Database, afterCommit?: () => void): GroupCommit {
   const queue: Pending[] = [];
   let scheduled = false;
   const stats: GroupCommitStats = { operations: 0, transactions: 0 };
@@ -165,6 +169,7 @@ export function createGroupCommit(db: Database.Database): GroupCommit {
       for (const op of batch) op.reject(reason);
       return;
     }
+    afterCommit?.();
     // Durable now: only at this point does anyone learn a result.
     batch.forEach((op, i) => {
       const outcome = outcomes[i]!;

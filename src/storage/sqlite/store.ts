@@ -60,6 +60,7 @@ import {
   useOnceStatement,
 } from "../sql/statements.js";
 import { deleteSessionUpstreamTokensStatement } from "../sql/upstream-tokens.js";
+import { type CheckpointerStats, createCheckpointer } from "./checkpointer.js";
 import { createClientCache } from "./client-cache.js";
 import { sqliteDeviceMethods } from "./device-methods.js";
 import { prepareFile, translate } from "./files.js";
@@ -92,8 +93,11 @@ export interface SqliteStoreOptions {
 /** A SQLite store; `database` is the open handle, for backups and inspection. */
 export interface SqliteStore extends AuthorizationStore {
   readonly database: Database.Database;
-  /** Write operations and the transactions (durable commits) they took, since opening. */
-  writeStats(): GroupCommitStats;
+  /**
+   * Write operations and the transactions (durable commits) they took, since opening, and the WAL
+   * checkpoints run off the event loop (./checkpointer.ts).
+   */
+  writeStats(): GroupCommitStats & CheckpointerStats;
 }
 
 /** Opens (creating if needed) a SQLite store. Call `migrate()` before first use. */
@@ -129,7 +133,13 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
 
   // Writes go through the group commit: one `BEGIN IMMEDIATE` transaction (one fsync) per batch of
   // operations, each in its own savepoint; a write settles only once its batch is durable.
-  const group = createGroupCommit(db);
+  // WAL checkpoints run in a worker thread once the store commits a lot, so that no commit on the
+  // request path copies the WAL into the database file (./checkpointer.ts).
+  const checkpointer =
+    !readonly && !db.memory && String(db.pragma("journal_mode", { simple: true })).toLowerCase() === "wal"
+      ? createCheckpointer(db, options.path, busyTimeoutMs)
+      : undefined;
+  const group = createGroupCommit(db, checkpointer?.committed);
   const write = <T>(fn: () => T): Promise<T> => group.write(fn);
   // Client records read before, kept while nothing can have changed them (./client-cache.ts).
   const clients = createClientCache(db);
@@ -181,7 +191,10 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
 
   return {
     database: db,
-    writeStats: () => group.stats(),
+    writeStats: () => ({
+      ...group.stats(),
+      ...(checkpointer?.stats() ?? { checkpoints: 0, running: false }),
+    }),
     async migrate() {
       if (readonly) return;
       // Under the write lock like every write, so two processes cannot both apply a migration.
@@ -206,6 +219,8 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       // Writes already called are committed (or rejected) before the connection goes.
       group.drain();
       db.close();
+      // The worker's connection is the last one: closing it checkpoints the WAL and removes it.
+      await checkpointer?.close();
     },
 
     async createClient(client) {
