@@ -4,7 +4,6 @@
  * call.
  */
 import { GatehouseTypeError } from "../shared/errors.js";
-import { SingleFlight } from "../shared/single-flight.js";
 import { isB64Token } from "./bearer-token.js";
 import type { AccessTokenVerifier, AuthInfo } from "./types.js";
 
@@ -27,6 +26,12 @@ interface Entry {
   auth: AuthInfo;
   /** ms since the epoch after which the entry is ignored. */
   until: number;
+}
+
+/** A verification under way: the token it is for, and its outcome. */
+interface Flight {
+  token: string;
+  promise: Promise<AuthInfo>;
 }
 
 /** Characters of a token's end that a map entry is looked up by (see {@link entryKey}). */
@@ -85,16 +90,22 @@ export function cachedVerifier(
   }
   const now = options.now ?? Date.now;
   const entries = new Map<string, Entry>();
-  const inflight = new SingleFlight<AuthInfo>();
+  /**
+   * Verifications under way, found by the same short key as the entries and granted only to the
+   * same token string (concurrent verifications share a call only for the exact token; a token
+   * with the same ending as one in flight gets its own, which takes the slot). An entry goes when
+   * its verification settles, so a later call starts afresh.
+   */
+  const inflight = new Map<string, Flight>();
   // The key stored or refreshed last is already at the end of the insertion order: a run of
   // requests with one token skips the delete/set.
   let newest: string | undefined;
 
-  const verifyAndStore = async (token: string): Promise<AuthInfo> => {
-    const auth = await inner.verify(token);
-    const until = Math.min(auth.expiresAt * 1000, now() + maxTtlMs);
-    if (until > now() && isB64Token(token)) {
-      const key = entryKey(token);
+  /** Remembers a successful verification until the earlier of the token's `exp` and the TTL. */
+  const store = (token: string, key: string, auth: AuthInfo): void => {
+    const nowMs = now();
+    const until = Math.min(auth.expiresAt * 1000, nowMs + maxTtlMs);
+    if (until > nowMs && isB64Token(token)) {
       // A token with the same ending gives its place up (and its recency) rather than share it.
       if (!entries.delete(key) && entries.size >= maxEntries) {
         // Map iteration order is insertion order: the first key is the least recently used.
@@ -104,12 +115,41 @@ export function cachedVerifier(
       entries.set(key, { token, auth, until });
       newest = key;
     }
-    return auth;
+  };
+
+  /** One inner verification of `token` (map key `key`), shared by the callers that ask while it runs. */
+  const verifyOnce = (token: string, key: string): Promise<AuthInfo> => {
+    const pending = inflight.get(key);
+    if (pending !== undefined && pending.token === token) return pending.promise;
+    let started: Promise<AuthInfo>;
+    try {
+      // Promise.resolve: a native promise as is (no extra turn), anything else made one.
+      started = Promise.resolve(inner.verify(token));
+    } catch (error) {
+      // A verifier that throws instead of rejecting must not wedge the entry.
+      started = Promise.reject(error);
+    }
+    const flight: Flight = { token, promise: started };
+    const settled = () => {
+      if (inflight.get(key) === flight) inflight.delete(key);
+    };
+    flight.promise = started.then(
+      (auth) => {
+        settled();
+        store(token, key, auth);
+        return auth;
+      },
+      (error: unknown) => {
+        settled();
+        throw error;
+      },
+    );
+    inflight.set(key, flight);
+    return flight.promise;
   };
 
   /** The trusted entry of exactly `token`, refreshed to most recently used; expired entries are dropped. */
-  const lookup = (token: string): AuthInfo | undefined => {
-    const key = entryKey(token);
+  const lookup = (token: string, key = entryKey(token)): AuthInfo | undefined => {
     const hit = entries.get(key);
     if (hit === undefined || hit.token !== token) return undefined;
     if (!(hit.until > now())) {
@@ -138,10 +178,10 @@ export function cachedVerifier(
       return lookup(token);
     },
     verify(token: string): Promise<AuthInfo> {
-      const known = lookup(token);
+      const key = entryKey(token);
+      const known = lookup(token, key);
       if (known !== undefined) return Promise.resolve(known);
-      // Keyed by the token itself: concurrent verifications share a call only for the same string.
-      return inflight.run(token, () => verifyAndStore(token));
+      return verifyOnce(token, key);
     },
   };
 }
