@@ -199,6 +199,30 @@ function normalizedTyp(typ: string): string {
   return lower.startsWith("application/") ? lower.slice(12) : lower;
 }
 
+/** The node:crypto path's answer: the verified claims, or `undefined` when jose decides. */
+type DirectOutcome = Record<string, unknown> | undefined;
+
+/** What a protected header segment decided (jwtVerifier remembers it by the segment). */
+interface HeaderDecision {
+  /** The parsed header (frozen: shared by every token with this segment). */
+  header: JWSHeaderParameters;
+  alg: string;
+  algorithm: JwsAlgorithm;
+  /** The key the header resolved to, once known, when the key source is static. */
+  key: PreparedKey | undefined;
+}
+
+/** Header decisions remembered per verifier: an issuer uses a few headers (one per key). */
+const MAX_REMEMBERED_HEADERS = 64;
+/** Longer header segments are decided each time, never remembered (real ones are ~100 chars). */
+const MAX_REMEMBERED_HEADER_LENGTH = 512;
+
+/** A failure on the node:crypto path as the verifier reports it (`invalid_token` unless mapped). */
+function directFailure(error: unknown): unknown {
+  if (error instanceof OAuthError) return error;
+  return invalidToken(`jwt verification failed: ${(error as Error).name}`, error);
+}
+
 /**
  * A verifier for RFC 9068 JWT access tokens: signature with an allowed asymmetric algorithm,
  * `typ` `at+jwt`, `iss` equal to a trusted issuer, `aud` containing this resource, `exp` present
@@ -266,20 +290,23 @@ export function jwtVerifier(options: JwtVerifierOptions): AccessTokenVerifier {
   };
 
   const allowed = new Set(algorithms);
-  const resolveKey = (header: JWSHeaderParameters, parts: RegExpExecArray) =>
-    typeof key === "function"
-      ? key(header, { protected: parts[1]!, payload: parts[2]!, signature: parts[3]! })
-      : key;
+  // A local key set (jose keeps its own snapshot of it) or one key never changes: the key a header
+  // resolves to can be remembered with the header's decision. A remote set rotates: asked each time.
+  const staticKeys = options.jwksUri === undefined;
+  /** Header decisions of this verifier, by the exact protected header segment. */
+  const headerDecisions = new Map<string, HeaderDecision>();
 
   /**
-   * The node:crypto path: the claims of a token whose header is ordinary and whose algorithm
-   * jws.ts verifies, once its signature has verified; `undefined` when jose must decide instead.
-   * Throws `invalid_token` for what jose would refuse too (and key resolution errors as mapped).
+   * The decision on a protected header segment: `undefined` when jose must decide (not a JSON
+   * object, an algorithm jws.ts does not verify, an extension), else the parsed header and its
+   * algorithm. Throws `invalid_token` for a header jose would refuse too. Remembered by the exact
+   * segment (bounded: a flood of distinct headers only empties the memo), so a token whose header
+   * was seen before skips the decoding and the checks, which depend on nothing but the segment.
    */
-  const verifyDirectly = async (token: string): Promise<Record<string, unknown> | undefined> => {
-    const parts = COMPACT_JWS.exec(token);
-    if (parts === null) return undefined;
-    const header = jsonObject(parts[1]!);
+  const headerDecision = (segment: string): HeaderDecision | undefined => {
+    const known = headerDecisions.get(segment);
+    if (known !== undefined) return known;
+    const header = jsonObject(segment);
     if (header === undefined) return undefined;
     const alg = header.alg;
     if (typeof alg !== "string" || !Object.hasOwn(JWS_ALGORITHMS, alg)) return undefined;
@@ -290,13 +317,61 @@ export function jwtVerifier(options: JwtVerifierOptions): AccessTokenVerifier {
     if (requireTyp && (typeof header.typ !== "string" || normalizedTyp(header.typ) !== "at+jwt")) {
       throw invalidToken("jwt verification failed: typ is not at+jwt");
     }
-    const algorithm = JWS_ALGORITHMS[alg]!;
-    const prepared = preparedKey(await resolveKey(header as JWSHeaderParameters, parts));
-    const expectedBytes = signatureBytes(prepared, alg, algorithm);
+    const decision: HeaderDecision = {
+      header: Object.freeze(header) as JWSHeaderParameters,
+      alg,
+      algorithm: JWS_ALGORITHMS[alg]!,
+      key: undefined,
+    };
+    if (segment.length <= MAX_REMEMBERED_HEADER_LENGTH) {
+      if (headerDecisions.size >= MAX_REMEMBERED_HEADERS) headerDecisions.clear();
+      headerDecisions.set(segment, decision);
+    }
+    return decision;
+  };
+
+  /**
+   * The node:crypto path: the claims of a token whose header is ordinary and whose algorithm
+   * jws.ts verifies, once its signature has verified; `undefined` when jose must decide instead.
+   * Throws `invalid_token` for what jose would refuse too (and key resolution errors as mapped).
+   * Synchronous when the key is already known (a static key source and a header seen before), a
+   * promise when the key has to be resolved.
+   */
+  const verifyDirectly = (token: string): DirectOutcome | Promise<DirectOutcome> => {
+    const parts = COMPACT_JWS.exec(token);
+    if (parts === null) return undefined;
+    const decision = headerDecision(parts[1]!);
+    if (decision === undefined) return undefined;
+    if (decision.key !== undefined) return verifiedClaims(token, parts, decision, decision.key);
+    const resolved =
+      typeof key === "function"
+        ? key(decision.header, { protected: parts[1]!, payload: parts[2]!, signature: parts[3]! })
+        : key;
+    if (resolved instanceof Promise) {
+      return resolved.then((found) => verifiedClaims(token, parts, decision, keyFor(decision, found)));
+    }
+    return verifiedClaims(token, parts, decision, keyFor(decision, resolved));
+  };
+
+  /** The prepared key for the header's algorithm (remembered with the decision for static keys). */
+  const keyFor = (decision: HeaderDecision, found: CryptoKey | KeyObject): PreparedKey => {
+    const prepared = preparedKey(found);
+    if (staticKeys) decision.key = prepared;
+    return prepared;
+  };
+
+  /** Signature, then the claims as a JSON object; `undefined` when the key is jose's to judge. */
+  const verifiedClaims = (
+    token: string,
+    parts: RegExpExecArray,
+    decision: HeaderDecision,
+    prepared: PreparedKey,
+  ): DirectOutcome => {
+    const expectedBytes = signatureBytes(prepared, decision.alg, decision.algorithm);
     if (expectedBytes === null) return undefined;
     let signature: ReturnType<typeof checkJwsSignature>;
     try {
-      signature = checkJwsSignature(algorithm, token, parts, prepared.key, expectedBytes);
+      signature = checkJwsSignature(decision.algorithm, token, parts, prepared.key, expectedBytes);
     } catch (error) {
       throw invalidToken("jwt verification failed: signature could not be checked", error);
     }
@@ -310,42 +385,57 @@ export function jwtVerifier(options: JwtVerifierOptions): AccessTokenVerifier {
     return payload;
   };
 
-  return {
-    async verify(token: string): Promise<AuthInfo> {
-      const nowMs = now ? now() : Date.now();
-      let payload: Record<string, unknown> | undefined;
-      try {
-        payload = await verifyDirectly(token);
-      } catch (error) {
-        if (error instanceof OAuthError) throw error;
-        throw invalidToken(`jwt verification failed: ${(error as Error).name}`, error);
-      }
-      if (payload !== undefined) {
-        return authInfoFromClaims(payload, {
-          audience,
-          issuers,
-          clockToleranceSeconds: tolerance,
-          nowSeconds: nowMs / 1000,
-        });
-      }
-      try {
-        // `iss` and `aud` are checked below, exactly, with one code path shared with introspection.
-        const result = await jwtVerify(token, key as KeyResolver, {
-          ...baseOptions,
-          currentDate: now ? new Date(nowMs) : undefined,
-        });
-        payload = result.payload as Record<string, unknown>;
-      } catch (error) {
-        if (error instanceof OAuthError) throw error;
-        const code = (error as { code?: unknown }).code;
-        throw invalidToken(`jwt verification failed: ${String(code ?? (error as Error).name)}`, error);
-      }
-      return authInfoFromClaims(payload, {
-        audience,
-        issuers,
-        clockToleranceSeconds: tolerance,
-        nowSeconds: nowMs / 1000,
+  const claimsToAuth = (payload: Record<string, unknown>, nowMs: number): AuthInfo =>
+    authInfoFromClaims(payload, {
+      audience,
+      issuers,
+      clockToleranceSeconds: tolerance,
+      nowSeconds: nowMs / 1000,
+    });
+
+  /** Everything the node:crypto path leaves to jose (other algorithms, extensions, odd keys). */
+  const verifyWithJose = async (token: string, nowMs: number): Promise<AuthInfo> => {
+    let payload: Record<string, unknown>;
+    try {
+      // `iss` and `aud` are checked below, exactly, with one code path shared with introspection.
+      const result = await jwtVerify(token, key as KeyResolver, {
+        ...baseOptions,
+        currentDate: now ? new Date(nowMs) : undefined,
       });
+      payload = result.payload as Record<string, unknown>;
+    } catch (error) {
+      if (error instanceof OAuthError) throw error;
+      const code = (error as { code?: unknown }).code;
+      throw invalidToken(`jwt verification failed: ${String(code ?? (error as Error).name)}`, error);
+    }
+    return claimsToAuth(payload, nowMs);
+  };
+
+  return {
+    // Not `async`: a token whose header and key are known is verified without a promise hop
+    // (the answer is still a promise, and every failure a rejection).
+    verify(token: string): Promise<AuthInfo> {
+      const nowMs = now ? now() : Date.now();
+      let outcome: DirectOutcome | Promise<DirectOutcome>;
+      try {
+        outcome = verifyDirectly(token);
+      } catch (error) {
+        return Promise.reject(directFailure(error));
+      }
+      if (outcome === undefined) return verifyWithJose(token, nowMs);
+      if (outcome instanceof Promise) {
+        return outcome.then(
+          (payload) => (payload === undefined ? verifyWithJose(token, nowMs) : claimsToAuth(payload, nowMs)),
+          (error) => {
+            throw directFailure(error);
+          },
+        );
+      }
+      try {
+        return Promise.resolve(claimsToAuth(outcome, nowMs));
+      } catch (error) {
+        return Promise.reject(error);
+      }
     },
   };
 }
