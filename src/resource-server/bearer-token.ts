@@ -31,7 +31,10 @@ export interface BearerRequestHead {
    * the query. DPoP's `htu` is compared with {@link requestUrl} when given, else with this.
    */
   readonly url: string;
-  /** The request method (DPoP's `htm` must equal it, RFC 9449 §4.3). Read only for a DPoP request. */
+  /**
+   * The request method: DPoP's `htm` must equal it (RFC 9449 §4.3); a `GET` or `HEAD` request is
+   * never looked at for a form body (RFC 6750 §2.2).
+   */
   readonly method?: string;
   /**
    * The absolute request URL as this server answers at it: scheme and authority as the adapter
@@ -204,7 +207,12 @@ export function isB64Token(value: string): boolean {
 
 /** True when the request has a urlencoded body, which must be checked for `access_token`. */
 function mayCarryFormToken(head: BearerRequestHead): boolean {
-  // Content-Type first: it is a header read, `hasBody` may be costly (see headOfRequest).
+  // RFC 6750 §2.2: the form-encoded body parameter method MUST NOT be used with GET (nor has HEAD
+  // body semantics), so such a request carries no form token: no header read for it (a web
+  // Request cannot even have a body there; the node and Express heads never had one).
+  const method = head.method;
+  if (method === "GET" || method === "HEAD") return false;
+  // Content-Type next: it is a header read, `hasBody` may be costly (see headOfRequest).
   return mediaType(head.header("content-type")) === FORM && head.hasBody;
 }
 

@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  type BearerRequestHead,
   extractBearerToken as extractFromHead,
   headOfRequest,
 } from "../../src/resource-server/bearer-token.js";
@@ -88,5 +89,31 @@ describe("extractBearerToken (RFC 6750 §2.1)", () => {
     expect(await ok.text()).toBe("a=1");
     // JSON bodies are not forms: a field named access_token there is application data.
     expect(await extractBearerToken(form('{"access_token":"x"}', "application/json"))).toBeUndefined();
+  });
+
+  it("rule: a form body is checked for every method with body semantics, never for GET or HEAD (RFC 6750 §2.2)", async () => {
+    let reads = 0;
+    const head = (method: string | undefined): BearerRequestHead => ({
+      url: "/x",
+      ...(method === undefined ? {} : { method }),
+      header: (name) => (name === "content-type" ? "application/x-www-form-urlencoded" : null),
+      hasBody: true,
+      bodyText: async () => {
+        reads++;
+        return "access_token=abc";
+      },
+    });
+    for (const method of ["POST", "PUT", "PATCH", "DELETE", "OPTIONS", "post", undefined]) {
+      await expect(
+        Promise.resolve().then(() => extractFromHead(head(method))),
+        String(method),
+      ).rejects.toMatchObject({ code: "invalid_request" });
+    }
+    expect(reads).toBe(7);
+    // RFC 6750 §2.2: the form-encoded body parameter method MUST NOT be used with GET (HEAD has no
+    // body semantics either): such a request never carries a form token, its body is not read.
+    expect(extractFromHead(head("GET"))).toBeUndefined();
+    expect(extractFromHead(head("HEAD"))).toBeUndefined();
+    expect(reads).toBe(7);
   });
 });
