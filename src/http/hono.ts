@@ -20,9 +20,17 @@ import type {
 /** Context variables the middleware sets. */
 export type BearerAuthVariables = { auth: AuthInfo };
 
-/** The gate's verdict on Hono's request: synchronous when the judgement did not wait. */
-function judgeRequest(judge: BearerJudge, request: Request): BearerVerdict | Promise<BearerVerdict> {
-  return judge(headOfRequest(request), () => request);
+/**
+ * The gate's judgement of Hono's request: synchronous when nothing had to wait. The request itself
+ * is handed on only for a scopes function (no closure per request otherwise).
+ */
+function requestJudge(
+  gate: Pick<ResourceServer, "judge">,
+  scopes: RequiredScopes | undefined,
+): (request: Request) => BearerVerdict | Promise<BearerVerdict> {
+  const judge: BearerJudge = gate.judge({ scopes });
+  if (typeof scopes !== "function") return (request) => judge(headOfRequest(request));
+  return (request) => judge(headOfRequest(request), () => request);
 }
 
 /**
@@ -33,9 +41,9 @@ export function bearerAuth(
   gate: Pick<ResourceServer, "judge">,
   options: { scopes?: RequiredScopes } = {},
 ): MiddlewareHandler<{ Variables: BearerAuthVariables }> {
-  const judge = gate.judge(options);
+  const judge = requestJudge(gate, options.scopes);
   return async (c, next) => {
-    let verdict = judgeRequest(judge, c.req.raw);
+    let verdict = judge(c.req.raw);
     if (verdict instanceof Promise) verdict = await verdict;
     if (!verdict.ok) return challengePartsResponse(verdict.challenge);
     c.set("auth", verdict.auth);
@@ -60,7 +68,7 @@ export function withBearerAuth<
   options: { scopes?: RequiredScopes },
   handler: Handler<E & { Variables: BearerAuthVariables }, P, I>,
 ): Handler<E, P, I> {
-  const judge = gate.judge(options);
+  const judge = requestJudge(gate, options.scopes);
   const decided = (
     c: Context<E & { Variables: BearerAuthVariables }, P, I>,
     next: Next,
@@ -73,7 +81,7 @@ export function withBearerAuth<
   return (c, next) => {
     // The context is the route's own; its `auth` variable is the one declared for `handler`.
     const context = c as unknown as Context<E & { Variables: BearerAuthVariables }, P, I>;
-    const verdict = judgeRequest(judge, c.req.raw);
+    const verdict = judge(c.req.raw);
     if (verdict instanceof Promise) return verdict.then((v) => decided(context, next, v));
     return decided(context, next, verdict);
   };
