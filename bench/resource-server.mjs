@@ -5,7 +5,7 @@
  * the same route unprotected, on loopback. Run after `npm run build`:
  *
  *   node bench/resource-server.mjs [--json] [--seconds 5] [--rounds 5] [--connections 10] [--warmup 2]
- *                                  [--tokens 60000] [--dist dist] [--autocannon]
+ *                                  [--warmup-rounds 1] [--tokens 60000] [--dist dist] [--autocannon]
  *                                  [--cases node-warm,hono-warm,...]
  *
  * Method: every server case runs in its own child process for the whole run. When `taskset` exists
@@ -14,7 +14,9 @@
  * generator is wrk when it is installed (`apt-get install wrk`; a Lua script sends the distinct
  * tokens), else autocannon in this process (or with --autocannon). Cases are measured in
  * interleaved rounds (each round gives every case seconds/rounds, whole seconds for wrk, and a
- * different case goes first each round), so load from other processes hits all cases alike;
+ * different case goes first each round), so load from other processes hits all cases alike; the
+ * first --warmup-rounds (default 1) interleaved rounds are run and discarded (round 1 ran lower
+ * than the rest for every case, after the per-case warm-ups of --warmup seconds);
  * figures are medians over rounds, ratios are medians of the per-round ratios, by req/s and by
  * server CPU per request (process.cpuUsage of the server child: on a shared machine the steadier
  * figure). The load average is printed with the results. BENCH_CHILD_EXEC_ARGV (e.g.
@@ -410,7 +412,7 @@ const sample = (proc) => ask(proc, "cpu", (m) => m && typeof m.cpuMicros === "nu
 const loadAverage = () => loadavg().map((x) => Math.round(x * 100) / 100);
 
 const USAGE = `Usage: node bench/resource-server.mjs [--json] [--seconds 5] [--rounds 5] [--connections 10] [--warmup 2]
-                                     [--tokens 60000] [--dist dist] [--autocannon]
+                                     [--warmup-rounds 1] [--tokens 60000] [--dist dist] [--autocannon]
                                      [--cases node-warm,hono-warm,...]
 
 Every resource-server row of issue 11 in one run: servers pinned to core 0, the load generator (wrk
@@ -425,6 +427,7 @@ async function parent() {
     "--connections",
     "--tokens",
     "--warmup",
+    "--warmup-rounds",
     "--dist",
     "--cases",
   ];
@@ -440,6 +443,7 @@ async function parent() {
   const connections = numberArg("--connections", 10);
   const tokenCount = numberArg("--tokens", 60_000);
   const warmupSeconds = numberArg("--warmup", 2);
+  const warmupRounds = numberArg("--warmup-rounds", 1);
   const dist = resolvePath(argValue("--dist") ?? process.env.BENCH_DIST ?? join(SELF, "..", "..", "dist"));
   const log = (line) => (json ? process.stderr : process.stdout).write(`${line}\n`);
 
@@ -557,23 +561,29 @@ async function parent() {
     await new Promise((resolve) => servers["jose-loop"].proc.once("message", resolve));
 
     const order = Object.entries(cases);
-    for (let round = 0; round < rounds; round++) {
+    // Discarded warm-up rounds (--warmup-rounds, default 1): the first interleaved round ran lower
+    // than the others for every case (the machine settling after the sequential warm-ups), so it is
+    // run and thrown away rather than counted.
+    for (let round = -warmupRounds; round < rounds; round++) {
+      const recorded = round >= 0;
       // A different case goes first each round, so no case always follows the same neighbour.
-      for (const [name, c] of [
-        ...order.slice(round % order.length),
-        ...order.slice(0, round % order.length),
-      ]) {
+      const first = (round + warmupRounds) % order.length;
+      for (const [name, c] of [...order.slice(first), ...order.slice(0, first)]) {
         const before = await sample(servers[name].proc);
-        const measured = await measure(name, c, roundSeconds, false);
+        // A warm-up round sends the warm-up tokens (the recorded distinct tokens stay uncached).
+        const measured = await measure(name, c, roundSeconds, !recorded);
         const after = await sample(servers[name].proc);
         measured.cpuMicrosPerRequest = (after.cpuMicros - before.cpuMicros) / Math.max(1, measured.total);
         rss[name] = Math.max(rss[name] ?? 0, after.rss);
-        perRound[name].push(measured);
+        if (recorded) perRound[name].push(measured);
       }
       servers["jose-loop"].proc.send({ loop: roundSeconds });
-      perRound["jose-loop"].push(
-        await new Promise((resolve) => servers["jose-loop"].proc.once("message", resolve)),
-      );
+      const loop = await new Promise((resolve) => servers["jose-loop"].proc.once("message", resolve));
+      if (!recorded) {
+        log(`warm-up round (discarded): ${order.map(([n]) => n).join(", ")} and jose-loop ran`);
+        continue;
+      }
+      perRound["jose-loop"].push(loop);
       log(
         `round ${round + 1}/${rounds}: ${Object.entries(perRound)
           .map(([n, r]) => `${n} ${Math.round(r.at(-1).requestsPerSecond ?? r.at(-1).opsPerSecond)}`)
@@ -682,7 +692,7 @@ async function parent() {
     log("note: the distinct-token list wrapped during the run; some requests were cache hits");
   if (json) {
     process.stdout.write(
-      `${JSON.stringify({ seconds, rounds, connections, tokens: tokenCount, generator, pinned: pin !== undefined, loadAverage: { before: loadBefore, after: loadAfter }, distinctWrapped, results, ratios, cpuRatios, targets, ceilings, inProcess, inProcessRatios })}\n`,
+      `${JSON.stringify({ seconds, rounds, warmupRounds, connections, tokens: tokenCount, generator, pinned: pin !== undefined, loadAverage: { before: loadBefore, after: loadAfter }, distinctWrapped, results, ratios, cpuRatios, targets, ceilings, inProcess, inProcessRatios })}\n`,
     );
   }
 }
