@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { type AddressInfo, isIP, isIPv4, isIPv6 } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { GatehouseError, GatehouseTypeError } from "../shared/errors.js";
-import { completeResponseBody } from "../shared/http.js";
+import { completeResponseBody, deferCompleteBodies } from "../shared/http.js";
 
 /**
  * A web-standard request handler. The second argument carries what only the host knows: the
@@ -208,8 +208,7 @@ interface RequestHead {
 
 /**
  * The request's header fields as name/value pairs, in order, from `rawHeaders`, with the declared
- * `Content-Length` found on the way: reading `req.headers` would make node build a second,
- * lower-cased copy of every field. Handed to the `Request` constructor as a list: building a
+ * `Content-Length` found on the same walk. Handed to the `Request` constructor as a list: building a
  * `Headers` first would make the constructor copy (and sort) it again.
  */
 function readHead(req: IncomingMessage): RequestHead {
@@ -340,18 +339,20 @@ async function sendWebResponse(res: ServerResponse, response: Response, isHead =
     if (name === "content-length" || name === "transfer-encoding") framed = true;
   }
 
+  // A body built whole by Gatehouse's own helpers goes out in one write, its stream never read
+  // (nor made, for a deferred one: so this comes before `response.body`).
+  const complete = completeResponseBody(response);
+  if (complete !== undefined) {
+    writeHead(res, response, fields, framed, Buffer.byteLength(complete), isHead);
+    if (isHead) res.end();
+    else res.end(complete);
+    return;
+  }
   const body = response.body;
   if (!body || isHead) {
     if (body) await body.cancel().catch(() => {});
     writeHead(res, response, fields, framed, 0, isHead);
     res.end();
-    return;
-  }
-  // A body built whole by Gatehouse's own helpers goes out in one write, its stream never read.
-  const complete = completeResponseBody(response);
-  if (complete !== undefined) {
-    writeHead(res, response, fields, framed, Buffer.byteLength(complete), isHead);
-    res.end(complete);
     return;
   }
   const reader = body.getReader();
@@ -425,6 +426,8 @@ export function toNodeListener(
   const hops = proxyHops(options.trustProxy, "toNodeListener");
   const trustProxy = hops > 0;
   const onError = options.onError;
+  // This listener writes responses built whole from their text: their body streams need not exist.
+  deferCompleteBodies();
   return (req, res) => {
     const origin = requestOrigin(req, trustProxy);
     if (!origin) {
