@@ -193,7 +193,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     database: db,
     writeStats: () => ({
       ...group.stats(),
-      ...(checkpointer?.stats() ?? { checkpoints: 0, running: false }),
+      ...(checkpointer?.stats() ?? { checkpoints: 0, running: false, onLoopMs: 0 }),
     }),
     async migrate() {
       if (readonly) return;
