@@ -9,7 +9,10 @@
  *   build's own `jsonResponse` and the no-store headers (a token response);
  * - "redirect": GET with a Cookie header answered 303 with the pages' security headers, a Location
  *   and two Set-Cookie fields, no body (a silent /authorize);
- * - "html": GET answered 200 with a ~3 KB HTML page and the security headers (a login page).
+ * - "html": GET answered 200 with a ~3 KB HTML page and the security headers (a login page), built
+ *   with `new Response(text)` as the authorization server's pages are today;
+ * - "html-complete": the same page built with the build's `completeResponse` (shared/http.ts) where
+ *   it has one (a build without it falls back to `new Response(text)`).
  *
  * One child process (pinned to core 0 with `taskset` when there are two cores) serves every case for
  * both builds on loopback; this process (core 1) sends the requests over keep-alive connections.
@@ -35,20 +38,21 @@ const BUILDS = {
   candidate: process.env.BENCH_DIST ?? `${ROOT}dist`,
   base: process.env.BENCH_BASE ?? `${ROOT}.cache/dist-base`,
 };
-const ALL_CASES = ["form-json", "redirect", "html"];
+const ALL_CASES = ["form-json", "redirect", "html", "html-complete"];
 let CASES = ALL_CASES;
 
 const USAGE = `usage: node bench/web-listener.mjs [--requests N] [--rounds N] [--concurrency N] [--cases a,b] [--json]
 
 Server CPU per request of toNodeListener for a form POST -> JSON, a GET -> 303 with Set-Cookie and a
-GET -> HTML page, the build under test (BENCH_DIST, default dist/) against a baseline build
-(BENCH_BASE, default .cache/dist-base), measured alternately in one run; prints each build's median
+GET -> HTML page (built with new Response, and with completeResponse where the build has it), the
+build under test (BENCH_DIST, default dist/) against a baseline build (BENCH_BASE, default
+.cache/dist-base), measured alternately in one run; prints each build's median
 CPU µs per request and the median per-round ratio build/baseline (< 1 is cheaper).
 
   --requests N     requests per case, build and round (default 4000)
   --rounds N       rounds (default 5)
   --concurrency N  keep-alive connections (default 8)
-  --cases a,b      only these cases (default form-json,redirect,html)
+  --cases a,b      only these cases (default form-json,redirect,html,html-complete)
   --json           the last stdout line is one JSON object
 `;
 
@@ -87,7 +91,7 @@ async function readBodyText(request) {
   return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
 }
 
-function handlerFor(name, { jsonResponse, NO_STORE }) {
+function handlerFor(name, { jsonResponse, NO_STORE, completeResponse }) {
   if (name === "form-json") {
     return async (request) => {
       const form = new URLSearchParams(await readBodyText(request));
@@ -120,10 +124,14 @@ function handlerFor(name, { jsonResponse, NO_STORE }) {
       return new Response(null, { status: 303, headers });
     };
   }
+  const build =
+    name === "html-complete" && completeResponse
+      ? completeResponse
+      : (text, init) => new Response(text, init);
   return async () => {
     const headers = new Headers(SECURITY_HEADERS);
     headers.set("content-type", "text/html; charset=utf-8");
-    return new Response(PAGE, { status: 200, headers });
+    return build(PAGE, { status: 200, headers });
   };
 }
 
