@@ -1,7 +1,7 @@
 /**
  * A bounded LRU cache in front of any {@link AccessTokenVerifier}: in steady state a request costs
- * one short map lookup and one string comparison instead of a signature check or an introspection
- * call.
+ * one string comparison and a clock read (a repeat of the last token hit) or one short map lookup
+ * more, instead of a signature check or an introspection call.
  */
 import { GatehouseTypeError } from "../shared/errors.js";
 import { isB64Token } from "./bearer-token.js";
@@ -97,9 +97,13 @@ export function cachedVerifier(
    * its verification settles, so a later call starts afresh.
    */
   const inflight = new Map<string, Flight>();
-  // The key stored or refreshed last is already at the end of the insertion order: a run of
-  // requests with one token skips the delete/set.
-  let newest: string | undefined;
+  /**
+   * The entry stored or hit last: in the map, at the end of its insertion order (the most recently
+   * used), or `undefined`. Every removal of it (expiry, eviction, replacement, clear) resets it, so
+   * a token equal to its token can be answered without the map lookup, and a run of requests with
+   * one token skips the delete/set that refreshes recency.
+   */
+  let newest: Entry | undefined;
 
   /** Remembers a successful verification until the earlier of the token's `exp` and the TTL. */
   const store = (token: string, key: string, auth: AuthInfo): void => {
@@ -112,8 +116,10 @@ export function cachedVerifier(
         const oldest = entries.keys().next().value;
         if (oldest !== undefined) entries.delete(oldest);
       }
-      entries.set(key, { token, auth, until });
-      newest = key;
+      // Whatever was removed above (even the remembered entry), the new entry is the newest now.
+      const entry: Entry = { token, auth, until };
+      entries.set(key, entry);
+      newest = entry;
     }
   };
 
@@ -148,20 +154,31 @@ export function cachedVerifier(
     return flight.promise;
   };
 
+  /**
+   * The answer for exactly `token` when it is the newest entry's token and still trusted, without
+   * computing its map key; `undefined` otherwise (then {@link lookup}, which also drops it when it
+   * expired). Exact string equality, as for any hit; the clock is read for every hit, so no entry
+   * is served at or past its `until`.
+   */
+  const recall = (token: string): AuthInfo | undefined => {
+    const last = newest;
+    return last !== undefined && last.token === token && last.until > now() ? last.auth : undefined;
+  };
+
   /** The trusted entry of exactly `token`, refreshed to most recently used; expired entries are dropped. */
-  const lookup = (token: string, key = entryKey(token)): AuthInfo | undefined => {
+  const lookup = (token: string, key: string): AuthInfo | undefined => {
     const hit = entries.get(key);
     if (hit === undefined || hit.token !== token) return undefined;
     if (!(hit.until > now())) {
       entries.delete(key);
-      if (key === newest) newest = undefined;
+      if (hit === newest) newest = undefined;
       return undefined;
     }
-    if (key !== newest) {
+    if (hit !== newest) {
       // Refresh recency: move to the end of the insertion order.
       entries.delete(key);
       entries.set(key, hit);
-      newest = key;
+      newest = hit;
     }
     return hit.auth;
   };
@@ -175,9 +192,11 @@ export function cachedVerifier(
       newest = undefined;
     },
     peek(token: string): AuthInfo | undefined {
-      return lookup(token);
+      return recall(token) ?? lookup(token, entryKey(token));
     },
     verify(token: string): Promise<AuthInfo> {
+      const recalled = recall(token);
+      if (recalled !== undefined) return Promise.resolve(recalled);
       const key = entryKey(token);
       const known = lookup(token, key);
       if (known !== undefined) return Promise.resolve(known);
