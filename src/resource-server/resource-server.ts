@@ -216,14 +216,17 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
 
   const peek = verifier.peek?.bind(verifier);
   /**
-   * What `verifiedBefore` found for the token being extracted, read at once after the synchronous
-   * extraction (nothing runs in between), so a warm request looks its token up once.
+   * The token `verifiedBefore` was asked about during the extraction under way, and what the
+   * verifier held for it: read at once after the synchronous extraction (nothing runs in between),
+   * so a request looks its token up once, warm (a hit) or cold (a miss: straight to `verify`).
    */
+  let peekedToken: string | undefined;
   let peeked: AuthInfo | undefined;
   const verifiedBefore =
     peek === undefined
       ? undefined
       : (token: string) => {
+          peekedToken = token;
           peeked = peek(token);
           return peeked !== undefined;
         };
@@ -258,12 +261,17 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     required: readonly string[],
     judged: Judged,
   ): AuthInfo | Promise<AuthInfo> => {
+    peekedToken = undefined;
     peeked = undefined;
     const token = extractBearerToken(head, dpop !== undefined, verifiedBefore);
+    // The lookup counts only for the token extracted (a header that fails the fast path may yield
+    // another string); the same string object, so the comparison is by reference.
+    const lookedUp = peekedToken !== undefined && peekedToken === token;
     const known = peeked;
+    peekedToken = undefined;
     peeked = undefined;
     if (token instanceof Promise) return token.then((read) => verifyToken(read, required, head, judged));
-    return verifyToken(token, required, head, judged, known);
+    return verifyToken(token, required, head, judged, lookedUp, known);
   };
 
   /** Step 4: verification, answered at once when the verifier already holds it (`peek`). */
@@ -272,7 +280,8 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     required: readonly string[],
     head: BearerRequestHead,
     judged: Judged,
-    /** The verifier's answer for `token` when extraction already looked it up. */
+    /** Extraction already asked the verifier (`peek`) about `token`; `known` is what it held. */
+    lookedUp = false,
     known?: AuthInfo,
   ): AuthInfo | Promise<AuthInfo> => {
     if (token === undefined) throw new MissingTokenError(required);
@@ -283,7 +292,8 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     // RFC 9449 §7.1 with RFC 9728 `dpop_bound_access_tokens_required`: no bearer tokens at all
     // (not even verified: its answer is the same whatever the token).
     if (dpop?.required) throw invalidToken("bearer token where DPoP is required");
-    const held = known ?? peek?.(token);
+    // A miss during extraction is not asked again: nothing ran since, so it would miss again.
+    const held = lookedUp ? known : peek?.(token);
     if (held !== undefined) return admitBearer(held, required);
     return verifier.verify(token).then((auth) => admitBearer(auth, required));
   };

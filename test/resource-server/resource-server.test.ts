@@ -9,6 +9,7 @@ import {
   type ResourceServer,
   type Revision,
 } from "../../src/resource-server/index.js";
+import { OAuthError } from "../../src/shared/errors.js";
 import { parseWWWAuthenticate } from "../../src/shared/www-authenticate.js";
 import { newKey, startIssuer, type TestIssuer } from "./fixtures.js";
 
@@ -370,6 +371,70 @@ describe("gate edge cases", () => {
     const text = await res.text();
     expect(text).not.toContain("sekrit");
     expect(logged.join("\n")).not.toContain("sekrit");
+  });
+
+  it("a verifier's peek is asked once per request: a miss goes to verify, a hit is decided at once", async () => {
+    const held = new Set<string>();
+    const peeked: string[] = [];
+    const verified: string[] = [];
+    const answer = (token: string): AuthInfo => ({
+      subject: token,
+      clientId: "c",
+      scopes: ["notes:read"],
+      audience: [RESOURCE],
+      expiresAt: Date.now() / 1000 + 60,
+      issuer: issuer.issuer,
+    });
+    const gate = createResourceServer({
+      resource: RESOURCE,
+      authorizationServers: [issuer.issuer],
+      verifier: {
+        peek: (token) => {
+          peeked.push(token);
+          return held.has(token) ? answer(token) : undefined;
+        },
+        verify: async (token) => {
+          verified.push(token);
+          if (token !== "good") throw new OAuthError("invalid_token");
+          held.add(token);
+          return answer(token);
+        },
+      },
+    });
+    const judge = gate.judge({ scopes: ["notes:read"] });
+    const head = (authorization: string) => ({
+      url: "/api/x",
+      method: "GET",
+      header: (name: string) => (name === "authorization" ? authorization : null),
+      hasBody: false,
+      bodyText: async () => "",
+    });
+    // Cold: one lookup, then verify.
+    const cold = judge(head("Bearer good"));
+    expect(cold).toBeInstanceOf(Promise);
+    expect((await cold).ok).toBe(true);
+    expect(peeked).toEqual(["good"]);
+    expect(verified).toEqual(["good"]);
+    // Warm: one lookup, no verify, a synchronous verdict.
+    expect(judge(head("Bearer good"))).toMatchObject({ ok: true, auth: { subject: "good" } });
+    expect(peeked).toEqual(["good", "good"]);
+    // A token refused by verify is refused on every request, each time verified again.
+    for (let i = 0; i < 2; i++) {
+      const refused = await judge(head("Bearer bad"));
+      expect(refused.ok).toBe(false);
+    }
+    expect(verified).toEqual(["good", "bad", "bad"]);
+    expect(peeked).toEqual(["good", "good", "bad", "bad"]);
+    // The fast path looked up another string than the token extracted ("good " with its trailing
+    // space): that lookup does not stand for the token's, which is looked up itself.
+    peeked.length = 0;
+    expect(judge(head("Bearer good "))).toMatchObject({ ok: true, auth: { subject: "good" } });
+    expect(peeked).toEqual(["good ", "good"]);
+    // A scheme in other case skips the fast path: looked up once, when verifying.
+    peeked.length = 0;
+    expect(judge(head("bEARER good"))).toMatchObject({ ok: true, auth: { subject: "good" } });
+    expect(peeked).toEqual(["good"]);
+    expect(verified).toEqual(["good", "bad", "bad"]);
   });
 
   it("authenticate / challengeResponse can be used without the middleware", async () => {
