@@ -31,9 +31,9 @@ export function deferCompleteBodies(): void {
 
 /**
  * A `Response` whose complete text is kept aside and whose body stream is made on first use: every
- * body member (`body`, `bodyUsed`, `text()`, `json()`, `arrayBuffer()`, `blob()`, `formData()`,
- * `clone()`) works on a real `Response` built from the text and the headers at that moment, so a
- * consumer sees an ordinary response. Only {@link completeResponseBody} (the node listener) reads the
+ * body member (`body`, `bodyUsed`, `text()`, `json()`, `arrayBuffer()`, `bytes()`, `blob()`,
+ * `formData()`, `clone()`) works on a real `Response` built from the text and the headers at that
+ * moment, so a consumer sees an ordinary response. Only {@link completeResponseBody} (the node listener) reads the
  * text without it.
  */
 class DeferredBodyResponse extends Response {
@@ -78,6 +78,12 @@ class DeferredBodyResponse extends Response {
   }
   override formData(): Promise<FormData> {
     return this.#withBody().formData();
+  }
+  override bytes(): Promise<Uint8Array<ArrayBuffer>> {
+    // `Response.prototype.bytes` exists from Node 22 (undici 6.x in Node 20 lacks it).
+    const response = this.#withBody() as Response & { bytes?: () => Promise<Uint8Array<ArrayBuffer>> };
+    if (typeof response.bytes === "function") return response.bytes();
+    return response.arrayBuffer().then((buffer) => new Uint8Array(buffer));
   }
   override clone(): Response {
     // Fetch "clone": a read or locked body cannot be cloned.

@@ -57,6 +57,12 @@ describe("deferred complete bodies", () => {
     expect(() => locked.clone()).toThrow(TypeError);
   });
 
+  it("bytes() gives the UTF-8 bytes (not the empty body the base class holds)", async () => {
+    const response = completeResponse("é✓") as Response & { bytes(): Promise<Uint8Array> };
+    expect(Array.from(await response.bytes())).toEqual(Array.from(new TextEncoder().encode("é✓")));
+    expect(response.bodyUsed).toBe(true);
+  });
+
   it("blob() keeps the content type", async () => {
     const blob = await jsonResponse({ a: 1 }).blob();
     expect(blob.type).toBe("application/json");
