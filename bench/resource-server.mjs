@@ -29,6 +29,9 @@
  *                  one token (warm cache)
  *   node-distinct  the same server, every request a different pre-signed token (cache misses:
  *                  full ES256 JWT verification per request)
+ *   verify-only    the same node:http route doing only crypto.verify (ES256, ieee-p1363) of each
+ *                  request's token signature with the same key (no parsing, no claims), the same
+ *                  distinct tokens as node-distinct: the floor any gate pays per distinct token
  *   peer           express + @modelcontextprotocol/sdk requireBearerAuth with a jose.jwtVerify
  *                  verifier against the same key, one token
  *   express-unprot the same Express route, no gate
@@ -47,8 +50,13 @@
  * >= 0.9; express-warm / express-unprot >= 0.9; hono-warm / hono-unprot >= 0.9 (and the same for
  * hono-wrapped, the faster form).
  * The jose row compares HTTP requests with bare verifications: every request also pays for
- * node:http itself. The "ceiling" line gives the best ratio a gate costing 0 µs could reach given
- * the measured CPU cost of the bare node:http route.
+ * node:http itself. The "ceiling" line gives the best ratio a gate costing 0 µs could reach: vs
+ * peer from the raw route's CPU; for node-distinct / jose-loop, verify-only / jose-loop as measured
+ * (node:http and the bare signature check at the distinct row's rate), and beside it the older
+ * estimate, labelled as such: jose's CPU per verification plus the raw route's CPU per request at
+ * raw's own (much higher) rate, which assumes a gate pays all of jose's work and node:http costs
+ * the same per request at both rates. node-distinct / verify-only is the gate's share of a
+ * distinct-token request (1 for a gate that adds nothing to the signature check).
  * The resource is a loopback URI, so every gate checks Host against its allow-list (DNS-rebinding
  * defence); the in-process line gives the warm path with and without that check, and a cold
  * verification through the gate against bare jose. With --json the last line of stdout is one JSON
@@ -143,6 +151,31 @@ async function child() {
     listener = route;
   } else if (caseName === "node-warm" || caseName === "node-distinct") {
     listener = nodeRequireBearer(newGate(host), { scopes: ["notes:read"] }, route);
+  } else if (caseName === "verify-only") {
+    // The least a gate does per distinct token: the signature check alone, as jws.ts makes it
+    // (RFC 7515 §5.2: the signing input is the token up to its last dot; RFC 7518 §3.4: R || S).
+    const { createPublicKey, verify } = await import("node:crypto");
+    const key = createPublicKey({ key: jwk, format: "jwk" });
+    const signer = { key, dsaEncoding: "ieee-p1363" };
+    listener = (req, res) => {
+      const authorization = req.headers.authorization ?? "";
+      const dot = authorization.lastIndexOf(".");
+      const valid =
+        dot > 7 &&
+        verify(
+          "sha256",
+          Buffer.from(authorization.slice(7, dot), "ascii"),
+          signer,
+          Buffer.from(authorization.slice(dot + 1), "base64url"),
+        );
+      if (!valid) {
+        // Counted as a failure by the load generator: the case would not be measuring a check.
+        res.writeHead(401, { "content-length": 0 });
+        res.end();
+        return;
+      }
+      route(req, res);
+    };
   } else if (caseName === "web-unprotected") {
     listener = toNodeListener(async () => new Response(BODY, { headers: BODY_HEADERS }));
   } else if (caseName === "web-warm") {
@@ -418,6 +451,9 @@ const USAGE = `Usage: node bench/resource-server.mjs [--json] [--seconds 5] [--r
 Every resource-server row of issue 11 in one run: servers pinned to core 0, the load generator (wrk
 when installed, else autocannon) on core 1; medians of per-round ratios by req/s and server CPU.
 Run after npm run build. BENCH_DIST=<build> (or --dist) measures another build.
+Cases (--cases; raw and the jose loop always run): node-warm, node-distinct, verify-only, peer,
+express-unprotected, express-warm, hono-unprotected, hono-warm, hono-noop, hono-wrapped,
+web-unprotected, web-warm (the header comment of bench/resource-server.mjs describes each).
 `;
 async function parent() {
   const args = process.argv.slice(2);
@@ -486,6 +522,10 @@ async function parent() {
   let next = 1;
   let warmupNext = recordedTokens;
   let distinctRound = 0;
+  // verify-only sends the same slices as node-distinct (it caches nothing), with its own counters.
+  let verifyOnlyNext = 1;
+  let verifyOnlyWarmupNext = recordedTokens;
+  let verifyOnlyRound = 0;
   let wrkWrapped = false;
   const bearer = { authorization: `Bearer ${warmToken}` };
   // Every case sends an Authorization header of the same size (ignored where unprotected), so the
@@ -502,6 +542,16 @@ async function parent() {
         warmup
           ? { file: tokenFile, first: recordedTokens, count: tokenCount - recordedTokens }
           : { file: tokenFile, first: 1 + perRoundTokens * distinctRound++, count: perRoundTokens },
+    },
+    "verify-only": {
+      warmupHeaders: () => ({
+        authorization: `Bearer ${tokens[recordedTokens + (verifyOnlyWarmupNext++ % (tokenCount - recordedTokens))]}`,
+      }),
+      headersFor: () => ({ authorization: `Bearer ${tokens[verifyOnlyNext++ % recordedTokens]}` }),
+      distinct: (warmup) =>
+        warmup
+          ? { file: tokenFile, first: recordedTokens, count: tokenCount - recordedTokens }
+          : { file: tokenFile, first: 1 + perRoundTokens * verifyOnlyRound++, count: perRoundTokens },
     },
     peer: { headers: bearer },
     "express-unprotected": { headers: bearer },
@@ -620,6 +670,9 @@ async function parent() {
     ["warmVsRawNodeHttp", "node-warm / raw node:http", "node-warm", "raw", 0.95],
     ["warmVsPeer", "node-warm / peer (MCP SDK + express)", "node-warm", "peer", 10],
     ["distinctVsJoseLoop", "node-distinct / bare jose verify loop", "node-distinct", "jose-loop", 0.9],
+    // The gate's share of a distinct-token request, and the best any gate could do over HTTP.
+    ["distinctVsVerifyOnly", "node-distinct / verify-only floor", "node-distinct", "verify-only"],
+    ["verifyOnlyVsJoseLoop", "verify-only / bare jose verify loop", "verify-only", "jose-loop"],
     [
       "expressWarmVsUnprotected",
       "express-warm / express-unprotected",
@@ -648,7 +701,12 @@ async function parent() {
   const rawCpu = cpu("raw");
   const ceilings = {
     warmVsPeer: results.peer ? round3(cpu("peer") / rawCpu) : undefined,
-    distinctVsJoseLoop: round3(cpu("jose-loop") / (cpu("jose-loop") + rawCpu)),
+    // Measured (verify-only / jose-loop): node:http and the signature check at the distinct rate.
+    distinctVsJoseLoopMeasured: results["verify-only"]
+      ? { byRate: ratios.verifyOnlyVsJoseLoop, byCpu: cpuRatios.verifyOnlyVsJoseLoop }
+      : undefined,
+    // Estimated: the raw route's CPU per request (at raw's rate) added to a jose verification.
+    distinctVsJoseLoopRawEstimate: round3(cpu("jose-loop") / (cpu("jose-loop") + rawCpu)),
   };
   const inProcessRatios = {
     gateDistinctVsJoseVerify: round3(inProcess.joseVerify / inProcess.gateDistinct),
@@ -682,8 +740,13 @@ async function parent() {
     );
   }
   log("");
+  const measuredCeiling = ceilings.distinctVsJoseLoopMeasured;
   log(
-    `ceiling for a 0 µs gate on node:http (by CPU): vs peer ${ceilings.warmVsPeer}×; distinct vs jose loop ${ceilings.distinctVsJoseLoop}`,
+    `ceiling for a 0 µs gate on node:http: ${ceilings.warmVsPeer === undefined ? "" : `vs peer ${ceilings.warmVsPeer}× (by CPU, from raw); `}node-distinct / jose loop ${
+      measuredCeiling
+        ? `${measuredCeiling.byRate} by req/s, ${measuredCeiling.byCpu} by CPU (measured: verify-only / jose loop)`
+        : "not measured (needs the verify-only case)"
+    }, estimate ${ceilings.distinctVsJoseLoopRawEstimate} by CPU (jose's CPU + raw's CPU at raw's rate)`,
   );
   log(
     `in-process CPU (no HTTP): gate warm ${inProcess.gateWarm.toFixed(2)} µs (${inProcess.gateWarmWithoutHostCheck.toFixed(2)} µs without the Host check); gate distinct ${inProcess.gateDistinct.toFixed(1)} µs; bare jose.jwtVerify ${inProcess.joseVerify.toFixed(1)} µs; jose / gate distinct = ${inProcessRatios.gateDistinctVsJoseVerify}`,
