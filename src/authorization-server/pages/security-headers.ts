@@ -5,6 +5,7 @@
  * no sniffing, no script and no third-party content.
  */
 
+import { completeResponse } from "../../shared/http.js";
 import { STYLE_HASH_SOURCE } from "./html.js";
 
 /** CSP source expression for an origin, or undefined when CSP cannot express it. */
@@ -63,12 +64,15 @@ export interface HtmlResponseInit {
   formTargets?: readonly string[];
 }
 
-/** A page with every security header. */
+/**
+ * A page with every security header. Built whole (`completeResponse`): the node listener writes
+ * the text in one write without a body stream (issue 11).
+ */
 export function htmlResponse(body: string, init: HtmlResponseInit = {}): Response {
   const headers = applySecurityHeaders(new Headers(), init.formTargets);
   headers.set("content-type", "text/html; charset=utf-8");
   for (const cookie of init.cookies ?? []) headers.append("set-cookie", cookie);
-  return new Response(body, { status: init.status ?? 200, headers });
+  return completeResponse(body, { status: init.status ?? 200, headers });
 }
 
 /**
