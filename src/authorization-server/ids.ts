@@ -13,7 +13,7 @@
  * §2.2).
  */
 
-import { randomToken } from "../shared/crypto.js";
+import { randomToken } from "./random.js";
 
 /** Base-36 digits of a millisecond time: 9 of them last until the year 5188. */
 const TIME_DIGITS = 9;

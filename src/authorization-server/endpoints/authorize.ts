@@ -2,7 +2,7 @@
  * The authorization endpoint (OAuth 2.1 §4.1.1): validates the request in a fixed order and parks it
  * in an interaction for login and consent, or answers at once from a remembered consent.
  */
-import { randomToken, sha256Base64url } from "../../shared/crypto.js";
+import { sha256Base64url } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
 import { parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
@@ -24,6 +24,7 @@ import { errorPage, oauthErrorPage, unexpectedErrorPage } from "../pages/error-p
 import { readFormPairs } from "../pages/form.js";
 import { seeOther } from "../pages/security-headers.js";
 import { currentSession } from "../pages/session.js";
+import { randomToken } from "../random.js";
 import { ENDPOINT_PATHS } from "./paths.js";
 
 /**

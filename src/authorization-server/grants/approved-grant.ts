@@ -4,10 +4,11 @@
  * is committed, the signed access token, the audit event, the retirement of superseded grants and
  * the token response (RFC 6749 §5.1).
  */
-import { randomToken, sha256Base64url } from "../../shared/crypto.js";
+import { sha256Base64url } from "../../shared/crypto.js";
 import { formatScope } from "../../shared/scopes.js";
 import type { ClientRecord, GrantRecord, IssuedTokens } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
+import { randomToken } from "../random.js";
 import { bindKeptTokens } from "../upstream/tokens.js";
 import { accessTokenScopes, newAccessToken, signAccessToken, tokenResponse } from "./common.js";
 import { grantLifetimes } from "./refresh-policy.js";

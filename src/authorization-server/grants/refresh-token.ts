@@ -2,11 +2,12 @@
  * `grant_type=refresh_token` (OAuth 2.1 §4.3): the checks a refresh token must pass and its
  * rotation on every use (§4.3.1); reuse detection is the store's `rotateRefreshToken`.
  */
-import { randomToken, sha256Base64url } from "../../shared/crypto.js";
+import { sha256Base64url } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
 import { formatScope } from "../../shared/scopes.js";
 import type { ClientRecord, GrantRecord, RefreshTokenRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
+import { randomToken } from "../random.js";
 import {
   matchResource,
   newAccessToken,
