@@ -2,7 +2,8 @@
  * `grant_type=authorization_code` (OAuth 2.1 §4.1.3): the code is redeemed once, by the client it
  * was issued to, with the PKCE verifier (RFC 7636 §4.6), redirect URI and resource it was bound to.
  */
-import { sha256Base64url, timingSafeEqualString } from "../../shared/crypto.js";
+import { timingSafeEqual } from "node:crypto";
+import { sha256Base64url } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
 import type { AuthorizationCodeRecord, ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
@@ -22,6 +23,19 @@ function redirectUriMatches(code: AuthorizationCodeRecord, sent: string | undefi
 }
 
 /**
+ * RFC 7636 §4.6: BASE64URL(SHA256(ASCII(code_verifier))) == code_challenge, as exact strings,
+ * compared in constant time. One hash: the computed challenge's bytes are compared with the stored
+ * one's directly. Only the stored challenge's length can show in the timing, and it is public (43
+ * characters for every S256 challenge the authorization endpoint accepts); a stored value of
+ * another length, or with any character outside ASCII, never equals the computed one.
+ */
+function pkceMatches(codeVerifier: string, codeChallenge: string): boolean {
+  const computed = Buffer.from(sha256Base64url(codeVerifier), "latin1");
+  const stored = Buffer.from(codeChallenge, "utf8");
+  return computed.length === stored.length && timingSafeEqual(computed, stored);
+}
+
+/**
  * The checks a code must pass at redemption (run by the store inside the redemption transaction):
  * bound to the client, the redirect URI, the PKCE verifier, the resource and, with `dpop_jkt`, the
  * DPoP key (OAuth 2.1 §4.1.3, RFC 7636 §4.6, RFC 8707 §2, RFC 9449 §10). Exported for tests.
@@ -37,8 +51,7 @@ export function codeCheck(
     if (code.clientId !== client.clientId) return invalid("code was issued to another client");
     if (!redirectUriMatches(code, form.redirectUri)) return invalid("redirect_uri does not match");
     if (code.codeChallengeMethod !== "S256") return invalid("unsupported code challenge method");
-    // RFC 7636 §4.6: BASE64URL(SHA256(ASCII(code_verifier))) == code_challenge, compared in constant time.
-    if (!timingSafeEqualString(sha256Base64url(form.codeVerifier), code.codeChallenge)) {
+    if (!pkceMatches(form.codeVerifier, code.codeChallenge)) {
       return invalid("PKCE verification failed");
     }
     // RFC 8707 §2 / spec "Resource parameter": the token request names the same resource.
