@@ -26,6 +26,7 @@ import { seeOther } from "../pages/security-headers.js";
 import { currentSession } from "../pages/session.js";
 import { randomToken } from "../random.js";
 import { ENDPOINT_PATHS } from "./paths.js";
+import { requestQuery } from "./request-url.js";
 
 /**
  * The authorization endpoint (OAuth 2.1 §4.1.1, authorization code flow with PKCE only).
@@ -128,7 +129,7 @@ async function authorize(request: Request, ctx: ServerContext): Promise<Response
 /** GET: the query (OAuth 2.1 §4.1.1); POST: a form body (OAuth 2.1 §3.1 allows both). */
 async function parameterPairs(request: Request): Promise<[string, string][]> {
   if (request.method === "POST") return readFormPairs(request);
-  return [...new URL(request.url).searchParams];
+  return [...requestQuery(request)];
 }
 
 /**

@@ -21,6 +21,7 @@ import { handleHealth } from "./health.js";
 import { handleIntrospect } from "./introspect.js";
 import { ENDPOINT_PATHS, UPSTREAM_TOKEN_PATH, upstreamCallbackPath } from "./paths.js";
 import { handleRegister } from "./register.js";
+import { requestPathname } from "./request-url.js";
 import { handleRevoke } from "./revoke.js";
 import { handleToken } from "./token.js";
 import { handleUpstreamToken } from "./upstream-token.js";
@@ -149,7 +150,7 @@ export function createHandler(
   return async function handle(request: Request, info: FetchInfo = {}): Promise<Response> {
     let pathname: string;
     try {
-      pathname = new URL(request.url).pathname;
+      pathname = requestPathname(request);
     } catch {
       return oauthErrorResponse(errorWithStatus("invalid_request", 400, "request URL is invalid"));
     }
