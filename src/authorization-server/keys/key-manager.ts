@@ -85,20 +85,38 @@ type ImportedKey = { kind: "node"; key: KeyObject } | { kind: "jose"; key: Crypt
  * `SignJWT` (header and payload JSON, base64url without padding) without WebCrypto's asynchronous
  * job per signature, the largest fixed cost of issuing a token.
  */
-function signCompact(
-  header: Record<string, unknown>,
-  payload: Record<string, unknown>,
-  key: KeyObject,
-): string {
-  const signer = NODE_SIGNERS[header.alg as string];
-  if (!signer) throw new Error(`no node:crypto signer for ${String(header.alg)}`);
-  const input = `${Buffer.from(JSON.stringify(header)).toString("base64url")}.${Buffer.from(JSON.stringify(payload)).toString("base64url")}`;
-  const signature = signWithKey(
-    signer.digest,
-    Buffer.from(input),
-    signer.dsaEncoding ? { key, dsaEncoding: signer.dsaEncoding } : key,
-  );
+function signCompact(ready: ReadySigner, payload: Record<string, unknown>): string {
+  const input = `${ready.headerSegment}.${Buffer.from(JSON.stringify(payload)).toString("base64url")}`;
+  // The input is base64url, ASCII only: latin1 gives the same bytes as UTF-8 without the scan.
+  const signature = signWithKey(ready.digest, Buffer.from(input, "latin1"), ready.signingKey);
   return `${input}.${signature.toString("base64url")}`;
+}
+
+/**
+ * The current signing key made ready for {@link signCompact}: its protected header already encoded
+ * (the same for every token it signs) and the sign options built once.
+ */
+interface ReadySigner {
+  record: SigningKeyRecord;
+  headerSegment: string;
+  digest: string | null;
+  signingKey: KeyObject | { key: KeyObject; dsaEncoding: "ieee-p1363" };
+}
+
+/** RFC 9068 §2.1: the access token's protected header (`typ: at+jwt`). */
+function accessTokenHeader(record: SigningKeyRecord): { alg: string; typ: string; kid: string } {
+  return { alg: record.alg, typ: "at+jwt", kid: record.kid };
+}
+
+function readySigner(record: SigningKeyRecord, key: KeyObject): ReadySigner {
+  const signer = NODE_SIGNERS[record.alg];
+  if (!signer) throw new Error(`no node:crypto signer for ${record.alg}`);
+  return {
+    record,
+    headerSegment: Buffer.from(JSON.stringify(accessTokenHeader(record))).toString("base64url"),
+    digest: signer.digest,
+    signingKey: signer.dsaEncoding ? { key, dsaEncoding: signer.dsaEncoding } : key,
+  };
 }
 
 /** The newest key not yet retired: every instance reading the same rows picks the same signer. */
@@ -119,12 +137,24 @@ function currentSigner(keys: readonly SigningKeyRecord[]): SigningKeyRecord | un
  */
 export function createKeyManager(deps: KeyManagerDeps): ServerKeyManager {
   const cacheMs = deps.cacheMs ?? 5000;
-  let cached: { keys: SigningKeyRecord[]; readAt: number } | undefined;
+  /**
+   * The key list as last read, and (`ready`) its current signer prepared for node:crypto: while the
+   * list is fresh a token is signed without a promise turn for the list or the key. A new list
+   * (re-read, rotation, a key created) is a new object, so it never keeps a stale signer.
+   */
+  let cached: { keys: SigningKeyRecord[]; readAt: number; ready?: ReadySigner } | undefined;
+
+  /** The list while it is fresh (cacheMs, and never from a clock that went back). */
+  function freshCache() {
+    const t = deps.now();
+    return cached && t - cached.readAt < cacheMs && t >= cached.readAt ? cached : undefined;
+  }
   const imported = new Map<string, ImportedKey>();
 
   async function keys(): Promise<SigningKeyRecord[]> {
+    const fresh = freshCache();
+    if (fresh) return fresh.keys;
     const t = deps.now();
-    if (cached && t - cached.readAt < cacheMs && t >= cached.readAt) return cached.keys;
     const list = await deps.store.listSigningKeys();
     cached = { keys: list, readAt: t };
     return list;
@@ -200,12 +230,18 @@ export function createKeyManager(deps: KeyManagerDeps): ServerKeyManager {
 
     /** RFC 9068 §2.2: iss, exp, aud, sub, client_id, iat, jti (and scope); header `typ: at+jwt`. */
     async signAccessToken(claims: AccessTokenClaims) {
-      const record = await signer();
-      const header = { alg: record.alg, typ: "at+jwt", kid: record.kid };
       const payload = { ...claims, iss: deps.issuer };
+      const ready = freshCache()?.ready;
+      if (ready) return signCompact(ready, payload);
+      const record = await signer();
       const key = await privateKey(record);
-      if (key.kind === "node") return signCompact(header, payload, key.key);
-      return new SignJWT(payload).setProtectedHeader(header).sign(key.key);
+      if (key.kind !== "node")
+        return new SignJWT(payload).setProtectedHeader(accessTokenHeader(record)).sign(key.key);
+      const prepared = readySigner(record, key.key);
+      // Kept only on the list it was chosen from, and only while that list is still the one held.
+      const list = freshCache();
+      if (list && currentSigner(list.keys) === record) list.ready = prepared;
+      return signCompact(prepared, payload);
     },
 
     async publicJwks() {

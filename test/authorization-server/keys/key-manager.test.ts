@@ -149,6 +149,28 @@ describe("signing keys", () => {
     expect(after).toBe(rotated);
   });
 
+  it("a signer kept ready between tokens never outlives its key list: rotation elsewhere, a clock set back", async () => {
+    const store = createMemoryStore();
+    const clock = { now: 1_767_225_600_000 };
+    const a = manager(store, clock, 5000);
+    const b = manager(store, clock, 5000);
+    await a.keys.ensureSigningKey();
+    // Two tokens from the same fresh list: the second from the prepared signer, same header, both valid.
+    const first = await b.keys.signAccessToken(CLAIMS);
+    const second = await b.keys.signAccessToken({ ...CLAIMS, jti: "second" });
+    expect(second.split(".")[0]).toBe(first.split(".")[0]);
+    expect((await b.keys.verifyAccessToken(second))?.jti).toBe("second");
+    const rotated = await a.keys.rotate();
+    // Within b's cache the old key still signs (as before: the list is cached for cacheMs)...
+    expect(decodeHeader(await b.keys.signAccessToken(CLAIMS)).kid).not.toBe(rotated);
+    // ...but a clock set back makes the list stale at once, and the rotation is seen.
+    clock.now -= 1;
+    expect(decodeHeader(await b.keys.signAccessToken(CLAIMS)).kid).toBe(rotated);
+    // The same instance's rotation is seen by the very next token.
+    const again = await b.keys.rotate();
+    expect(decodeHeader(await b.keys.signAccessToken(CLAIMS)).kid).toBe(again);
+  });
+
   it("verifyAccessToken refuses foreign, tampered, expired and wrongly typed tokens", async () => {
     const { keys, clock } = manager();
     const other = manager();
