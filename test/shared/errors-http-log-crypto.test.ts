@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { randomToken, sha256Base64url, timingSafeEqualString } from "../../src/shared/crypto.js";
 import { GatehouseTypeError, OAuthError, sanitizeErrorDescription } from "../../src/shared/errors.js";
@@ -69,6 +70,12 @@ describe("crypto", () => {
 
   it("sha256Base64url matches a known vector", () => {
     expect(sha256Base64url("abc")).toBe("ungWv48Bz-pBQUDeXa4iI7ADYaOWF3qctBD_YfIAFa0");
+  });
+
+  it("sha256Base64url hashes the UTF-8 bytes, as the streaming form does (non-ASCII, empty, long)", () => {
+    for (const value of ["", "é", "日本語", "\u{1F512}", "x".repeat(10_000), "a\u0000b"]) {
+      expect(sha256Base64url(value)).toBe(createHash("sha256").update(value, "utf8").digest("base64url"));
+    }
   });
 
   it("timingSafeEqualString compares exactly", () => {
