@@ -397,6 +397,26 @@ export interface GrantFilter {
   active?: boolean;
 }
 
+/**
+ * One sign-in's grants for a client and resource: what a code redemption looks up to retire the
+ * grants its new one supersedes ({@link AuthorizationStore.listSupersedeCandidates}).
+ */
+export interface SignInGrantKey {
+  userId: string;
+  clientId: string;
+  resource: string;
+  sessionHash: string;
+}
+
+/**
+ * The parts of an active grant the supersede decision reads: its scopes, and creation time and id
+ * for the order. Resource and session are the key's (repeated so the decision can check them).
+ */
+export type SupersedeCandidate = Pick<
+  GrantRecord,
+  "grantId" | "scopes" | "resource" | "sessionHash" | "createdAt"
+>;
+
 export interface AuthorizationStore {
   /** Creates or upgrades the schema; safe to call from several instances at once. */
   migrate(): Promise<void>;
@@ -464,10 +484,16 @@ export interface AuthorizationStore {
   getGrant(grantId: string): Promise<GrantRecord | undefined>;
   /**
    * Grants matching every given field, oldest first. `active: true` leaves out revoked grants. The
-   * narrow form (user, client, resource, session, active) is what a code redemption asks for when it
-   * retires superseded grants, so it must not cost more than the handful of rows it returns.
+   * narrow form (user, client, resource, session, active) must not cost more than the handful of
+   * rows it returns (a code redemption asks for those rows through listSupersedeCandidates).
    */
   listGrants(filter?: GrantFilter): Promise<GrantRecord[]>;
+  /**
+   * The active (not revoked) grants of `key`, oldest first (creation time, then id), with only the
+   * fields the supersede decision reads: every code redemption of a signed-in user asks, so it
+   * reads no more than the decision needs. Same rows as `listGrants({ ...key, active: true })`.
+   */
+  listSupersedeCandidates(key: SignInGrantKey): Promise<SupersedeCandidate[]>;
   /** Revokes the grant, its refresh tokens and its access tokens, and deletes its upstream token sets. */
   revokeGrant(grantId: string, now: number): Promise<boolean>;
   /**

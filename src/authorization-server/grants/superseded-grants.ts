@@ -1,7 +1,7 @@
 /**
  * Superseded grants: a step-up's new grant retires the older grants it covers.
  */
-import type { GrantRecord } from "../../storage/contract.js";
+import type { GrantRecord, SupersedeCandidate } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
 
 /**
@@ -46,12 +46,12 @@ function revokeOnce(ctx: ServerContext, grantId: string, now: number): Promise<b
 export async function retireSupersededGrants(ctx: ServerContext, grant: GrantRecord): Promise<void> {
   if (grant.userId === undefined || grant.sessionHash === undefined) return;
   try {
-    const candidates = await ctx.store.listGrants({
+    // Only the active grants' fields the decision reads: this runs on every code redemption.
+    const candidates = await ctx.store.listSupersedeCandidates({
       userId: grant.userId,
       clientId: grant.clientId,
       resource: grant.resource,
       sessionHash: grant.sessionHash,
-      active: true,
     });
     const now = ctx.now();
     // All at once: the store's group commit (SQLite) puts them in one transaction.
@@ -78,10 +78,10 @@ export async function retireSupersededGrants(ctx: ServerContext, grant: GrantRec
   }
 }
 
-function supersedes(ctx: ServerContext, newer: GrantRecord, old: GrantRecord): boolean {
+/** `old` is active: listSupersedeCandidates returns no revoked grant. */
+function supersedes(ctx: ServerContext, newer: GrantRecord, old: SupersedeCandidate): boolean {
   return (
     isOlder(old, newer) &&
-    old.revokedAt === undefined &&
     old.resource === newer.resource &&
     old.sessionHash === newer.sessionHash &&
     ctx.hierarchy.satisfies(newer.scopes, old.scopes)
@@ -92,6 +92,6 @@ function supersedes(ctx: ServerContext, newer: GrantRecord, old: GrantRecord): b
  * Creation order, ties broken by id: a total order, so of two grants that cover each other (two
  * flows of one sign-in redeemed at the same moment) exactly one retires the other, never both.
  */
-function isOlder(a: GrantRecord, b: GrantRecord): boolean {
+function isOlder(a: SupersedeCandidate, b: SupersedeCandidate): boolean {
   return a.createdAt < b.createdAt || (a.createdAt === b.createdAt && a.grantId < b.grantId);
 }

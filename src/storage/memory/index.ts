@@ -26,6 +26,7 @@ import type {
   RotateRefreshResult,
   SessionRecord,
   SigningKeyRecord,
+  SupersedeCandidate,
   UpstreamIdentityRecord,
   UpstreamLoginRecord,
   UpstreamTokenSetRecord,
@@ -295,6 +296,28 @@ export function createMemoryStore(): AuthorizationStore {
         .filter((g) => !filter.active || g.revokedAt === undefined)
         .sort(compareBy((g) => [g.createdAt, g.grantId]))
         .map(copy);
+    },
+    async listSupersedeCandidates(key) {
+      const candidates: SupersedeCandidate[] = [];
+      for (const g of grants.values()) {
+        if (
+          g.userId !== key.userId ||
+          g.clientId !== key.clientId ||
+          g.resource !== key.resource ||
+          g.sessionHash !== key.sessionHash ||
+          g.revokedAt !== undefined
+        ) {
+          continue;
+        }
+        candidates.push({
+          grantId: g.grantId,
+          scopes: [...g.scopes],
+          resource: g.resource,
+          sessionHash: key.sessionHash,
+          createdAt: g.createdAt,
+        });
+      }
+      return candidates.sort(compareBy((g) => [g.createdAt, g.grantId]));
     },
     async revokeGrant(grantId, now) {
       return revokeGrantNow(grantId, now);

@@ -51,6 +51,7 @@ import {
   rowToRefreshToken,
   rowToSession,
   rowToSigningKey,
+  rowToSupersedeCandidate,
   rowToUser,
   signingKeyInsert,
   toJson,
@@ -355,6 +356,16 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
         ],
       );
       return rows.map(rowToGrant);
+    },
+    async listSupersedeCandidates(key) {
+      // Only the columns the supersede decision reads; same order as listGrants.
+      const rows = await query(
+        `SELECT grant_id, scopes, created_at FROM grants WHERE user_id = $1 AND client_id = $2
+         AND resource = $3 AND session_hash = $4 AND revoked_at IS NULL
+         ORDER BY created_at, grant_id COLLATE "C"`,
+        [key.userId, key.clientId, key.resource, key.sessionHash],
+      );
+      return rows.map((row) => rowToSupersedeCandidate(row, key));
     },
     async revokeGrant(grantId, now) {
       return transaction((tx) => revokeGrantRows(tx, grantId, now));

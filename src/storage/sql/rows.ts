@@ -15,7 +15,9 @@ import type {
   InteractionRecord,
   RefreshTokenRecord,
   SessionRecord,
+  SignInGrantKey,
   SigningKeyRecord,
+  SupersedeCandidate,
   UserRecord,
 } from "../contract.js";
 import { withoutUndefined } from "../rules.js";
@@ -164,6 +166,21 @@ export function rowToGrant(row: Row): GrantRecord {
     stepUpRequestedAt: optNum(row.step_up_requested_at),
     dpopJkt: optStr(row.dpop_jkt),
   });
+}
+
+/**
+ * A supersede candidate from a `grant_id, scopes, created_at` row of `key`'s active grants
+ * (the SQL stores' `listSupersedeCandidates`): resource and session are the key's, which the
+ * query matched on.
+ */
+export function rowToSupersedeCandidate(row: Row, key: SignInGrantKey): SupersedeCandidate {
+  return {
+    grantId: str(row.grant_id),
+    scopes: fromJson<string[]>(row.scopes),
+    resource: key.resource,
+    sessionHash: key.sessionHash,
+    createdAt: num(row.created_at),
+  };
 }
 
 function optBool(value: unknown): boolean | undefined {

@@ -48,6 +48,7 @@ import {
   rowToRefreshToken,
   rowToSession,
   rowToSigningKey,
+  rowToSupersedeCandidate,
   rowToUser,
   signingKeyInsert,
   toJson,
@@ -459,6 +460,21 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
         all(`SELECT * FROM grants${where} ORDER BY created_at, grant_id`, params),
       );
       return rows.map(rowToGrant);
+    },
+    async listSupersedeCandidates(key) {
+      // The user's index finds the rows; the unary `+` keeps client_id from competing for it (see
+      // listGrants). Only the columns the supersede decision reads.
+      const rows = await read(() =>
+        all(
+          `SELECT grant_id, scopes, created_at FROM grants WHERE user_id = ? AND +client_id = ?
+           AND resource = ? AND session_hash = ? AND revoked_at IS NULL ORDER BY created_at, grant_id`,
+          key.userId,
+          key.clientId,
+          key.resource,
+          key.sessionHash,
+        ),
+      );
+      return rows.map((row) => rowToSupersedeCandidate(row, key));
     },
     async revokeGrant(grantId, now) {
       return write(() => revokeGrantRows(grantId, now));

@@ -198,6 +198,46 @@ export function grantContract(ctx: StoreContext): void {
       expect(await store.listGrants({ userId, clientId })).toHaveLength(4);
       expect(await store.listGrants({ userId })).toHaveLength(5);
     });
+
+    it("listSupersedeCandidates: the same rows as the narrow active listGrants, with the decision's fields", async () => {
+      const store = ctx.store();
+      const userId = id("user");
+      const clientId = id("client");
+      const sessionHash = secret().hash;
+      const resource = "https://a.example/mcp";
+      const key = { userId, clientId, resource, sessionHash };
+      expect(await store.listSupersedeCandidates(key)).toEqual([]);
+      const revoked = await issueGrant(store, T0, { ...key, scopes: ["notes:read"] });
+      // Two at the same moment: creation time, then id.
+      const tiedA = await issueGrant(store, T0 + 1, { ...key, scopes: ["notes:read", "notes:write"] });
+      const tiedB = await issueGrant(store, T0 + 1, { ...key, scopes: ["notes:write"] });
+      const later = await issueGrant(store, T0 + 2, { ...key, scopes: ["notes:read"] });
+      // Each differs from the key in one field: none is a candidate.
+      await issueGrant(store, T0 + 3, { ...key, userId: id("user") });
+      await issueGrant(store, T0 + 3, { ...key, clientId: id("client") });
+      await issueGrant(store, T0 + 3, { ...key, resource: "https://b.example/mcp" });
+      await issueGrant(store, T0 + 3, { ...key, sessionHash: secret().hash });
+      await store.revokeGrant(revoked.grantId, T0 + 4);
+
+      const candidates = await store.listSupersedeCandidates(key);
+      const full = await store.listGrants({ ...key, active: true });
+      const tied = [tiedA, tiedB].sort((x, y) => (x.grantId < y.grantId ? -1 : 1));
+      expect(candidates.map((c) => c.grantId)).toEqual([tied[0]?.grantId, tied[1]?.grantId, later.grantId]);
+      expect(candidates).toEqual(
+        full.map((g) => ({
+          grantId: g.grantId,
+          scopes: g.scopes,
+          resource: g.resource,
+          sessionHash: g.sessionHash,
+          createdAt: g.createdAt,
+        })),
+      );
+      expect(candidates.find((c) => c.grantId === tiedA.grantId)?.scopes).toEqual([
+        "notes:read",
+        "notes:write",
+      ]);
+      expect(candidates.find((c) => c.grantId === later.grantId)?.createdAt).toBe(T0 + 2);
+    });
   });
 
   describe("requestStepUp", () => {
