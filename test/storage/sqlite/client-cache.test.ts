@@ -6,6 +6,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { MAX_CACHED_CLIENTS } from "../../../src/storage/sqlite/client-cache.js";
 import { createSqliteStore, type SqliteStore } from "../../../src/storage/sqlite/index.js";
@@ -66,6 +67,30 @@ describe("SQLite client cache", () => {
     expect(await here.getClient(record.clientId)).toBeDefined();
     expect(await there.deleteClient(record.clientId)).toBe(true);
     expect(await here.getClient(record.clientId)).toBeUndefined();
+  });
+
+  it("a client deleted by another connection in the same turn is unknown to the very next lookup", async () => {
+    // Another connection in this process (a second instance, an admin tool) commits synchronously,
+    // so its commit and the next request can fall in one macrotask with no I/O between them: the
+    // cache must not skip the data_version check for lookups that follow one in the same turn.
+    const [here] = await twoInstances();
+    const record = client({ source: "preregistered" });
+    await here.createClient(record);
+    const other = new Database(here.database.name);
+    try {
+      expect(await here.getClient(record.clientId)).toBeDefined();
+      expect(other.prepare("DELETE FROM clients WHERE client_id = ?").run(record.clientId).changes).toBe(1);
+      expect(await here.getClient(record.clientId)).toBeUndefined();
+      // Changed, then read again within one synchronous turn of the caller.
+      await here.createClient(record);
+      const first = here.getClient(record.clientId);
+      other.prepare("UPDATE clients SET expires_at = ? WHERE client_id = ?").run(T0 + 7, record.clientId);
+      const second = here.getClient(record.clientId);
+      expect((await first)?.expiresAt).toBe(record.expiresAt);
+      expect((await second)?.expiresAt).toBe(T0 + 7);
+    } finally {
+      other.close();
+    }
   });
 
   it("a client changed by another instance is read again: new redirect URIs, lifted expiry", async () => {
