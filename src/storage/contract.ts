@@ -492,8 +492,10 @@ export interface AuthorizationStore {
    * The active (not revoked) grants of `key`, oldest first (creation time, then id), with only the
    * fields the supersede decision reads: every code redemption of a signed-in user asks, so it
    * reads no more than the decision needs. Same rows as `listGrants({ ...key, active: true })`.
+   * Optional: a store without it is asked through `listGrants` instead (every built-in backend has
+   * it; a store written before it existed keeps retiring superseded grants).
    */
-  listSupersedeCandidates(key: SignInGrantKey): Promise<SupersedeCandidate[]>;
+  listSupersedeCandidates?(key: SignInGrantKey): Promise<SupersedeCandidate[]>;
   /** Revokes the grant, its refresh tokens and its access tokens, and deletes its upstream token sets. */
   revokeGrant(grantId: string, now: number): Promise<boolean>;
   /**

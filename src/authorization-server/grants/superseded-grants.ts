@@ -46,13 +46,17 @@ function revokeOnce(ctx: ServerContext, grantId: string, now: number): Promise<b
 export async function retireSupersededGrants(ctx: ServerContext, grant: GrantRecord): Promise<void> {
   if (grant.userId === undefined || grant.sessionHash === undefined) return;
   try {
-    // Only the active grants' fields the decision reads: this runs on every code redemption.
-    const candidates = await ctx.store.listSupersedeCandidates({
+    // Only the active grants' fields the decision reads: this runs on every code redemption. A
+    // store without the narrow read (written before it existed) answers the same through listGrants.
+    const key = {
       userId: grant.userId,
       clientId: grant.clientId,
       resource: grant.resource,
       sessionHash: grant.sessionHash,
-    });
+    };
+    const candidates: readonly SupersedeCandidate[] = ctx.store.listSupersedeCandidates
+      ? await ctx.store.listSupersedeCandidates(key)
+      : await ctx.store.listGrants({ ...key, active: true });
     const now = ctx.now();
     // All at once: the store's group commit (SQLite) puts them in one transaction.
     await Promise.all(

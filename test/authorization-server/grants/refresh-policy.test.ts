@@ -137,6 +137,32 @@ describe("a step-up supersedes the grant it widens", () => {
     expect(await activeGrants("cli")).toHaveLength(0);
   });
 
+  it("a store without listSupersedeCandidates (written before it existed) still retires the first grant", async () => {
+    server = await startFlowServer({
+      clients: [publicClient()],
+      wrapStore: (store) => {
+        const { listSupersedeCandidates: _left, ...older } = store;
+        return older;
+      },
+    });
+    const agent = new Agent(server.http.url);
+    const first = await logIn(agent, "cli", "notes:read");
+    server.clock.now += 1000;
+    const stepUp = await approve(
+      agent,
+      await startAuthorization(agent, {
+        clientId: "cli",
+        redirectUri: REDIRECT,
+        scope: "notes:read notes:write",
+      }),
+    );
+    expect((await redeem(server.issuer, "cli", stepUp, REDIRECT)).status).toBe(200);
+    const active = await activeGrants("cli");
+    expect(active).toHaveLength(1);
+    expect(active[0]!.scopes.sort()).toEqual(["notes:read", "notes:write"]);
+    expect((await refresh(server.issuer, "cli", first.refresh_token!)).body.error).toBe("invalid_grant");
+  });
+
   it("another sign-in (another device or browser) keeps its own grant", async () => {
     server = await startFlowServer({ clients: [publicClient()] });
     const laptop = await logIn(new Agent(server.http.url), "cli", "notes:read");
