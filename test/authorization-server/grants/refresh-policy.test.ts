@@ -106,13 +106,16 @@ describe("who gets a refresh token", () => {
 });
 
 describe("a step-up supersedes the grant it widens", () => {
-  it("login → step-up in the same sign-in retires the first grant; its refresh token is dead", async () => {
-    server = await startFlowServer({ clients: [publicClient()] });
-    const agent = new Agent(server.http.url);
+  /**
+   * Login, then a step-up in the same sign-in on the running `server`: checks that only the wider
+   * grant is left and the first refresh token is dead; returns the step-up's token response.
+   */
+  async function stepUpRetiresTheFirstGrant() {
+    const agent = new Agent(server!.http.url);
     const first = await logIn(agent, "cli", "notes:read");
     // Later than the first grant: of two grants created in the same millisecond the id decides
     // which is older (superseded-grants.ts), and the frozen clock would leave that to chance.
-    server.clock.now += 1000;
+    server!.clock.now += 1000;
     const stepUp = await approve(
       agent,
       await startAuthorization(agent, {
@@ -121,13 +124,19 @@ describe("a step-up supersedes the grant it widens", () => {
         scope: "notes:read notes:write",
       }),
     );
-    const second = await redeem(server.issuer, "cli", stepUp, REDIRECT);
+    const second = await redeem(server!.issuer, "cli", stepUp, REDIRECT);
     expect(second.status).toBe(200);
     const active = await activeGrants("cli");
     expect(active).toHaveLength(1);
     expect(active[0]!.scopes.sort()).toEqual(["notes:read", "notes:write"]);
-    const old = await refresh(server.issuer, "cli", first.refresh_token!);
+    const old = await refresh(server!.issuer, "cli", first.refresh_token!);
     expect(old.body.error).toBe("invalid_grant");
+    return second;
+  }
+
+  it("login → step-up in the same sign-in retires the first grant; its refresh token is dead", async () => {
+    server = await startFlowServer({ clients: [publicClient()] });
+    const second = await stepUpRetiresTheFirstGrant();
     // Revoking the one left (a logout) leaves nothing active.
     await fetch(`${server.issuer}/revoke`, {
       method: "POST",
@@ -145,22 +154,7 @@ describe("a step-up supersedes the grant it widens", () => {
         return older;
       },
     });
-    const agent = new Agent(server.http.url);
-    const first = await logIn(agent, "cli", "notes:read");
-    server.clock.now += 1000;
-    const stepUp = await approve(
-      agent,
-      await startAuthorization(agent, {
-        clientId: "cli",
-        redirectUri: REDIRECT,
-        scope: "notes:read notes:write",
-      }),
-    );
-    expect((await redeem(server.issuer, "cli", stepUp, REDIRECT)).status).toBe(200);
-    const active = await activeGrants("cli");
-    expect(active).toHaveLength(1);
-    expect(active[0]!.scopes.sort()).toEqual(["notes:read", "notes:write"]);
-    expect((await refresh(server.issuer, "cli", first.refresh_token!)).body.error).toBe("invalid_grant");
+    await stepUpRetiresTheFirstGrant();
   });
 
   it("another sign-in (another device or browser) keeps its own grant", async () => {
