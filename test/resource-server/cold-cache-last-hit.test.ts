@@ -34,6 +34,11 @@ function recordingVerifier(valid: Iterable<string>, expiresAt = () => 1e12) {
 }
 
 const SIGNATURE = "s".repeat(43);
+
+/** Another token of the cache's shape: 100 characters of `letter`, then a 43-character ending. */
+function tokenOf(letter: string, ending = letter.toLowerCase().repeat(43)): string {
+  return `${letter.repeat(100)}.${ending}`;
+}
 const good = `${"A".repeat(150)}.${"p".repeat(200)}.${SIGNATURE}`;
 
 describe("cachedVerifier: the last hit remembered", () => {
@@ -113,7 +118,7 @@ describe("cachedVerifier: the last hit remembered", () => {
   });
 
   it("rule: a cleared cache serves nothing it held, also after a new entry is stored", async () => {
-    const other = `${"O".repeat(100)}.${"o".repeat(43)}`;
+    const other = tokenOf("O");
     const inner = recordingVerifier([good, other]);
     const v = cachedVerifier(inner);
     await v.verify(good);
@@ -129,7 +134,7 @@ describe("cachedVerifier: the last hit remembered", () => {
   });
 
   it("rule: an evicted entry is never served (one entry: the next token evicts the remembered one)", async () => {
-    const other = `${"O".repeat(100)}.${"o".repeat(43)}`;
+    const other = tokenOf("O");
     const inner = recordingVerifier([good, other]);
     const v = cachedVerifier(inner, { maxEntries: 1 });
     await v.verify(good);
@@ -142,8 +147,8 @@ describe("cachedVerifier: the last hit remembered", () => {
   });
 
   it("rule: an entry evicted after newer ones were stored is never served", async () => {
-    const b = `${"B".repeat(100)}.${"b".repeat(43)}`;
-    const c = `${"C".repeat(100)}.${"c".repeat(43)}`;
+    const b = tokenOf("B");
+    const c = tokenOf("C");
     const inner = recordingVerifier([good, b, c]);
     const v = cachedVerifier(inner, { maxEntries: 2 });
     await v.verify(good);
@@ -167,8 +172,8 @@ describe("cachedVerifier: the last hit remembered", () => {
   });
 
   it("rule: the remembered entry, evicted as least recently used once two newer ones came, is never served", async () => {
-    const b = `${"B".repeat(100)}.${"b".repeat(43)}`;
-    const c = `${"C".repeat(100)}.${"c".repeat(43)}`;
+    const b = tokenOf("B");
+    const c = tokenOf("C");
     const inner = recordingVerifier([good, b, c]);
     const v = cachedVerifier(inner, { maxEntries: 2 });
     await v.verify(good);
@@ -182,8 +187,8 @@ describe("cachedVerifier: the last hit remembered", () => {
   });
 
   it("a hit on an older entry after a newer one was stored refreshes its recency", async () => {
-    const b = `${"B".repeat(100)}.${"b".repeat(43)}`;
-    const c = `${"C".repeat(100)}.${"c".repeat(43)}`;
+    const b = tokenOf("B");
+    const c = tokenOf("C");
     const inner = recordingVerifier([good, b, c]);
     const v = cachedVerifier(inner, { maxEntries: 2 });
     await v.verify(good);
@@ -199,8 +204,8 @@ describe("cachedVerifier: the last hit remembered", () => {
   });
 
   it("rule: a token replaced by another with the same ending is not served from the remembered entry", async () => {
-    const first = `${"A".repeat(100)}.${SIGNATURE}`;
-    const second = `${"Z".repeat(100)}.${SIGNATURE}`;
+    const first = tokenOf("A", SIGNATURE);
+    const second = tokenOf("Z", SIGNATURE);
     const inner = recordingVerifier([first, second]);
     const v = cachedVerifier(inner);
     await v.verify(first);
@@ -215,7 +220,7 @@ describe("cachedVerifier: the last hit remembered", () => {
   });
 
   it("rule: failures are never remembered, before or after a hit", async () => {
-    const bad = `${"X".repeat(100)}.${"x".repeat(43)}`;
+    const bad = tokenOf("X");
     const inner = recordingVerifier([good]);
     const v = cachedVerifier(inner);
     await expect(v.verify(bad)).rejects.toThrow(OAuthError);
