@@ -11,7 +11,7 @@ import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
 import { OAuthError } from "../../../src/shared/errors.js";
 import { StorageConflictError, StorageUnavailableError } from "../../../src/storage/contract.js";
-import { MAX_BATCH } from "../../../src/storage/sqlite/group-commit.js";
+import { createGroupCommit, MAX_BATCH } from "../../../src/storage/sqlite/group-commit.js";
 import { createSqliteStore, type SqliteStore } from "../../../src/storage/sqlite/index.js";
 import {
   client,
@@ -260,6 +260,45 @@ describe("SQLite group commit", () => {
     // The batch size is capped: three transactions, not one.
     expect(store.writeStats().transactions - before.transactions).toBe(3);
     expect((await store.getGrant(record.grantId))?.revokedAt).toBe(T0 + 1);
+    await store.close();
+  });
+
+  it("an operation that changed more pages than a savepoint journal holds before spilling is undone alone", async () => {
+    // SQLite spills a savepoint's journal past 64 KiB (16 pages of 4 KiB); the store keeps it in
+    // memory (temp_store=MEMORY). A failing operation that rewrote far more than that must still be
+    // rolled back to its savepoint while the batch's other operations commit.
+    const { store, path } = await openStore();
+    const db = store.database;
+    db.exec("CREATE TABLE filler (id INTEGER PRIMARY KEY, body BLOB NOT NULL)");
+    const fill = db.prepare("INSERT INTO filler (id, body) VALUES (?, ?)");
+    for (let i = 0; i < 200; i++) fill.run(i, Buffer.alloc(3000, 1));
+    const group = createGroupCommit(db);
+    const rewrite = db.prepare("UPDATE filler SET body = ? WHERE id = ?");
+    const kept = code();
+    const results = await Promise.allSettled([
+      group.write(() => {
+        for (let i = 0; i < 200; i++) rewrite.run(Buffer.alloc(3000, 2), i);
+        throw new Error("failed after rewriting ~600 KiB");
+      }),
+      group.write(() =>
+        db.prepare("UPDATE filler SET body = ? WHERE id = 7").run(Buffer.alloc(3000, 3)).changes,
+      ),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(["rejected", "fulfilled"]);
+    expect(group.stats().transactions).toBe(1);
+    const bodies = new Database(path, { readonly: true });
+    try {
+      const rows = bodies.prepare("SELECT id, body FROM filler ORDER BY id").all() as {
+        id: number;
+        body: Buffer;
+      }[];
+      expect(rows).toHaveLength(200);
+      for (const row of rows) expect(row.body[0]).toBe(row.id === 7 ? 3 : 1);
+    } finally {
+      bodies.close();
+    }
+    await store.insertAuthorizationCode(kept);
+    expect(codeRow(path, kept.codeHash)).toBeDefined();
     await store.close();
   });
 

@@ -26,7 +26,7 @@ describe("SQLite store", () => {
     expect(statSync(path).mode & 0o777).toBe(0o600);
   });
 
-  it("runs in WAL mode with synchronous=FULL, foreign keys on and a busy timeout", async () => {
+  it("runs in WAL mode with synchronous=FULL, foreign keys on, a busy timeout and temporary storage in memory", async () => {
     const path = freshPath();
     const store = createSqliteStore({ path, busyTimeoutMs: 1234 });
     await store.migrate();
@@ -35,6 +35,8 @@ describe("SQLite store", () => {
     expect(store.database.pragma("synchronous", { simple: true })).toBe(2);
     expect(store.database.pragma("foreign_keys", { simple: true })).toBe(1);
     expect(store.database.pragma("busy_timeout", { simple: true })).toBe(1234);
+    // 2 = MEMORY: savepoint journals never spill to temporary files (group-commit.test.ts).
+    expect(store.database.pragma("temp_store", { simple: true })).toBe(2);
     await store.close();
   });
 
