@@ -280,8 +280,8 @@ describe("SQLite group commit", () => {
         for (let i = 0; i < 200; i++) rewrite.run(Buffer.alloc(3000, 2), i);
         throw new Error("failed after rewriting ~600 KiB");
       }),
-      group.write(() =>
-        db.prepare("UPDATE filler SET body = ? WHERE id = 7").run(Buffer.alloc(3000, 3)).changes,
+      group.write(
+        () => db.prepare("UPDATE filler SET body = ? WHERE id = 7").run(Buffer.alloc(3000, 3)).changes,
       ),
     ]);
     expect(results.map((r) => r.status)).toEqual(["rejected", "fulfilled"]);
