@@ -331,7 +331,19 @@ export interface IssuedTokens {
 }
 
 export type RedeemCodeResult =
-  | { status: "issued"; code: AuthorizationCodeRecord; grant: GrantRecord; refreshIssued: boolean }
+  | {
+      status: "issued";
+      code: AuthorizationCodeRecord;
+      grant: GrantRecord;
+      refreshIssued: boolean;
+      /**
+       * The grants this redemption revoked in its own transaction because `supersedes` picked them
+       * (empty when none, or when the new grant has no user or session). Absent when the store did
+       * not decide: it has no such support, no `supersedes` was given, or `supersedes` threw; the
+       * caller then retires superseded grants itself after the commit.
+       */
+      superseded?: string[];
+    }
   /** The code was valid but `check` refused it: the code is now consumed, nothing was issued. */
   | { status: "refused"; error: OAuthError }
   /** Second use: the grant of the first redemption (and every token of it) is now revoked. */
@@ -417,6 +429,14 @@ export type SupersedeCandidate = Pick<
   "grantId" | "scopes" | "resource" | "sessionHash" | "createdAt"
 >;
 
+/**
+ * Whether a new grant supersedes `candidate`, one of the active grants of its sign-in (same user,
+ * client, resource and session) that the store has committed before it. Pure and synchronous: the
+ * store calls it inside the redemption's transaction (authorization-server/grants/superseded-grants.ts
+ * decides; the store only applies it).
+ */
+export type SupersedeDecision = (grant: GrantRecord, candidate: SupersedeCandidate) => boolean;
+
 export interface AuthorizationStore {
   /** Creates or upgrades the schema; safe to call from several instances at once. */
   migrate(): Promise<void>;
@@ -466,6 +486,11 @@ export interface AuthorizationStore {
    * runs `check` (client, redirect URI, PKCE, resource; pure and synchronous) and, when it passes,
    * creates the grant and writes `tokens` in the same transaction. A code seen again revokes the
    * grant of its first redemption.
+   *
+   * Optional `supersedes`: with a new grant that has a user and a session, the store offers it every
+   * active grant of that sign-in committed before this one (never the new grant) and revokes, in the
+   * same transaction, those it picks (`superseded` in the result). If it throws, the redemption
+   * still issues and nothing is retired. A store may ignore it (then `superseded` is absent).
    */
   redeemAuthorizationCode(
     codeHash: string,
@@ -473,6 +498,7 @@ export interface AuthorizationStore {
     check: (code: AuthorizationCodeRecord) => OAuthError | undefined,
     /** What to write; a function of the code when lifetimes depend on what was granted. */
     tokens: IssuedTokens | ((code: AuthorizationCodeRecord) => IssuedTokens),
+    supersedes?: SupersedeDecision,
   ): Promise<RedeemCodeResult>;
 
   // Grants and tokens

@@ -1,8 +1,8 @@
 /**
  * What the grants a user approved in the browser (the authorization code, the device code) issue
  * the same way: the tokens written with the new grant inside the store's transaction, and, once it
- * is committed, the signed access token, the audit event, the retirement of superseded grants and
- * the token response (RFC 6749 §5.1).
+ * is committed, the signed access token, the audit event, the retirement of superseded grants (unless
+ * the store did it in the transaction) and the token response (RFC 6749 §5.1).
  */
 import { sha256Base64url } from "../../shared/crypto.js";
 import { formatScope } from "../../shared/scopes.js";
@@ -68,7 +68,7 @@ export function tokensToWrite(
 export async function approvedGrantResponse(
   ctx: ServerContext,
   client: ClientRecord,
-  issued: { grant: GrantRecord; refreshIssued: boolean },
+  issued: { grant: GrantRecord; refreshIssued: boolean; superseded?: string[] },
   drawn: DrawnTokens,
   grantType: "authorization_code" | "urn:ietf:params:oauth:grant-type:device_code",
   dpopJkt: string | undefined,
@@ -89,7 +89,7 @@ export async function approvedGrantResponse(
   });
   // Before the retirement: the new grant takes the session's kept upstream tokens, the old lose theirs.
   await bindKeptTokens(ctx, grant);
-  await retireSupersededGrants(ctx, grant);
+  await retireSupersededGrants(ctx, grant, issued.superseded);
   const refreshToken = issued.refreshIssued ? drawn.refreshToken : undefined;
   return tokenResponse(
     {

@@ -10,6 +10,7 @@ import type { ServerContext } from "../config/context.js";
 import { approvedGrantResponse, drawTokens, tokensToWrite } from "./approved-grant.js";
 import { matchResource, required } from "./common.js";
 import { codeDPoPProblem, grantDPoPBinding, type TokenRequestDPoP } from "./dpop-binding.js";
+import { coveredInSignIn } from "./superseded-grants.js";
 
 /** RFC 7636 §4.1: code_verifier = 43*128 unreserved characters. */
 const CODE_VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/;
@@ -96,6 +97,8 @@ export async function authorizationCodeGrant(
     drawn.now,
     codeCheck(client, { redirectUri, codeVerifier, resource }, dpop),
     (redeemed) => tokensToWrite(ctx, drawn, redeemed.scopes, bindGrantTo),
+    // The grants the new one supersedes, retired in the same transaction (superseded-grants.ts).
+    coveredInSignIn(ctx),
   );
   switch (result.status) {
     case "issued":

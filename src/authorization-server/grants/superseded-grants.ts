@@ -1,7 +1,7 @@
 /**
  * Superseded grants: a step-up's new grant retires the older grants it covers.
  */
-import type { GrantRecord, SupersedeCandidate } from "../../storage/contract.js";
+import type { GrantRecord, SupersedeCandidate, SupersedeDecision } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
 
 /**
@@ -40,11 +40,24 @@ function revokeOnce(ctx: ServerContext, grantId: string, now: number): Promise<b
  * grant, which a login here must not end. A grant approved in an earlier sign-in is left alone
  * and ends by revocation or its idle lifetime.
  *
- * Runs after the new grant is committed; a failure here is logged and leaves the old grants as they
- * were (they were valid a moment ago), never fails the token response.
+ * Where it runs: inside the code redemption's own transaction when the store supports it (the
+ * store applies {@link coveredInSignIn} and reports `retired`; one write per flow instead of a
+ * redemption, a read and a revocation); otherwise here, after the new grant is committed. A failure
+ * here is logged and leaves the old grants as they were (they were valid a moment ago), never
+ * fails the token response; so does a failing decision inside the store (it retires nothing there,
+ * and this runs instead).
  */
-export async function retireSupersededGrants(ctx: ServerContext, grant: GrantRecord): Promise<void> {
+export async function retireSupersededGrants(
+  ctx: ServerContext,
+  grant: GrantRecord,
+  /** The grants the redemption's transaction already retired (`superseded` in its result). */
+  retired?: readonly string[],
+): Promise<void> {
   if (grant.userId === undefined || grant.sessionHash === undefined) return;
+  if (retired !== undefined) {
+    for (const grantId of retired) auditSuperseded(ctx, grant, grantId);
+    return;
+  }
   try {
     // Only the active grants' fields the decision reads: this runs on every code redemption. A
     // store without the narrow read (written before it existed) answers the same through listGrants.
@@ -63,14 +76,7 @@ export async function retireSupersededGrants(ctx: ServerContext, grant: GrantRec
       candidates
         .filter((old) => supersedes(ctx, grant, old))
         .map(async (old) => {
-          if (await revokeOnce(ctx, old.grantId, now)) {
-            ctx.audit?.({
-              type: "grant_superseded",
-              client_id: grant.clientId,
-              grant_id: old.grantId,
-              superseded_by: grant.grantId,
-            });
-          }
+          if (await revokeOnce(ctx, old.grantId, now)) auditSuperseded(ctx, grant, old.grantId);
         }),
     );
   } catch (error) {
@@ -82,14 +88,34 @@ export async function retireSupersededGrants(ctx: ServerContext, grant: GrantRec
   }
 }
 
-/** `old` is active: listSupersedeCandidates returns no revoked grant. */
-function supersedes(ctx: ServerContext, newer: GrantRecord, old: SupersedeCandidate): boolean {
-  return (
-    isOlder(old, newer) &&
+function auditSuperseded(ctx: ServerContext, grant: GrantRecord, grantId: string): void {
+  ctx.audit?.({
+    type: "grant_superseded",
+    client_id: grant.clientId,
+    grant_id: grantId,
+    superseded_by: grant.grantId,
+  });
+}
+
+/**
+ * The decision a store applies inside the redemption: the new grant covers `old` (same resource
+ * and sign-in, scopes satisfied through the hierarchy). No order check there: the store offers only
+ * grants committed before the new one, so of two concurrent redemptions only the later one sees
+ * (and retires) the other.
+ */
+export function coveredInSignIn(ctx: ServerContext): SupersedeDecision {
+  return (newer, old) =>
     old.resource === newer.resource &&
     old.sessionHash === newer.sessionHash &&
-    ctx.hierarchy.satisfies(newer.scopes, old.scopes)
-  );
+    ctx.hierarchy.satisfies(newer.scopes, old.scopes);
+}
+
+/**
+ * After the commit every grant of the sign-in is visible, its own included, so the creation order
+ * decides. `old` is active: listSupersedeCandidates returns no revoked grant.
+ */
+function supersedes(ctx: ServerContext, newer: GrantRecord, old: SupersedeCandidate): boolean {
+  return isOlder(old, newer) && coveredInSignIn(ctx)(newer, old);
 }
 
 /**

@@ -25,8 +25,10 @@ import type {
   RefreshTokenRecord,
   RotateRefreshResult,
   SessionRecord,
+  SignInGrantKey,
   SigningKeyRecord,
   SupersedeCandidate,
+  SupersedeDecision,
   UpstreamIdentityRecord,
   UpstreamLoginRecord,
   UpstreamTokenSetRecord,
@@ -97,6 +99,37 @@ export function createMemoryStore(): AuthorizationStore {
       throw new StorageConflictError("access token id already exists");
     if (tokens.refreshToken && refreshTokens.has(tokens.refreshToken.tokenHash)) {
       throw new StorageConflictError("refresh token hash already exists");
+    }
+  }
+
+  /** The active grants of one sign-in, oldest first, with the supersede decision's fields. */
+  function supersedeCandidates(key: SignInGrantKey): SupersedeCandidate[] {
+    const candidates: SupersedeCandidate[] = [];
+    for (const g of grants.values()) {
+      const other = g.userId !== key.userId || g.clientId !== key.clientId || g.resource !== key.resource;
+      if (other || g.sessionHash !== key.sessionHash || g.revokedAt !== undefined) continue;
+      const { grantId, resource, createdAt } = g;
+      candidates.push({ grantId, scopes: [...g.scopes], resource, sessionHash: key.sessionHash, createdAt });
+    }
+    return candidates.sort(compareBy((g) => [g.createdAt, g.grantId]));
+  }
+
+  /**
+   * Inside a redemption (contract `supersedes`): decided over every candidate before anything is
+   * revoked, so a throwing decision retires nothing.
+   */
+  function retireSuperseded(grant: GrantRecord, supersedes: SupersedeDecision, now: number) {
+    const { userId, sessionHash, clientId, resource, grantId } = grant;
+    if (userId === undefined || sessionHash === undefined) return [];
+    try {
+      const others = supersedeCandidates({ userId, clientId, resource, sessionHash }).filter(
+        (c) => c.grantId !== grantId,
+      );
+      const retired = others.filter((c) => supersedes(copy(grant), c)).map((c) => c.grantId);
+      for (const id of retired) revokeGrantNow(id, now);
+      return retired;
+    } catch {
+      return undefined;
     }
   }
 
@@ -249,7 +282,7 @@ export function createMemoryStore(): AuthorizationStore {
       if (codes.has(code.codeHash)) throw new StorageConflictError("authorization code already exists");
       codes.set(code.codeHash, copy(code));
     },
-    async redeemAuthorizationCode(codeHash, now, check, tokens): Promise<RedeemCodeResult> {
+    async redeemAuthorizationCode(codeHash, now, check, tokens, supersedes): Promise<RedeemCodeResult> {
       const code = codes.get(codeHash);
       if (!code) return { status: "not_found" };
       // `check` and `tokens` see copies, so nothing they do reaches the stored code.
@@ -270,7 +303,14 @@ export function createMemoryStore(): AuthorizationStore {
       code.consumedAt = now;
       grants.set(grant.grantId, grant);
       const refreshIssued = writeTokens(grant, code.clientId, code.scopes, issued, code.refreshAllowed);
-      return { status: "issued", code: copy(code), grant: copy(grant), refreshIssued };
+      const superseded = supersedes && retireSuperseded(grant, supersedes, now);
+      return {
+        status: "issued",
+        code: copy(code),
+        grant: copy(grant),
+        refreshIssued,
+        ...(superseded && { superseded }),
+      };
     },
 
     async createGrantWithAccessToken(grant, accessToken) {
@@ -298,26 +338,7 @@ export function createMemoryStore(): AuthorizationStore {
         .map(copy);
     },
     async listSupersedeCandidates(key) {
-      const candidates: SupersedeCandidate[] = [];
-      for (const g of grants.values()) {
-        if (
-          g.userId !== key.userId ||
-          g.clientId !== key.clientId ||
-          g.resource !== key.resource ||
-          g.sessionHash !== key.sessionHash ||
-          g.revokedAt !== undefined
-        ) {
-          continue;
-        }
-        candidates.push({
-          grantId: g.grantId,
-          scopes: [...g.scopes],
-          resource: g.resource,
-          sessionHash: key.sessionHash,
-          createdAt: g.createdAt,
-        });
-      }
-      return candidates.sort(compareBy((g) => [g.createdAt, g.grantId]));
+      return supersedeCandidates(key);
     },
     async revokeGrant(grantId, now) {
       return revokeGrantNow(grantId, now);

@@ -67,6 +67,7 @@ import { sqliteDeviceMethods } from "./device-methods.js";
 import { prepareFile, translate } from "./files.js";
 import { createGroupCommit, type GroupCommitStats } from "./group-commit.js";
 import { SQLITE_MIGRATIONS } from "./schema.js";
+import { candidateParams, type RetireIo, retireSuperseded, SUPERSEDE_CANDIDATES_SQL } from "./superseded.js";
 import { sqliteUpstreamMethods } from "./upstream-methods.js";
 
 /** listGrants filter fields and the grants columns they match. */
@@ -170,6 +171,8 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     const [grantChanges] = revokeGrantStatements("?", grantId, now).map(exec);
     return grantChanges! > 0;
   }
+
+  const retireIo: RetireIo = { all, run, inTransaction: () => db.inTransaction, revokeGrantRows };
 
   function insert(row: RowInsert): number {
     return run(
@@ -414,7 +417,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     async insertAuthorizationCode(code) {
       await write(() => insert(codeInsert(code)));
     },
-    async redeemAuthorizationCode(codeHash, now, check, tokens): Promise<RedeemCodeResult> {
+    async redeemAuthorizationCode(codeHash, now, check, tokens, supersedes): Promise<RedeemCodeResult> {
       return write((): RedeemCodeResult => {
         const row = one("SELECT * FROM authorization_codes WHERE code_hash = ?", codeHash);
         if (!row) return { status: "not_found" };
@@ -430,7 +433,14 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
         const { grant, tokens: issued } = verdict;
         insert(grantInsert(grant));
         const refreshIssued = insertTokens(grant, code.clientId, code.scopes, issued, code.refreshAllowed);
-        return { status: "issued", code: { ...code, consumedAt: now }, grant, refreshIssued };
+        const superseded = supersedes && retireSuperseded(retireIo, grant, supersedes, now);
+        return {
+          status: "issued",
+          code: { ...code, consumedAt: now },
+          grant,
+          refreshIssued,
+          ...(superseded && { superseded }),
+        };
       });
     },
 
@@ -468,18 +478,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       return rows.map(rowToGrant);
     },
     async listSupersedeCandidates(key) {
-      // The user's index finds the rows; the unary `+` keeps client_id from competing for it (see
-      // listGrants). Only the columns the supersede decision reads.
-      const rows = await read(() =>
-        all(
-          `SELECT grant_id, scopes, created_at FROM grants WHERE user_id = ? AND +client_id = ?
-           AND resource = ? AND session_hash = ? AND revoked_at IS NULL ORDER BY created_at, grant_id`,
-          key.userId,
-          key.clientId,
-          key.resource,
-          key.sessionHash,
-        ),
-      );
+      const rows = await read(() => all(SUPERSEDE_CANDIDATES_SQL, ...candidateParams(key)));
       return rows.map((row) => rowToSupersedeCandidate(row, key));
     },
     async revokeGrant(grantId, now) {

@@ -15,6 +15,7 @@ import { markerContract } from "./markers.js";
 import { recordContract } from "./records.js";
 import { refreshContract } from "./refresh.js";
 import { signingKeyContract } from "./signing-keys.js";
+import { supersedeContract } from "./supersede.js";
 import { upstreamContract } from "./upstream.js";
 import { upstreamTokenContract } from "./upstream-tokens.js";
 
@@ -87,6 +88,7 @@ export function runStorageContract(options: StorageContractOptions): void {
     signingKeyContract(context);
     codeContract(context);
     grantContract(context);
+    supersedeContract(context);
     refreshContract(context);
     dpopContract(context);
     markerContract(context);

@@ -157,6 +157,61 @@ describe("a step-up supersedes the grant it widens", () => {
     await stepUpRetiresTheFirstGrant();
   });
 
+  it("the redemption retires the first grant in its own transaction: no read or revocation after it, one audit event", async () => {
+    const afterCommit: string[] = [];
+    const superseded: unknown[] = [];
+    server = await startFlowServer({
+      clients: [publicClient()],
+      extra: {
+        onAuditEvent: (event) => {
+          if (event.type === "grant_superseded") superseded.push(event.grant_id);
+        },
+      },
+      wrapStore: (store) => ({
+        ...store,
+        async listSupersedeCandidates(key) {
+          afterCommit.push("listSupersedeCandidates");
+          return store.listSupersedeCandidates!(key);
+        },
+        async listGrants(filter) {
+          if (filter?.sessionHash !== undefined) afterCommit.push("listGrants");
+          return store.listGrants(filter);
+        },
+        async revokeGrant(grantId, now) {
+          afterCommit.push("revokeGrant");
+          return store.revokeGrant(grantId, now);
+        },
+      }),
+    });
+    await stepUpRetiresTheFirstGrant();
+    expect(afterCommit).toEqual([]);
+    const retired = (await server.store.listGrants({ clientId: "cli" })).filter(
+      (g) => g.revokedAt !== undefined,
+    );
+    expect(retired).toHaveLength(1);
+    expect(superseded).toEqual([retired[0]!.grantId]);
+  });
+
+  it("a store that ignores the decision, or whose decision throws, still retires the first grant after the commit", async () => {
+    for (const decision of ["ignored", "throws"] as const) {
+      server = await startFlowServer({
+        clients: [publicClient()],
+        wrapStore: (store) => ({
+          ...store,
+          async redeemAuthorizationCode(codeHash, now, check, tokens) {
+            if (decision === "ignored") return store.redeemAuthorizationCode(codeHash, now, check, tokens);
+            return store.redeemAuthorizationCode(codeHash, now, check, tokens, () => {
+              throw new Error("decision failed");
+            });
+          },
+        }),
+      });
+      await stepUpRetiresTheFirstGrant();
+      await server.close();
+      server = undefined;
+    }
+  });
+
   it("another sign-in (another device or browser) keeps its own grant", async () => {
     server = await startFlowServer({ clients: [publicClient()] });
     const laptop = await logIn(new Agent(server.http.url), "cli", "notes:read");
@@ -165,7 +220,7 @@ describe("a step-up supersedes the grant it widens", () => {
     expect((await refresh(server.issuer, "cli", laptop.refresh_token!)).status).toBe(200);
   });
 
-  it("two flows of one sign-in finishing together leave exactly one grant, not none", async () => {
+  it("retired after the commit (a store that does not retire in the redemption): two flows of one sign-in finishing together leave exactly one grant, not none", async () => {
     // Each retirement reads the session's grants only once both new grants exist, as when two
     // token requests of one browser sign-in are redeemed at the same moment.
     let created = 0;
@@ -181,8 +236,8 @@ describe("a step-up supersedes the grant it widens", () => {
           await store.createGrantWithAccessToken(grant, accessToken);
           if (++created === 2) bothCreated();
         },
-        async redeemAuthorizationCode(...args) {
-          const result = await store.redeemAuthorizationCode(...args);
+        async redeemAuthorizationCode(codeHash, now, check, tokens) {
+          const result = await store.redeemAuthorizationCode(codeHash, now, check, tokens);
           if (result.status === "issued" && ++created === 2) bothCreated();
           return result;
         },
@@ -208,7 +263,7 @@ describe("a step-up supersedes the grant it widens", () => {
     expect(await activeGrants("cli")).toHaveLength(1);
   });
 
-  it("flows of one sign-in finishing together revoke each superseded grant once, in one go", async () => {
+  it("retired after the commit: flows of one sign-in finishing together revoke each superseded grant once, in one go", async () => {
     // Four redemptions whose retirements all read the session's grants once the four exist: the
     // newest retires three, the next two, and so on. Revocations already on their way are joined,
     // not sent again (six store revocations before, for three grants).
@@ -229,8 +284,8 @@ describe("a step-up supersedes the grant it widens", () => {
       },
       wrapStore: (store) => ({
         ...store,
-        async redeemAuthorizationCode(...args) {
-          const result = await store.redeemAuthorizationCode(...args);
+        async redeemAuthorizationCode(codeHash, now, check, tokens) {
+          const result = await store.redeemAuthorizationCode(codeHash, now, check, tokens);
           if (result.status === "issued" && ++created === flows) allCreated();
           return result;
         },

@@ -1,0 +1,190 @@
+/**
+ * Contract: a code redemption that retires the grants its new one supersedes in its own
+ * transaction (`redeemAuthorizationCode`'s optional `supersedes`). Optional: a store that leaves
+ * `superseded` absent is reported as skipped here, never as passed (the authorization server then
+ * retires them after the commit).
+ */
+
+import { describe, expect, it } from "vitest";
+import { OAuthError } from "../../shared/errors.js";
+import type {
+  AuthorizationCodeRecord,
+  AuthorizationStore,
+  GrantRecord,
+  SupersedeCandidate,
+  SupersedeDecision,
+} from "../contract.js";
+import type { StoreContext } from "./context.js";
+import { code, id, issueGrant, MINUTE, secret, T0, tokens } from "./fixtures.js";
+
+const pass = () => undefined;
+const every: SupersedeDecision = () => true;
+
+function signInKey() {
+  return {
+    userId: id("user"),
+    clientId: id("client"),
+    resource: "https://mcp.example/mcp",
+    sessionHash: secret().hash,
+  };
+}
+
+/** Inserts a code of `key` made at `now` and redeems it with `supersedes`. */
+async function redeemWith(
+  store: AuthorizationStore,
+  now: number,
+  overrides: Partial<AuthorizationCodeRecord>,
+  supersedes: SupersedeDecision,
+) {
+  const record = code({ createdAt: now, expiresAt: now + MINUTE, ...overrides });
+  await store.insertAuthorizationCode(record);
+  const issued = tokens(now);
+  const result = await store.redeemAuthorizationCode(record.codeHash, now, pass, issued, supersedes);
+  return { record, issued, result };
+}
+
+/** Whether the store retires in the redemption; a test of a store that does not is skipped. */
+async function retiresInRedemption(store: AuthorizationStore): Promise<boolean> {
+  const { result } = await redeemWith(store, T0, { sessionHash: secret().hash }, () => false);
+  return result.status === "issued" && result.superseded !== undefined;
+}
+
+async function isActive(store: AuthorizationStore, grantId: string): Promise<boolean> {
+  return (await store.getGrant(grantId))?.revokedAt === undefined;
+}
+
+export function supersedeContract(ctx: StoreContext): void {
+  describe("superseded grants retired by the code redemption", () => {
+    it("offers only the sign-in's active, earlier grants and revokes those picked, with their tokens", async (test) => {
+      const store = ctx.store();
+      if (!(await retiresInRedemption(store))) return test.skip();
+      const key = signInKey();
+      const picked = await issueGrant(store, T0 + 1, { ...key, scopes: ["notes:read"] });
+      const spared = await issueGrant(store, T0 + 2, { ...key, scopes: ["notes:admin"] });
+      const revoked = await issueGrant(store, T0 + 3, key);
+      await store.revokeGrant(revoked.grantId, T0 + 4);
+      // Each differs from the key in one field: never offered.
+      const others = [
+        await issueGrant(store, T0 + 5, { ...key, userId: id("user") }),
+        await issueGrant(store, T0 + 5, { ...key, clientId: id("client") }),
+        await issueGrant(store, T0 + 5, { ...key, resource: "https://other.example/mcp" }),
+        await issueGrant(store, T0 + 5, { ...key, sessionHash: secret().hash }),
+      ];
+      const offered: [GrantRecord, SupersedeCandidate][] = [];
+      const { record, result } = await redeemWith(store, T0 + 10, key, (grant, candidate) => {
+        offered.push([grant, candidate]);
+        return candidate.grantId === picked.grantId;
+      });
+      expect(result.status).toBe("issued");
+      if (result.status !== "issued") return;
+      expect(offered.map(([, c]) => c.grantId).sort()).toEqual([picked.grantId, spared.grantId].sort());
+      for (const [grant] of offered) expect(grant).toEqual(result.grant);
+      expect(offered.find(([, c]) => c.grantId === spared.grantId)?.[1]).toEqual({
+        grantId: spared.grantId,
+        scopes: ["notes:admin"],
+        resource: key.resource,
+        sessionHash: key.sessionHash,
+        createdAt: T0 + 2,
+      });
+      expect(result.superseded).toEqual([picked.grantId]);
+      // Revoked when the redemption returns, as revokeGrant would: the grant and its tokens.
+      expect((await store.getGrant(picked.grantId))?.revokedAt).toBe(T0 + 10);
+      expect((await store.getRefreshToken(picked.issued.refreshToken!.tokenHash))?.revokedAt).toBe(T0 + 10);
+      expect((await store.getAccessToken(picked.issued.accessToken.jti))?.revokedAt).toBe(T0 + 10);
+      expect((await store.getGrant(revoked.grantId))?.revokedAt).toBe(T0 + 4);
+      for (const kept of [spared, ...others]) expect(await isActive(store, kept.grantId)).toBe(true);
+      expect(await isActive(store, record.grantId)).toBe(true);
+    });
+
+    it("a decision that throws: the code is redeemed, nothing is retired, superseded is absent", async (test) => {
+      const store = ctx.store();
+      if (!(await retiresInRedemption(store))) return test.skip();
+      const key = signInKey();
+      const older = await issueGrant(store, T0 + 1, key);
+      const { record, result } = await redeemWith(store, T0 + 10, key, (_grant, candidate) => {
+        if (candidate.grantId === older.grantId) throw new Error("decision failed");
+        return true;
+      });
+      expect(result.status).toBe("issued");
+      if (result.status !== "issued") return;
+      expect(result.superseded).toBeUndefined();
+      expect(await isActive(store, older.grantId)).toBe(true);
+      expect(await isActive(store, record.grantId)).toBe(true);
+      expect((await store.getRefreshToken(older.issued.refreshToken!.tokenHash))?.revokedAt).toBeUndefined();
+      // The code is consumed all the same: a second attempt is a replay.
+      const again = await store.redeemAuthorizationCode(
+        record.codeHash,
+        T0 + 11,
+        pass,
+        tokens(T0 + 11),
+        every,
+      );
+      expect(again.status).toBe("replayed");
+    });
+
+    it("asks nothing for a grant without a session, nor for a refused, replayed or expired code", async (test) => {
+      const store = ctx.store();
+      if (!(await retiresInRedemption(store))) return test.skip();
+      const key = signInKey();
+      await issueGrant(store, T0 + 1, key);
+      let asked = 0;
+      const counting: SupersedeDecision = () => {
+        asked++;
+        return true;
+      };
+      const { sessionHash: _none, ...sessionless } = key;
+      const plain = await redeemWith(store, T0 + 10, sessionless, counting);
+      expect(plain.result.status === "issued" && plain.result.superseded).toEqual([]);
+      const refusedCode = code({ ...key, createdAt: T0 + 10, expiresAt: T0 + 10 + MINUTE });
+      await store.insertAuthorizationCode(refusedCode);
+      const refusal = await store.redeemAuthorizationCode(
+        refusedCode.codeHash,
+        T0 + 10,
+        () => new OAuthError("invalid_grant", { description: "PKCE verification failed" }),
+        tokens(T0 + 10),
+        counting,
+      );
+      expect(refusal.status).toBe("refused");
+      const replay = await store.redeemAuthorizationCode(
+        plain.record.codeHash,
+        T0 + 11,
+        pass,
+        tokens(T0 + 11),
+        counting,
+      );
+      expect(replay.status).toBe("replayed");
+      const stale = code({ ...key, createdAt: T0, expiresAt: T0 + MINUTE });
+      await store.insertAuthorizationCode(stale);
+      const late = await store.redeemAuthorizationCode(
+        stale.codeHash,
+        T0 + 2 * MINUTE,
+        pass,
+        tokens(T0),
+        counting,
+      );
+      expect(late.status).toBe("expired");
+      expect(asked).toBe(0);
+    });
+
+    it("two redemptions of one sign-in in flight together: exactly one of the two grants stays active", async (test) => {
+      const store = ctx.store();
+      if (!(await retiresInRedemption(store))) return test.skip();
+      const key = signInKey();
+      const records = [0, 1].map(() => code({ ...key, createdAt: T0, expiresAt: T0 + MINUTE }));
+      for (const record of records) await store.insertAuthorizationCode(record);
+      // Through two instances of the store where the backend has them (two servers, one database).
+      const instances = await ctx.peers(2);
+      const results = await Promise.all(
+        records.map((record, i) =>
+          instances[i]!.redeemAuthorizationCode(record.codeHash, T0 + 1, pass, tokens(T0 + 1), every),
+        ),
+      );
+      expect(results.map((r) => r.status)).toEqual(["issued", "issued"]);
+      const active: string[] = [];
+      for (const record of records) if (await isActive(store, record.grantId)) active.push(record.grantId);
+      expect(active).toHaveLength(1);
+      const retired = results.flatMap((r) => (r.status === "issued" ? (r.superseded ?? []) : []));
+      expect(retired).toEqual(records.map((r) => r.grantId).filter((g) => g !== active[0]));
+    });
+  });
+}
