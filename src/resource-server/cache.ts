@@ -23,9 +23,15 @@ export interface CachedVerifierOptions {
 interface Entry {
   /** The exact token string that was verified: a hit needs the presented token to equal it. */
   token: string;
+  /** Its map key ({@link entryKey}), to remove it when it is evicted. */
+  key: string;
   auth: AuthInfo;
   /** ms since the epoch after which the entry is ignored. */
   until: number;
+  /** The next less recently used entry, `undefined` for the least recently used one. */
+  older: Entry | undefined;
+  /** The next more recently used entry, `undefined` for the most recently used one. */
+  newer: Entry | undefined;
 }
 
 /** A verification under way: the token it is for, and its outcome. */
@@ -98,28 +104,56 @@ export function cachedVerifier(
    */
   const inflight = new Map<string, Flight>();
   /**
-   * The entry stored or hit last: in the map, at the end of its insertion order (the most recently
-   * used), or `undefined`. Every removal of it (expiry, eviction, replacement, clear) resets it, so
-   * a token equal to its token can be answered without the map lookup, and a run of requests with
-   * one token skips the delete/set that refreshes recency.
+   * The recency order of the entries in the map, as a doubly linked list: `oldest` is the least
+   * recently used (evicted first), `newest` the most recently used one still held (the one stored
+   * or hit last, unless it has gone since; `undefined` for an empty cache). Every entry in the map is in the list and nothing else is: an entry leaves both
+   * at once (expiry, eviction, replacement) and clear() empties both. A token equal to `newest`'s
+   * can be answered without the map lookup, and a run of requests with one token changes nothing.
+   *
+   * Links rather than the map's insertion order: evicting the map's first key made V8 skip every
+   * entry deleted before it (they stay as holes until the table is rebuilt), a few µs per miss in
+   * a full cache; an unlink and a map delete by key cost the same whatever was deleted before.
    */
+  let oldest: Entry | undefined;
   let newest: Entry | undefined;
+
+  /** Takes `entry` out of the recency list (not out of the map). */
+  const unlink = (entry: Entry): void => {
+    const { older, newer } = entry;
+    if (older === undefined) oldest = newer;
+    else older.newer = newer;
+    if (newer === undefined) newest = older;
+    else newer.older = older;
+    entry.older = undefined;
+    entry.newer = undefined;
+  };
+
+  /** Puts `entry` (not in the list) at the most recently used end. */
+  const append = (entry: Entry): void => {
+    entry.older = newest;
+    if (newest === undefined) oldest = entry;
+    else newest.newer = entry;
+    newest = entry;
+  };
 
   /** Remembers a successful verification until the earlier of the token's `exp` and the TTL. */
   const store = (token: string, key: string, auth: AuthInfo): void => {
     const nowMs = now();
     const until = Math.min(auth.expiresAt * 1000, nowMs + maxTtlMs);
     if (until > nowMs && isB64Token(token)) {
-      // A token with the same ending gives its place up (and its recency) rather than share it.
-      if (!entries.delete(key) && entries.size >= maxEntries) {
-        // Map iteration order is insertion order: the first key is the least recently used.
-        const oldest = entries.keys().next().value;
-        if (oldest !== undefined) entries.delete(oldest);
+      const replaced = entries.get(key);
+      if (replaced !== undefined) {
+        // A token with the same ending gives its place up (and its recency) rather than share it;
+        // the map slot is overwritten below.
+        unlink(replaced);
+      } else if (entries.size >= maxEntries && oldest !== undefined) {
+        const evicted = oldest;
+        entries.delete(evicted.key);
+        unlink(evicted);
       }
-      // Whatever was removed above (even the remembered entry), the new entry is the newest now.
-      const entry: Entry = { token, auth, until };
+      const entry: Entry = { token, key, auth, until, older: undefined, newer: undefined };
       entries.set(key, entry);
-      newest = entry;
+      append(entry);
     }
   };
 
@@ -171,14 +205,13 @@ export function cachedVerifier(
     if (hit === undefined || hit.token !== token) return undefined;
     if (!(hit.until > now())) {
       entries.delete(key);
-      if (hit === newest) newest = undefined;
+      unlink(hit);
       return undefined;
     }
     if (hit !== newest) {
-      // Refresh recency: move to the end of the insertion order.
-      entries.delete(key);
-      entries.set(key, hit);
-      newest = hit;
+      // Refresh recency: to the most recently used end of the list (the map is left as it is).
+      unlink(hit);
+      append(hit);
     }
     return hit.auth;
   };
@@ -189,6 +222,7 @@ export function cachedVerifier(
     },
     clear() {
       entries.clear();
+      oldest = undefined;
       newest = undefined;
     },
     peek(token: string): AuthInfo | undefined {
