@@ -95,6 +95,34 @@ describe("requireBearerAuth (Express)", () => {
     expect((await send("GET", "/api/notes", {})).status).toBe(400);
   });
 
+  it("rule: after a valid request, a bad Host or an absolute-form target is still answered 400", async () => {
+    const host = `127.0.0.1:${port}`;
+    const authorization = `Bearer ${token}`;
+    expect((await send("GET", "/api/notes", { Host: host, authorization })).status).toBe(200);
+    for (const bad of ["a%zz", "bad host/", `127.0.0.1:${port}/x`]) {
+      expect((await send("GET", "/api/notes", { Host: bad, authorization })).status).toBe(400);
+    }
+    expect((await send("GET", `http://evil.example/api/notes`, { Host: host, authorization })).status).toBe(
+      400,
+    );
+    // The same authority and scheme again, after the refusals: still judged, still 200.
+    expect((await send("GET", "/api/notes", { Host: host, authorization })).status).toBe(200);
+    expect((await send("GET", "/api/notes", { Host: host })).status).toBe(401);
+  });
+
+  it("behind the trusted proxy, the forwarded scheme and host make the origin (a bad one is 400)", async () => {
+    const authorization = `Bearer ${token}`;
+    const host = `127.0.0.1:${port}`;
+    // Allowed: the forwarded host is the resource's own authority, whatever Host the proxy sent.
+    expect(
+      (await send("GET", "/api/notes", { Host: "internal:1", "X-Forwarded-Host": host, authorization }))
+        .status,
+    ).toBe(200);
+    expect(
+      (await send("GET", "/api/notes", { Host: host, "X-Forwarded-Host": "a%zz", authorization })).status,
+    ).toBe(400);
+  });
+
   it("HEAD without a token gets the 401 challenge, the GET's header fields and no body", async () => {
     const res = await send("HEAD", "/api/notes", { Host: `127.0.0.1:${port}` });
     expect(res.status).toBe(401);
