@@ -136,7 +136,7 @@ function joined(previous: string | null, value: string): string {
  * with the same rules as {@link rawHeader} (any case of the name; several fields joined, so two
  * `Authorization` fields stay malformed); any other header is looked up when asked for.
  */
-class NodeRequestHead implements BearerRequestHead {
+export class NodeRequestHead implements BearerRequestHead {
   failure: BodyReadError | undefined = undefined;
   /** The first `Host` field as sent, unchecked (as `requestHost` reads it). */
   readonly sentHost: string | undefined;
@@ -234,6 +234,47 @@ function parses(url: string): boolean {
 }
 
 /**
+ * Resolves a head's authority and origin: the scheme and `Host` (or, with `trustProxy`, the
+ * forwarded ones, node-listener.ts), set on `head`. False when there is no authority or when the
+ * origin and the request target do not make a URL (RFC 9112 §3.2): the adapter answers 400.
+ *
+ * Remembers the last authority (with its scheme) checked with an origin-form target: a request
+ * that repeats both exactly skips the URL parse, since an origin-form target after an origin that
+ * parses always parses (special-scheme paths percent-encode). Only an origin that parsed is
+ * remembered. One resolver per protected route (node:http and Express share it).
+ */
+export function originResolver(): (
+  req: IncomingMessage,
+  head: NodeRequestHead,
+  trustProxy: boolean,
+) => boolean {
+  let knownHost: string | undefined;
+  let knownScheme = "";
+  let knownOrigin = "";
+  return (req, head, trustProxy) => {
+    const target = head.url;
+    const scheme = requestScheme(req, trustProxy);
+    const sent = trustProxy ? requestHost(req, true) : head.sentHost;
+    if (sent !== undefined && sent === knownHost && scheme === knownScheme && target.charCodeAt(0) === 47) {
+      head.host = sent;
+      head.origin = knownOrigin;
+      return true;
+    }
+    const host = trustProxy ? sent : requestHost(req, false);
+    const origin = `${scheme}://${host}`;
+    if (host === undefined || !parses(origin + target)) return false;
+    if (target.charCodeAt(0) === 47) {
+      knownHost = host;
+      knownScheme = scheme;
+      knownOrigin = origin;
+    }
+    head.host = host;
+    head.origin = origin;
+    return true;
+  };
+}
+
+/**
  * Protects a node-style handler: the gate judges the request; on success `handler` runs with the
  * verified auth, otherwise the challenge (401/403/400, built by the resource server's one
  * challenge module) is written with `writeHead`/`end` and `handler` never runs.
@@ -271,12 +312,7 @@ export function nodeRequireBearer(
     if (verdict.ok) return handler(req, res, verdict.auth);
     writeChallenge(res, verdict.challenge, req.method === "HEAD");
   };
-  // The last authority (with its scheme) whose origin was checked with an origin-form target: a
-  // request that repeats both exactly skips the checks, since an origin-form target after an
-  // origin that parses always parses (special-scheme paths percent-encode).
-  let knownHost: string | undefined;
-  let knownScheme = "";
-  let knownOrigin = "";
+  const resolveOrigin = originResolver();
   const toWebRequest =
     typeof options.scopes === "function"
       ? (req: IncomingMessage) => () => webRequestHead(req, { trustProxy: hops })
@@ -284,25 +320,9 @@ export function nodeRequireBearer(
   return (req, res) => {
     const target = req.url ?? "/";
     const head = new NodeRequestHead(req, target, limit);
-    const scheme = requestScheme(req, trustProxy);
-    const sent = trustProxy ? requestHost(req, true) : head.sentHost;
-    if (sent !== undefined && sent === knownHost && scheme === knownScheme && target.charCodeAt(0) === 47) {
-      head.host = sent;
-      head.origin = knownOrigin;
-    } else {
-      const host = trustProxy ? sent : requestHost(req, false);
-      const origin = `${scheme}://${host}`;
-      if (host === undefined || !parses(origin + target)) {
-        plainResponse(res, 400, "Bad Request: missing or invalid Host header\n");
-        return;
-      }
-      if (target.charCodeAt(0) === 47) {
-        knownHost = host;
-        knownScheme = scheme;
-        knownOrigin = origin;
-      }
-      head.host = host;
-      head.origin = origin;
+    if (!resolveOrigin(req, head, trustProxy)) {
+      plainResponse(res, 400, "Bad Request: missing or invalid Host header\n");
+      return;
     }
     let done: void | Promise<void>;
     try {
