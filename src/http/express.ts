@@ -9,10 +9,9 @@ import type {
   NextFunction,
   RequestHandler,
 } from "express";
-import type { BearerRequestHead } from "../resource-server/bearer-token.js";
 import type { AuthInfo, BearerVerdict, RequiredScopes, ResourceServer } from "../resource-server/index.js";
-import { requestOrigin, webRequestHead } from "./node-listener.js";
-import { rawHeader, writeChallenge } from "./node-require-bearer.js";
+import { webRequestHead } from "./node-listener.js";
+import { NodeRequestHead, originResolver, writeChallenge } from "./node-require-bearer.js";
 
 declare module "express-serve-static-core" {
   interface Request {
@@ -30,28 +29,25 @@ function parsedForm(req: ExpressRequest): string | undefined {
 }
 
 /**
- * The head the gate judges: the URL as a web `Request` would have it (so the Host checked is the
- * WHATWG-serialised authority), the raw header fields, and only a parsed form as the body (the
- * stream belongs to Express). `undefined` when `Host` is missing or the URL does not parse.
+ * The head the gate judges: the node head (the request target, the raw header fields, the
+ * authority resolved by the node path's rules, node-require-bearer.ts), with only a form Express
+ * has parsed as the body (the stream belongs to Express).
  */
-function expressRequestHead(req: ExpressRequest, trustProxy: boolean, form: string | undefined) {
-  const origin = requestOrigin(req, trustProxy);
-  if (origin === undefined) return undefined;
-  let url: URL;
-  try {
-    url = new URL(origin + req.originalUrl);
-  } catch {
-    return undefined;
+class ExpressRequestHead extends NodeRequestHead {
+  constructor(
+    req: ExpressRequest,
+    private readonly form: string | undefined,
+  ) {
+    // The body limit is the parser's (express.urlencoded); this head never reads the stream.
+    super(req, req.originalUrl, 0);
   }
-  const head: BearerRequestHead = {
-    url: url.href,
-    host: url.host,
-    method: req.method,
-    header: (name) => rawHeader(req, name),
-    hasBody: form !== undefined && req.method !== "GET" && req.method !== "HEAD",
-    bodyText: async () => form ?? "",
-  };
-  return head;
+  override get hasBody(): boolean {
+    // RFC 6750 §2.2: the form method never applies to GET (nor to HEAD, which has no content).
+    return this.form !== undefined && this.method !== "GET" && this.method !== "HEAD";
+  }
+  override async bodyText(): Promise<string> {
+    return this.form ?? "";
+  }
 }
 
 /** Express middleware: answers the RFC 6750 challenge itself, or sets `req.auth` and calls `next()`. */
@@ -60,20 +56,27 @@ export function requireBearerAuth(
   options: { scopes?: RequiredScopes } = {},
 ): RequestHandler {
   const judge = gate.judge(options);
+  const resolveOrigin = originResolver();
+  const byRequest = typeof options.scopes === "function";
   return (req: ExpressRequest, res: ExpressResponse, next: NextFunction) => {
     // Express's own setting: a hop count as such, anything else truthy as one trusted proxy.
     const setting: unknown = req.app.get("trust proxy");
     const trustProxy =
       Number.isInteger(setting) && (setting as number) >= 0 ? (setting as number) : Boolean(setting);
     const form = parsedForm(req);
-    const head = expressRequestHead(req, trustProxy !== false && trustProxy !== 0, form);
-    if (!head) return void res.status(400).end();
+    const head = new ExpressRequestHead(req, form);
+    if (!resolveOrigin(req, head, trustProxy !== false && trustProxy !== 0)) {
+      return void res.status(400).end();
+    }
     const decide = (verdict: BearerVerdict) => {
       if (!verdict.ok) return writeChallenge(res, verdict.challenge, req.method === "HEAD");
       req.auth = verdict.auth;
       next();
     };
-    const verdict = judge(head, () => webRequestHead(req, { trustProxy, url: req.originalUrl, body: form }));
+    const toRequest = byRequest
+      ? () => webRequestHead(req, { trustProxy, url: req.originalUrl, body: form })
+      : undefined;
+    const verdict = judge(head, toRequest);
     if (verdict instanceof Promise) verdict.then(decide).catch(next);
     else decide(verdict);
   };

@@ -41,7 +41,7 @@ const GET_OR_HEAD = new Set(["GET", "HEAD"]);
  * several fields joined with ", " as `Headers.get` does (so two `Authorization` fields stay
  * detectable as malformed, which `req.headers` would hide by keeping the first).
  */
-export function rawHeader(req: IncomingMessage, name: string): string | null {
+function rawHeader(req: IncomingMessage, name: string): string | null {
   const raw = req.rawHeaders;
   let value: string | null = null;
   for (let i = 0; i + 1 < raw.length; i += 2) {
