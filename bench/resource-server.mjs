@@ -29,6 +29,8 @@
  *                  one token (warm cache)
  *   node-distinct  the same server, every request a different pre-signed token (cache misses:
  *                  full ES256 JWT verification per request)
+ *   node-distinct-2nd  the same, with the cache's admission "second-use" (a token is remembered
+ *                  only when verified a second time): the same distinct tokens never enter it
  *   verify-only    the same node:http route doing only crypto.verify (ES256, ieee-p1363) of each
  *                  request's token signature with the same key (no parsing, no claims), the same
  *                  distinct tokens as node-distinct: the floor any gate pays per distinct token
@@ -99,7 +101,8 @@ async function child() {
   const { createResourceServer, cachedVerifier, jwtVerifier } = await fromDist("resource-server/index.js");
   // RESOURCE is a loopback URI, so the gate checks Host (DNS-rebinding defence); the server's real
   // port is only known once it listens, hence the explicit list (the same check as the default).
-  const newGate = (host) =>
+  // `admission`: the cache's rule (cache.ts); "always", its default, unless a case says otherwise.
+  const newGate = (host, admission = "always") =>
     createResourceServer({
       resource: RESOURCE,
       authorizationServers: [ISSUER],
@@ -107,7 +110,7 @@ async function child() {
       allowedHosts: host === false ? false : [host],
       verifier: cachedVerifier(
         jwtVerifier({ issuer: ISSUER, audience: RESOURCE, jwks: { keys: [jwk] }, algorithms: ["ES256"] }),
-        { maxEntries: 10_000 },
+        { maxEntries: 10_000, admission },
       ),
     });
 
@@ -151,6 +154,8 @@ async function child() {
     listener = route;
   } else if (caseName === "node-warm" || caseName === "node-distinct") {
     listener = nodeRequireBearer(newGate(host), { scopes: ["notes:read"] }, route);
+  } else if (caseName === "node-distinct-2nd") {
+    listener = nodeRequireBearer(newGate(host, "second-use"), { scopes: ["notes:read"] }, route);
   } else if (caseName === "verify-only") {
     // The least a gate does per distinct token: the signature check alone, as jws.ts makes it
     // (RFC 7515 §5.2: the signing input is the token up to its last dot; RFC 7518 §3.4: R || S).
@@ -451,7 +456,8 @@ const USAGE = `Usage: node bench/resource-server.mjs [--json] [--seconds 5] [--r
 Every resource-server row of issue 11 in one run: servers pinned to core 0, the load generator (wrk
 when installed, else autocannon) on core 1; medians of per-round ratios by req/s and server CPU.
 Run after npm run build. BENCH_DIST=<build> (or --dist) measures another build.
-Cases (--cases; raw and the jose loop always run): node-warm, node-distinct, verify-only, peer,
+Cases (--cases; raw and the jose loop always run): node-warm, node-distinct, node-distinct-2nd,
+verify-only, peer,
 express-unprotected, express-warm, hono-unprotected, hono-warm, hono-noop, hono-wrapped,
 web-unprotected, web-warm (the header comment of bench/resource-server.mjs describes each).
 `;
@@ -519,40 +525,41 @@ async function parent() {
   // warm-up the rest, so no recorded request hits the cache (unless the list wraps: reported).
   const recordedTokens = Math.floor(tokenCount * 0.75);
   const perRoundTokens = Math.floor((recordedTokens - 1) / rounds);
-  let next = 1;
-  let warmupNext = recordedTokens;
-  let distinctRound = 0;
-  // verify-only sends the same slices as node-distinct (it caches nothing), with its own counters.
-  let verifyOnlyNext = 1;
-  let verifyOnlyWarmupNext = recordedTokens;
-  let verifyOnlyRound = 0;
-  let wrkWrapped = false;
+  /** Whether a caching distinct case sent a token twice in a recorded round (see the warning). */
+  let distinctWrapped = false;
+  /**
+   * A case sending distinct tokens: each round its own slice of the recorded tokens, the warm-ups
+   * from the rest; every distinct case has its own counters and so sends the same slices. A case
+   * whose server `caches` reports the list wrapping (its repeats may be cache hits).
+   */
+  const distinctCase = (caches) => {
+    let next = 1;
+    let warmupNext = recordedTokens;
+    let round = 0;
+    return {
+      warmupHeaders: () => ({
+        authorization: `Bearer ${tokens[recordedTokens + (warmupNext++ % (tokenCount - recordedTokens))]}`,
+      }),
+      headersFor: () => {
+        if (caches && next >= recordedTokens) distinctWrapped = true;
+        return { authorization: `Bearer ${tokens[next++ % recordedTokens]}` };
+      },
+      distinct: (warmup) =>
+        warmup
+          ? { file: tokenFile, first: recordedTokens, count: tokenCount - recordedTokens }
+          : { file: tokenFile, first: 1 + perRoundTokens * round++, count: perRoundTokens },
+    };
+  };
   const bearer = { authorization: `Bearer ${warmToken}` };
   // Every case sends an Authorization header of the same size (ignored where unprotected), so the
   // client does the same work in each.
   const allCases = {
     raw: { headers: bearer },
     "node-warm": { headers: bearer },
-    "node-distinct": {
-      warmupHeaders: () => ({
-        authorization: `Bearer ${tokens[recordedTokens + (warmupNext++ % (tokenCount - recordedTokens))]}`,
-      }),
-      headersFor: () => ({ authorization: `Bearer ${tokens[next++ % recordedTokens]}` }),
-      distinct: (warmup) =>
-        warmup
-          ? { file: tokenFile, first: recordedTokens, count: tokenCount - recordedTokens }
-          : { file: tokenFile, first: 1 + perRoundTokens * distinctRound++, count: perRoundTokens },
-    },
-    "verify-only": {
-      warmupHeaders: () => ({
-        authorization: `Bearer ${tokens[recordedTokens + (verifyOnlyWarmupNext++ % (tokenCount - recordedTokens))]}`,
-      }),
-      headersFor: () => ({ authorization: `Bearer ${tokens[verifyOnlyNext++ % recordedTokens]}` }),
-      distinct: (warmup) =>
-        warmup
-          ? { file: tokenFile, first: recordedTokens, count: tokenCount - recordedTokens }
-          : { file: tokenFile, first: 1 + perRoundTokens * verifyOnlyRound++, count: perRoundTokens },
-    },
+    "node-distinct": distinctCase(true),
+    "node-distinct-2nd": distinctCase(true),
+    // verify-only caches nothing: the same slices as node-distinct, its floor.
+    "verify-only": distinctCase(false),
     peer: { headers: bearer },
     "express-unprotected": { headers: bearer },
     "express-warm": { headers: bearer },
@@ -581,8 +588,9 @@ async function parent() {
         script,
       });
       // wrk cycles through its slice: more requests than tokens means some were cache hits (only
-      // node-distinct caches; verify-only checks every request whatever it repeats).
-      if (name === "node-distinct" && !warmup && result.total > distinct.count) wrkWrapped = true;
+      // the gates cache; verify-only checks every request whatever it repeats).
+      if (name.startsWith("node-distinct") && !warmup && result.total > distinct.count)
+        distinctWrapped = true;
       return result;
     }
     return runAutocannon(autocannon, url, {
@@ -673,6 +681,14 @@ async function parent() {
     ["distinctVsJoseLoop", "node-distinct / bare jose verify loop", "node-distinct", "jose-loop", 0.9],
     // The gate's share of a distinct-token request, and the best any gate could do over HTTP.
     ["distinctVsVerifyOnly", "node-distinct / verify-only floor", "node-distinct", "verify-only"],
+    [
+      "distinct2ndVsJoseLoop",
+      "node-distinct-2nd / bare jose verify loop",
+      "node-distinct-2nd",
+      "jose-loop",
+      0.9,
+    ],
+    ["distinct2ndVsVerifyOnly", "node-distinct-2nd / verify-only floor", "node-distinct-2nd", "verify-only"],
     ["verifyOnlyVsJoseLoop", "verify-only / bare jose verify loop", "verify-only", "jose-loop"],
     [
       "expressWarmVsUnprotected",
@@ -712,7 +728,6 @@ async function parent() {
   const inProcessRatios = {
     gateDistinctVsJoseVerify: round3(inProcess.joseVerify / inProcess.gateDistinct),
   };
-  const distinctWrapped = next > recordedTokens || wrkWrapped;
 
   log("");
   log(`load average before ${loadBefore.join(" ")}, after ${loadAfter.join(" ")} (1, 5, 15 min)`);

@@ -16,6 +16,16 @@ export interface CachedVerifierOptions {
    * inner verifier is introspection.
    */
   maxTtlSeconds?: number;
+  /**
+   * When a verified token is remembered. `"always"` (default): at its first successful
+   * verification. `"second-use"`: only at a second one, while the mark the first one left in a
+   * small table (one 32-bit fingerprint per slot, about as many slots as entries) is still there,
+   * as TinyLFU's doorkeeper admits. Tokens used once then never enter the cache: a stream of them
+   * neither evicts the tokens in use nor keeps their strings alive until eviction (old-generation
+   * garbage), at the price of one more inner verification for each token used again. Suits a
+   * local JWT verifier; with introspection that extra verification is a call to the server.
+   */
+  admission?: "always" | "second-use";
   /** Clock, in ms since the epoch (tests). */
   now?: () => number;
 }
@@ -52,6 +62,45 @@ const KEY_LENGTH = 32;
  */
 function entryKey(token: string): string {
   return token.length > KEY_LENGTH ? token.slice(-KEY_LENGTH) : token;
+}
+
+/**
+ * A nonzero 32-bit fingerprint of a map key (FNV-1a over its characters), for the admission marks:
+ * the key is a token's random end, so its fingerprints spread evenly. A collision only lets a
+ * token in at its first verification; a hit still needs the exact token.
+ */
+function fingerprint(key: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) hash = Math.imul(hash ^ key.charCodeAt(i), 0x01000193);
+  return hash >>> 0 || 1;
+}
+
+/**
+ * The `"second-use"` rule of {@link CachedVerifierOptions.admission}: `admits(key)` tells whether
+ * a token just verified (found by its map key) is remembered; `reset()` forgets every mark.
+ */
+function secondUseAdmission(maxEntries: number): { admits(key: string): boolean; reset(): void } {
+  // Direct-mapped, a power of two at least as large as the cache: a newer mark takes an older
+  // one's slot, so the table ages by itself and stays this size whatever the traffic.
+  let slots = 64;
+  while (slots < maxEntries && slots < 1 << 24) slots *= 2;
+  const marks = new Uint32Array(slots);
+  const mask = slots - 1;
+  return {
+    admits(key) {
+      const print = fingerprint(key);
+      const slot = print & mask;
+      if (marks[slot] === print) {
+        marks[slot] = 0;
+        return true;
+      }
+      marks[slot] = print;
+      return false;
+    },
+    reset() {
+      marks.fill(0);
+    },
+  };
 }
 
 /** A caching verifier, with its size for tests and metrics. */
@@ -94,6 +143,14 @@ export function cachedVerifier(
   if (!(maxTtlMs > 0)) {
     throw new GatehouseTypeError("ERR_INVALID_OPTION", "cachedVerifier: maxTtlSeconds must be positive");
   }
+  const admission = options.admission ?? "always";
+  if (admission !== "always" && admission !== "second-use") {
+    throw new GatehouseTypeError(
+      "ERR_INVALID_OPTION",
+      'cachedVerifier: admission must be "always" or "second-use"',
+    );
+  }
+  const doorkeeper = admission === "second-use" ? secondUseAdmission(maxEntries) : undefined;
   const now = options.now ?? Date.now;
   const entries = new Map<string, Entry>();
   /**
@@ -136,11 +193,14 @@ export function cachedVerifier(
     newest = entry;
   };
 
-  /** Remembers a successful verification until the earlier of the token's `exp` and the TTL. */
+  /**
+   * Remembers a successful verification until the earlier of the token's `exp` and the TTL, if
+   * the admission rule lets it in.
+   */
   const store = (token: string, key: string, auth: AuthInfo): void => {
     const nowMs = now();
     const until = Math.min(auth.expiresAt * 1000, nowMs + maxTtlMs);
-    if (until > nowMs && isB64Token(token)) {
+    if (until > nowMs && isB64Token(token) && (doorkeeper === undefined || doorkeeper.admits(key))) {
       const replaced = entries.get(key);
       if (replaced !== undefined) {
         // A token with the same ending gives its place up (and its recency) rather than share it;
@@ -222,6 +282,7 @@ export function cachedVerifier(
     },
     clear() {
       entries.clear();
+      doorkeeper?.reset();
       oldest = undefined;
       newest = undefined;
     },
