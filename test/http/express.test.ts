@@ -1,9 +1,9 @@
 /**
- * The Express adapter (src/http/express.ts) judges the request head the way a web `Request` of the
- * same request would be judged: the URL-normalised authority for the Host check, Express's own
- * `trust proxy` setting for the forwarded host, a scopes function given a web `Request` with the
- * original URL and the client address, and a challenge without a body for HEAD. Real server on
- * loopback, Host headers written on the wire.
+ * The Express adapter (src/http/express.ts) judges the request head as the node adapter does: the
+ * authority as sent, checked by the Host guard (any case, the default-port spellings), 400 for a
+ * Host or target that does not make a URL, Express's own `trust proxy` setting for the forwarded
+ * host, a scopes function given a web `Request` with the original URL and the client address, and
+ * a challenge without a body for HEAD. Real server on loopback, Host headers written on the wire.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -72,7 +72,7 @@ async function send(method: string, path: string, headers: Record<string, string
 }
 
 describe("requireBearerAuth (Express)", () => {
-  it("the Host check sees the authority as a URL has it (case, default spellings)", async () => {
+  it("the Host check takes the authority in any case of an allowed spelling", async () => {
     const authorization = `Bearer ${token}`;
     expect((await send("GET", "/api/notes", { Host: `127.0.0.1:${port}`, authorization })).status).toBe(200);
     expect((await send("GET", "/api/notes", { Host: `LOCALHOST:${port}`, authorization })).status).toBe(200);
