@@ -5,7 +5,7 @@
  * the same route unprotected, on loopback. Run after `npm run build`:
  *
  *   node bench/resource-server.mjs [--json] [--seconds 5] [--rounds 5] [--connections 10] [--warmup 2]
- *                                  [--warmup-rounds 1] [--tokens 60000] [--dist dist] [--autocannon]
+ *                                  [--warmup-rounds 1] [--tokens 400000] [--dist dist] [--autocannon]
  *                                  [--cases node-warm,hono-warm,...]
  *
  * Method: every server case runs in its own child process for the whole run. When `taskset` exists
@@ -450,7 +450,7 @@ const sample = (proc) => ask(proc, "cpu", (m) => m && typeof m.cpuMicros === "nu
 const loadAverage = () => loadavg().map((x) => Math.round(x * 100) / 100);
 
 const USAGE = `Usage: node bench/resource-server.mjs [--json] [--seconds 5] [--rounds 5] [--connections 10] [--warmup 2]
-                                     [--warmup-rounds 1] [--tokens 60000] [--dist dist] [--autocannon]
+                                     [--warmup-rounds 1] [--tokens 400000] [--dist dist] [--autocannon]
                                      [--cases node-warm,hono-warm,...]
 
 Every resource-server row of issue 11 in one run: servers pinned to core 0, the load generator (wrk
@@ -483,7 +483,7 @@ async function parent() {
   const seconds = numberArg("--seconds", 5);
   const rounds = numberArg("--rounds", 5);
   const connections = numberArg("--connections", 10);
-  const tokenCount = numberArg("--tokens", 60_000);
+  const tokenCount = numberArg("--tokens", 400_000);
   const warmupSeconds = numberArg("--warmup", 2);
   const warmupRounds = numberArg("--warmup-rounds", 1);
   const dist = resolvePath(argValue("--dist") ?? process.env.BENCH_DIST ?? join(SELF, "..", "..", "dist"));
