@@ -38,6 +38,8 @@
  *                  verifier against the same key, one token
  *   express-unprot the same Express route, no gate
  *   express-warm   the same Express route behind gatehouse/express requireBearerAuth, one token
+ *   express-noop   the same Express route behind a middleware that only calls next() (what any
+ *                  middleware layer costs)
  *   hono-unprot    a Hono route on @hono/node-server, no gate
  *   hono-warm      the same Hono route behind gatehouse/hono bearerAuth (middleware), one token
  *   hono-noop      the same Hono route behind a no-op async middleware (what any middleware costs)
@@ -187,13 +189,16 @@ async function child() {
     const protectedRoute = newGate(host).requireBearer({ scopes: ["notes:read"] });
     const handler = async () => new Response(BODY, { headers: BODY_HEADERS });
     listener = toNodeListener((request) => protectedRoute(request, handler));
-  } else if (caseName === "express-unprotected" || caseName === "express-warm") {
+  } else if (caseName.startsWith("express-")) {
     const express = (await import("express")).default;
     const app = express();
     const send = (_req, res) => res.type("application/json").send(BODY);
     if (caseName === "express-warm") {
       const { requireBearerAuth } = await fromDist("http/express.js");
       app.get(PATH, requireBearerAuth(newGate(host), { scopes: ["notes:read"] }), send);
+    } else if (caseName === "express-noop") {
+      // The least any Express middleware costs: one more layer that calls next().
+      app.get(PATH, (_req, _res, next) => next(), send);
     } else {
       app.get(PATH, send);
     }
@@ -457,9 +462,9 @@ Every resource-server row of issue 11 in one run: servers pinned to core 0, the 
 when installed, else autocannon) on core 1; medians of per-round ratios by req/s and server CPU.
 Run after npm run build. BENCH_DIST=<build> (or --dist) measures another build.
 Cases (--cases; raw and the jose loop always run): node-warm, node-distinct, node-distinct-2nd,
-verify-only, peer,
-express-unprotected, express-warm, hono-unprotected, hono-warm, hono-noop, hono-wrapped,
-web-unprotected, web-warm (the header comment of bench/resource-server.mjs describes each).
+verify-only, peer, express-unprotected, express-warm, express-noop, hono-unprotected, hono-warm,
+hono-noop, hono-wrapped, web-unprotected, web-warm (the header comment of
+bench/resource-server.mjs describes each).
 `;
 async function parent() {
   const args = process.argv.slice(2);
@@ -563,6 +568,7 @@ async function parent() {
     peer: { headers: bearer },
     "express-unprotected": { headers: bearer },
     "express-warm": { headers: bearer },
+    "express-noop": { headers: bearer },
     "hono-unprotected": { headers: bearer },
     "hono-warm": { headers: bearer },
     "hono-noop": { headers: bearer },
@@ -697,6 +703,7 @@ async function parent() {
       "express-unprotected",
       0.9,
     ],
+    ["expressWarmVsNoopMiddleware", "express-warm / express-noop middleware", "express-warm", "express-noop"],
     ["honoWarmVsUnprotected", "hono-warm / hono-unprotected", "hono-warm", "hono-unprotected", 0.9],
     ["honoWarmVsNoopMiddleware", "hono-warm / hono-noop middleware", "hono-warm", "hono-noop"],
     ["honoWrappedVsUnprotected", "hono-wrapped / hono-unprotected", "hono-wrapped", "hono-unprotected", 0.9],
