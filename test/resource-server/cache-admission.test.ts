@@ -6,23 +6,8 @@
  * forgetting everything, the default remembering on the first verification.
  */
 import { describe, expect, it } from "vitest";
-import { type AuthInfo, cachedVerifier } from "../../src/resource-server/index.js";
-import { OAuthError } from "../../src/shared/errors.js";
-
-/** An inner verifier that accepts the tokens in `accepted` and records every call. */
-function recordingVerifier(valid: Iterable<string> = []) {
-  const accepted = new Set(valid);
-  const calls: string[] = [];
-  return {
-    accepted,
-    calls,
-    verify: async (token: string): Promise<AuthInfo> => {
-      calls.push(token);
-      if (!accepted.has(token)) throw new OAuthError("invalid_token");
-      return { subject: token, clientId: "c", scopes: [], audience: ["r"], expiresAt: 1e12, issuer: "i" };
-    },
-  };
-}
+import { cachedVerifier } from "../../src/resource-server/index.js";
+import { recordingVerifier } from "./recording-verifier.js";
 
 /** A token of the cache's shape with a distinct random-looking 43-character ending. */
 function token(n: number): string {

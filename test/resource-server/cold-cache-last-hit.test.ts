@@ -5,33 +5,9 @@
  * check that the least-recently-used order stays right when hits go through it.
  */
 import { describe, expect, it } from "vitest";
-import { type AuthInfo, cachedVerifier } from "../../src/resource-server/index.js";
+import { cachedVerifier } from "../../src/resource-server/index.js";
 import { OAuthError } from "../../src/shared/errors.js";
-
-/**
- * An inner verifier that accepts the tokens in `valid` (each expiring at `expiresAt` seconds) and
- * records every call; a token removed from `valid` is refused from then on (revoked).
- */
-function recordingVerifier(valid: Iterable<string>, expiresAt = () => 1e12) {
-  const accepted = new Set(valid);
-  const calls: string[] = [];
-  return {
-    accepted,
-    calls,
-    verify: async (token: string): Promise<AuthInfo> => {
-      calls.push(token);
-      if (!accepted.has(token)) throw new OAuthError("invalid_token");
-      return {
-        subject: token,
-        clientId: "c",
-        scopes: [],
-        audience: ["r"],
-        expiresAt: expiresAt(),
-        issuer: "i",
-      };
-    },
-  };
-}
+import { recordingVerifier } from "./recording-verifier.js";
 
 const SIGNATURE = "s".repeat(43);
 
