@@ -4,7 +4,7 @@
  * Requests/s, p50/p99, server CPU per request and resident memory of each protected route against
  * the same route unprotected, on loopback. Run after `npm run build`:
  *
- *   node bench/resource-server.mjs [--json] [--seconds 5] [--rounds 5] [--connections 10] [--warmup 2]
+ *   node bench/resource-server.mjs [--json] [--seconds 15] [--rounds 5] [--connections 10] [--warmup 2]
  *                                  [--warmup-rounds 1] [--tokens 400000] [--dist dist] [--autocannon]
  *                                  [--cases node-warm,hono-warm,...]
  *
@@ -454,7 +454,7 @@ function runWrk(url, { seconds, connections, headers, distinct, pin, script }) {
 const sample = (proc) => ask(proc, "cpu", (m) => m && typeof m.cpuMicros === "number");
 const loadAverage = () => loadavg().map((x) => Math.round(x * 100) / 100);
 
-const USAGE = `Usage: node bench/resource-server.mjs [--json] [--seconds 5] [--rounds 5] [--connections 10] [--warmup 2]
+const USAGE = `Usage: node bench/resource-server.mjs [--json] [--seconds 15] [--rounds 5] [--connections 10] [--warmup 2]
                                      [--warmup-rounds 1] [--tokens 400000] [--dist dist] [--autocannon]
                                      [--cases node-warm,hono-warm,...]
 
@@ -485,7 +485,7 @@ async function parent() {
     return i >= 0 ? args[i + 1] : undefined;
   };
   const numberArg = (name, fallback) => Number(argValue(name) ?? fallback);
-  const seconds = numberArg("--seconds", 5);
+  const seconds = numberArg("--seconds", 15);
   const rounds = numberArg("--rounds", 5);
   const connections = numberArg("--connections", 10);
   const tokenCount = numberArg("--tokens", 400_000);
