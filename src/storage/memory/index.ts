@@ -29,9 +29,6 @@ import type {
   SigningKeyRecord,
   SupersedeCandidate,
   SupersedeDecision,
-  UpstreamIdentityRecord,
-  UpstreamLoginRecord,
-  UpstreamTokenSetRecord,
   UserRecord,
 } from "../contract.js";
 import { StorageConflictError } from "../contract.js";
@@ -51,13 +48,9 @@ import {
   mergeScopes,
   sameJsonValue,
   tokensForRefresh,
-  withoutUndefined,
 } from "../rules.js";
-
-/** Deep copy that also drops `undefined` properties, so every backend returns the same shapes. */
-function copy<T>(value: T): T {
-  return withoutUndefined(structuredClone(value));
-}
+import { copy } from "./copy.js";
+import { createMemoryUpstream } from "./upstream.js";
 
 function consentKey(userId: string, clientId: string, redirectUri: string): string {
   return JSON.stringify([userId, clientId, redirectUri]);
@@ -82,16 +75,7 @@ export function createMemoryStore(): AuthorizationStore {
   /** Device authorizations by device code hash, and the device code hash of each user code hash. */
   const devices = new Map<string, DeviceAuthorizationRecord>();
   const devicesByUserCode = new Map<string, string>();
-  const upstreamLogins = new Map<string, UpstreamLoginRecord>();
-  /** Keyed by JSON [providerId, subject]. */
-  const upstreamIdentities = new Map<string, UpstreamIdentityRecord>();
-  const identityKey = (providerId: string, subject: string) => JSON.stringify([providerId, subject]);
-  /** Upstream token sets keyed by JSON [holder, providerId]; holder `session:<hash>` or `grant:<id>`. */
-  const upstreamTokenSets = new Map<string, UpstreamTokenSetRecord & { holder: string }>();
-  const tokenSetKey = (holder: string, providerId: string) => JSON.stringify([holder, providerId]);
-  const dropTokenSetsOf = (holder: string) => {
-    for (const [key, set] of upstreamTokenSets) if (set.holder === holder) upstreamTokenSets.delete(key);
-  };
+  const upstream = createMemoryUpstream(users, grants);
 
   /** Refuses a token write that would overwrite an existing record, before anything is written. */
   function assertTokensFree(tokens: Omit<IssuedTokens, "grantExpiresAt">): void {
@@ -143,7 +127,7 @@ export function createMemoryStore(): AuthorizationStore {
     for (const token of accessTokens.values()) {
       if (token.grantId === grantId) token.revokedAt ??= now;
     }
-    dropTokenSetsOf(`grant:${grantId}`);
+    upstream.dropTokenSetsOf(`grant:${grantId}`);
     return true;
   }
 
@@ -225,7 +209,7 @@ export function createMemoryStore(): AuthorizationStore {
     },
     async deleteSession(idHash) {
       sessions.delete(idHash);
-      dropTokenSetsOf(`session:${idHash}`);
+      upstream.dropTokenSetsOf(`session:${idHash}`);
     },
 
     async createInteraction(interaction) {
@@ -472,79 +456,7 @@ export function createMemoryStore(): AuthorizationStore {
       return true;
     },
 
-    async createUpstreamLogin(login) {
-      if (upstreamLogins.has(login.stateHash))
-        throw new StorageConflictError("upstream login already exists");
-      upstreamLogins.set(login.stateHash, copy(login));
-    },
-    async consumeUpstreamLogin(stateHash, now) {
-      const login = upstreamLogins.get(stateHash);
-      if (!login) return undefined;
-      upstreamLogins.delete(stateHash);
-      return isExpired(login.expiresAt, now) ? undefined : copy(login);
-    },
-    async getUpstreamIdentity(providerId, subject) {
-      const identity = upstreamIdentities.get(identityKey(providerId, subject));
-      return identity && copy(identity);
-    },
-    async linkUpstreamIdentity(identity) {
-      const key = identityKey(identity.providerId, identity.subject);
-      if (upstreamIdentities.has(key)) throw new StorageConflictError("upstream identity already linked");
-      upstreamIdentities.set(key, copy(identity));
-    },
-    async createUserWithUpstreamIdentity(user, identity) {
-      const key = identityKey(identity.providerId, identity.subject);
-      if (upstreamIdentities.has(key)) throw new StorageConflictError("upstream identity already linked");
-      if (users.has(user.id)) throw new StorageConflictError("user id already exists");
-      for (const other of users.values()) {
-        if (other.username === user.username) throw new StorageConflictError("username already exists");
-      }
-      users.set(user.id, copy(user));
-      upstreamIdentities.set(key, copy({ ...identity, userId: user.id }));
-    },
-    async recordUpstreamSignIn(update) {
-      const identity = upstreamIdentities.get(identityKey(update.providerId, update.subject));
-      if (!identity) return;
-      delete identity.email;
-      delete identity.displayName;
-      Object.assign(identity, copy(update));
-    },
-
-    async keepSessionUpstreamTokens(sessionHash, set) {
-      const holder = `session:${sessionHash}`;
-      upstreamTokenSets.set(tokenSetKey(holder, set.providerId), { ...copy(set), holder });
-    },
-    async bindUpstreamTokens(sessionHash, grantId, now) {
-      const grant = grants.get(grantId);
-      if (!grant || grant.revokedAt !== undefined || grant.sessionHash !== sessionHash) return 0;
-      const holder = `grant:${grantId}`;
-      let copied = 0;
-      for (const set of [...upstreamTokenSets.values()]) {
-        if (set.holder !== `session:${sessionHash}` || set.userId !== grant.userId) continue;
-        if (set.expiresAt !== undefined && isExpired(set.expiresAt, now)) continue;
-        const key = tokenSetKey(holder, set.providerId);
-        if (upstreamTokenSets.has(key)) continue;
-        const { expiresAt: _expiry, ...kept } = set;
-        upstreamTokenSets.set(key, { ...kept, holder, version: 1, createdAt: now, updatedAt: now });
-        copied++;
-      }
-      return copied;
-    },
-    async getUpstreamTokens(grantId, providerId) {
-      const set = upstreamTokenSets.get(tokenSetKey(`grant:${grantId}`, providerId));
-      if (!set) return undefined;
-      const { holder: _holder, ...record } = set;
-      return copy(record);
-    },
-    async replaceUpstreamTokens(grantId, providerId, expectedVersion, next) {
-      const set = upstreamTokenSets.get(tokenSetKey(`grant:${grantId}`, providerId));
-      if (!set || set.version !== expectedVersion) return false;
-      Object.assign(set, { sealed: next.sealed, updatedAt: next.updatedAt, version: set.version + 1 });
-      return true;
-    },
-    async deleteUpstreamTokens(grantId, providerId) {
-      return upstreamTokenSets.delete(tokenSetKey(`grant:${grantId}`, providerId));
-    },
+    ...upstream.methods,
 
     async hitRateLimit(key, windowStart, windowMs) {
       const entry = rateLimits.get(key);
@@ -606,13 +518,7 @@ export function createMemoryStore(): AuthorizationStore {
         return true;
       });
       sweep(rateLimits, (r) => isExpired(r.expiresAt, now));
-      sweep(upstreamLogins, (l) => isExpired(l.expiresAt, now));
-      sweep(
-        upstreamTokenSets,
-        (t) =>
-          (t.expiresAt !== undefined && isExpired(t.expiresAt, now)) ||
-          (t.holder.startsWith("grant:") && !grants.has(t.holder.slice("grant:".length))),
-      );
+      upstream.purgeExpired(now);
       sweep(documents, (d) => isExpired(d.expiresAt, now));
       return result;
     },
