@@ -31,7 +31,10 @@
  * Run after `npm run build`:
  *
  *   node bench/authorization-server.mjs [--json] [--seconds 3] [--repeats 3] [--concurrency 8]
- *                                       [--only sessions|refreshes|signIns]
+ *                                       [--only sessions|refreshes|signIns] [--store sqlite|memory]
+ *
+ * `--store memory` runs Gatehouse on its in-memory store instead of SQLite: what Gatehouse costs
+ * without its durable storage, against the same in-memory peer (the issue's rows are SQLite's).
  *
  * `--only` measures one case (for profiling: BENCH_CHILD_EXEC_ARGV="--cpu-prof" passes flags to
  * the server processes); the ratios need sessions and refreshes both.
@@ -71,13 +74,19 @@ const PASSWORD = "correct horse battery staple";
 
 // ------------------------------------------------------------------ server children
 
-async function serveGatehouse() {
-  const { createAuthorizationServer, hashPassword } = await import(`${DIST}authorization-server/index.js`);
+/** The store Gatehouse runs on: durable SQLite (the issue's rows), or its in-memory store. */
+async function openStore(kind, dir) {
+  if (kind === "memory") return (await import(`${DIST}storage/memory/index.js`)).createMemoryStore();
   const { createSqliteStore } = await import(`${DIST}storage/sqlite/index.js`);
+  return createSqliteStore({ path: join(dir, "gatehouse.sqlite") });
+}
+
+async function serveGatehouse(storeKind) {
+  const { createAuthorizationServer, hashPassword } = await import(`${DIST}authorization-server/index.js`);
   const { listen } = await import(`${DIST}http/node.js`);
   const { silentLogger } = await import(`${DIST}shared/log.js`);
   const dir = mkdtempSync(join(tmpdir(), "gatehouse-bench-as-"));
-  const store = createSqliteStore({ path: join(dir, "gatehouse.sqlite") });
+  const store = await openStore(storeKind, dir);
   await store.migrate();
   let handler = async () => new Response("starting", { status: 503 });
   const http = await listen((request, info) => handler(request, info), { port: 0, host: "127.0.0.1" });
@@ -241,8 +250,8 @@ async function serveSdk() {
   };
 }
 
-async function childMain(kind) {
-  const running = kind === "gatehouse" ? await serveGatehouse() : await serveSdk();
+async function childMain(kind, storeKind) {
+  const running = kind === "gatehouse" ? await serveGatehouse(storeKind) : await serveSdk();
   process.on("message", async (message) => {
     if (message === "sample") {
       const cpu = process.cpuUsage();
@@ -278,9 +287,9 @@ function pinning() {
   }
 }
 
-function startChild(kind, pin) {
+function startChild(kind, pin, storeKind) {
   const execArgv = process.env.BENCH_CHILD_EXEC_ARGV ? process.env.BENCH_CHILD_EXEC_ARGV.split(" ") : [];
-  const args = [...execArgv, SELF, "--serve", kind];
+  const args = [...execArgv, SELF, "--serve", kind, storeKind];
   const child = pin
     ? spawn("taskset", ["-c", pin.server, process.execPath, ...args], {
         stdio: ["ignore", "inherit", "inherit", "ipc"],
@@ -617,7 +626,7 @@ function cases(server, concurrency) {
 }
 
 function parseOptions(argv) {
-  const options = { json: false, seconds: 3, repeats: 3, concurrency: 8, only: undefined };
+  const options = { json: false, seconds: 3, repeats: 3, concurrency: 8, only: undefined, store: "sqlite" };
   for (let i = 0; i < argv.length; i++) {
     const [name, inline] = argv[i].split("=", 2);
     const value = () => Number(inline ?? argv[++i]);
@@ -626,6 +635,7 @@ function parseOptions(argv) {
     else if (name === "--repeats") options.repeats = value();
     else if (name === "--concurrency") options.concurrency = value();
     else if (name === "--only") options.only = inline ?? argv[++i];
+    else if (name === "--store") options.store = inline ?? argv[++i];
     else if (name === "--help" || name === "-h") options.help = true;
     else throw new Error(`unknown option ${name} (--help lists them)`);
   }
@@ -633,9 +643,12 @@ function parseOptions(argv) {
     !(options.seconds > 0) ||
     !(Number.isInteger(options.repeats) && options.repeats >= 1) ||
     !(Number.isInteger(options.concurrency) && options.concurrency >= 1) ||
-    options.concurrency > MAX_WORKERS
+    options.concurrency > MAX_WORKERS ||
+    !["sqlite", "memory"].includes(options.store)
   ) {
-    throw new Error(`--seconds, --repeats and --concurrency (at most ${MAX_WORKERS}) must be positive`);
+    throw new Error(
+      `--seconds, --repeats and --concurrency (at most ${MAX_WORKERS}) must be positive; --store is sqlite or memory`,
+    );
   }
   return options;
 }
@@ -691,9 +704,9 @@ function summarize(runs) {
 }
 
 const USAGE = `Usage: node bench/authorization-server.mjs [--json] [--seconds 3] [--repeats 3] [--concurrency 8]
-                                         [--only sessions|refreshes|signIns]
+                                         [--only sessions|refreshes|signIns] [--store sqlite|memory]
 
-Gatehouse on durable SQLite against the MCP SDK router in memory (sessions, refreshes), sign-ins for
+Gatehouse on durable SQLite (--store memory: its in-memory store) against the MCP SDK router in memory (sessions, refreshes), sign-ins for
 Gatehouse alone; servers pinned to core 0, the load generator to core 1. Run after npm run build.
 BENCH_DIST=<build> measures another build; BENCH_CHILD_EXEC_ARGV passes flags to the servers.
 `;
@@ -712,7 +725,7 @@ async function main() {
     `durable SQLite commit on this disk: ${commitMs} ms; pinning: ${pin ? `servers on core ${pin.server}, load generator on core ${pin.loadGenerator}` : "none"}`,
   );
 
-  const servers = [startChild("gatehouse", pin), startChild("sdk", pin)];
+  const servers = [startChild("gatehouse", pin, options.store), startChild("sdk", pin, options.store)];
   const results = { gatehouse: {}, sdk: {} };
   try {
     for (const server of servers) server.url = (await server.ready).url;
@@ -770,7 +783,8 @@ async function main() {
     loadAverage: { before: loadAverageBefore, after: loadavg().map((v) => round(v, 2)) },
     sqliteCommitMs: commitMs,
     gatehouse: {
-      storage: "SQLite (WAL, synchronous=FULL)",
+      storage:
+        options.store === "memory" ? "in memory (createMemoryStore)" : "SQLite (WAL, synchronous=FULL)",
       ...Object.fromEntries(
         Object.entries(results.gatehouse).map(([k, runs]) => [k, { ...summarize(runs), runs }]),
       ),
@@ -797,7 +811,7 @@ async function main() {
       : `  checkpoints/1k ops ${r.checkpointsPer1kOps} (${r.checkpointLoopUsPerOp} µs/op on the loop)`) +
     (r.firstError ? `  first error: ${r.firstError}` : "");
   log(
-    `\nAuthorization server, ${options.concurrency} concurrent loops, ${options.repeats} interleaved repeats of ${options.seconds} s per case, medians (${process.version}; load average ${result.loadAverage.before.join(" ")} → ${result.loadAverage.after.join(" ")})`,
+    `\nAuthorization server (Gatehouse on ${result.gatehouse.storage}), ${options.concurrency} concurrent loops, ${options.repeats} interleaved repeats of ${options.seconds} s per case, medians (${process.version}; load average ${result.loadAverage.before.join(" ")} → ${result.loadAverage.after.join(" ")})`,
   );
   const rows = [
     ["gatehouse sessions", result.gatehouse.sessions],
@@ -819,7 +833,7 @@ async function main() {
 
 const serveIndex = process.argv.indexOf("--serve");
 if (serveIndex >= 0) {
-  childMain(process.argv[serveIndex + 1]).catch((error) => {
+  childMain(process.argv[serveIndex + 1], process.argv[serveIndex + 2]).catch((error) => {
     process.stderr.write(`bench server failed: ${error.stack ?? error}\n`);
     process.exit(1);
   });
