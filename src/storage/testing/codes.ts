@@ -5,7 +5,19 @@ import { OAuthError } from "../../shared/errors.js";
 import type { AuthorizationCodeRecord } from "../contract.js";
 import { StorageConflictError } from "../contract.js";
 import type { StoreContext } from "./context.js";
-import { code, DAY, HOUR, id, issueGrant, MINUTE, secret, T0, tally, tokens } from "./fixtures.js";
+import {
+  code,
+  DAY,
+  deviceAuthorization,
+  HOUR,
+  id,
+  issueGrant,
+  MINUTE,
+  secret,
+  T0,
+  tally,
+  tokens,
+} from "./fixtures.js";
 
 const pass = () => undefined;
 
@@ -290,6 +302,53 @@ export function codeContract(ctx: StoreContext): void {
       expect(await store.revokeGrant(first.grantId, T0 + 20)).toBe(true);
       expect((await store.getGrant(first.grantId))?.revokedAt).toBe(T0 + 10);
       expect(await store.revokeGrant(id("grant"), T0)).toBe(false);
+    });
+
+    it("revokeGrant reaches every token the grant was issued: each rotation's, a device poll's, a client_credentials grant's", async () => {
+      const store = ctx.store();
+      const first = await issueGrant(store);
+      const second = tokens(T0 + 1);
+      await store.rotateRefreshToken(first.issued.refreshToken!.tokenHash, T0 + 1, () => ({}), second);
+      const third = tokens(T0 + 2);
+      await store.rotateRefreshToken(second.refreshToken!.tokenHash, T0 + 2, () => ({}), third);
+      const machine = {
+        grantId: id("grant"),
+        clientId: id("client"),
+        scopes: ["mcp:read"],
+        resource: "https://mcp.example/mcp",
+        createdAt: T0,
+        expiresAt: T0 + HOUR,
+      };
+      const machineAccess = { jti: id("jti"), createdAt: T0, expiresAt: T0 + HOUR };
+      await store.createGrantWithAccessToken(machine, machineAccess);
+      const device = deviceAuthorization();
+      await store.createDeviceAuthorization(device);
+      await store.decideDeviceAuthorization(
+        device.userCodeHash,
+        { approved: true, userId: id("user"), approvedScopes: ["mcp:read"], refreshAllowed: true },
+        T0,
+      );
+      const deviceTokens = tokens(T0 + 1);
+      const polled = await store.pollDeviceAuthorization(
+        device.deviceCodeHash,
+        device.clientId,
+        T0 + 1,
+        () => deviceTokens,
+      );
+      expect(polled.status).toBe("issued");
+
+      expect(await store.revokeGrant(first.grantId, T0 + 3)).toBe(true);
+      for (const issued of [first.issued, second, third]) {
+        expect((await store.getAccessToken(issued.accessToken.jti))?.revokedAt).toBe(T0 + 3);
+        expect((await store.getRefreshToken(issued.refreshToken!.tokenHash))?.revokedAt).toBe(T0 + 3);
+      }
+      expect((await store.getAccessToken(machineAccess.jti))?.revokedAt).toBeUndefined();
+      expect((await store.getAccessToken(deviceTokens.accessToken.jti))?.revokedAt).toBeUndefined();
+      expect(await store.revokeGrant(machine.grantId, T0 + 4)).toBe(true);
+      expect((await store.getAccessToken(machineAccess.jti))?.revokedAt).toBe(T0 + 4);
+      expect(await store.revokeGrant(device.grantId, T0 + 5)).toBe(true);
+      expect((await store.getAccessToken(deviceTokens.accessToken.jti))?.revokedAt).toBe(T0 + 5);
+      expect((await store.getRefreshToken(deviceTokens.refreshToken!.tokenHash))?.revokedAt).toBe(T0 + 5);
     });
 
     it("revokeAccessToken revokes only that token", async () => {

@@ -15,7 +15,7 @@ import type {
   SupersedeDecision,
 } from "../contract.js";
 import type { StoreContext } from "./context.js";
-import { code, id, issueGrant, MINUTE, secret, T0, tokens } from "./fixtures.js";
+import { code, deviceAuthorization, id, issueGrant, MINUTE, secret, T0, tokens } from "./fixtures.js";
 
 const pass = () => undefined;
 const every: SupersedeDecision = () => true;
@@ -94,6 +94,39 @@ export function supersedeContract(ctx: StoreContext): void {
       expect((await store.getGrant(revoked.grantId))?.revokedAt).toBe(T0 + 4);
       for (const kept of [spared, ...others]) expect(await isActive(store, kept.grantId)).toBe(true);
       expect(await isActive(store, record.grantId)).toBe(true);
+    });
+
+    it("a grant a device poll issued in the same sign-in is offered and retired like a code's", async (test) => {
+      const store = ctx.store();
+      if (!(await retiresInRedemption(store))) return test.skip();
+      const key = signInKey();
+      const device = deviceAuthorization({ clientId: key.clientId, resource: key.resource });
+      await store.createDeviceAuthorization(device);
+      const decision = {
+        approved: true as const,
+        userId: key.userId,
+        approvedScopes: ["mcp:read"],
+        sessionHash: key.sessionHash,
+        refreshAllowed: true,
+      };
+      await store.decideDeviceAuthorization(device.userCodeHash, decision, T0);
+      const deviceTokens = tokens(T0 + 1);
+      const polled = await store.pollDeviceAuthorization(
+        device.deviceCodeHash,
+        device.clientId,
+        T0 + 1,
+        () => deviceTokens,
+      );
+      expect(polled.status).toBe("issued");
+      const offered: string[] = [];
+      const { result } = await redeemWith(store, T0 + 10, key, (_grant, candidate) => {
+        offered.push(candidate.grantId);
+        return true;
+      });
+      expect(offered).toEqual([device.grantId]);
+      expect(result).toMatchObject({ status: "issued", superseded: [device.grantId] });
+      expect(await isActive(store, device.grantId)).toBe(false);
+      expect((await store.getRefreshToken(deviceTokens.refreshToken!.tokenHash))?.revokedAt).toBe(T0 + 10);
     });
 
     it("a decision that throws: the code is redeemed, nothing is retired, superseded is absent", async (test) => {
