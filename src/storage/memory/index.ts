@@ -50,6 +50,7 @@ import {
   tokensForRefresh,
 } from "../rules.js";
 import { copy } from "./copy.js";
+import { createGrantIndex } from "./grant-index.js";
 import { createMemoryUpstream } from "./upstream.js";
 
 function consentKey(userId: string, clientId: string, redirectUri: string): string {
@@ -76,6 +77,8 @@ export function createMemoryStore(): AuthorizationStore {
   const devices = new Map<string, DeviceAuthorizationRecord>();
   const devicesByUserCode = new Map<string, string>();
   const upstream = createMemoryUpstream(users, grants);
+  /** Tokens by grant and active grants by sign-in (./grant-index.ts): told of every such write. */
+  const index = createGrantIndex();
 
   /** Refuses a token write that would overwrite an existing record, before anything is written. */
   function assertTokensFree(tokens: Omit<IssuedTokens, "grantExpiresAt">): void {
@@ -89,9 +92,9 @@ export function createMemoryStore(): AuthorizationStore {
   /** The active grants of one sign-in, oldest first, with the supersede decision's fields. */
   function supersedeCandidates(key: SignInGrantKey): SupersedeCandidate[] {
     const candidates: SupersedeCandidate[] = [];
-    for (const g of grants.values()) {
-      const other = g.userId !== key.userId || g.clientId !== key.clientId || g.resource !== key.resource;
-      if (other || g.sessionHash !== key.sessionHash || g.revokedAt !== undefined) continue;
+    for (const id of index.activeGrantsOf(key)) {
+      const g = grants.get(id);
+      if (g === undefined || g.revokedAt !== undefined) continue;
       const { grantId, resource, createdAt } = g;
       candidates.push({ grantId, scopes: [...g.scopes], resource, sessionHash: key.sessionHash, createdAt });
     }
@@ -120,12 +123,15 @@ export function createMemoryStore(): AuthorizationStore {
   function revokeGrantNow(grantId: string, now: number): boolean {
     const grant = grants.get(grantId);
     if (!grant) return false;
+    index.grantRevoked(grant);
     grant.revokedAt ??= now;
-    for (const token of refreshTokens.values()) {
-      if (token.grantId === grantId) token.revokedAt ??= now;
+    for (const hash of index.refreshTokensOf(grantId)) {
+      const token = refreshTokens.get(hash);
+      if (token) token.revokedAt ??= now;
     }
-    for (const token of accessTokens.values()) {
-      if (token.grantId === grantId) token.revokedAt ??= now;
+    for (const jti of index.accessTokensOf(grantId)) {
+      const token = accessTokens.get(jti);
+      if (token) token.revokedAt ??= now;
     }
     upstream.dropTokenSetsOf(`grant:${grantId}`);
     return true;
@@ -144,7 +150,11 @@ export function createMemoryStore(): AuthorizationStore {
       throw new StorageConflictError("refresh token hash already exists");
     }
     accessTokens.set(access.jti, access);
-    if (refresh) refreshTokens.set(refresh.tokenHash, refresh);
+    index.accessStored(access.grantId, access.jti);
+    if (refresh) {
+      refreshTokens.set(refresh.tokenHash, refresh);
+      index.refreshStored(refresh.grantId, refresh.tokenHash);
+    }
     return refresh !== undefined;
   }
 
@@ -286,6 +296,7 @@ export function createMemoryStore(): AuthorizationStore {
       assertTokensFree(issued);
       code.consumedAt = now;
       grants.set(grant.grantId, grant);
+      index.grantStored(grant);
       const refreshIssued = writeTokens(grant, code.clientId, code.scopes, issued, code.refreshAllowed);
       const superseded = supersedes && retireSuperseded(grant, supersedes, now);
       return {
@@ -302,10 +313,12 @@ export function createMemoryStore(): AuthorizationStore {
       if (accessTokens.has(accessToken.jti)) throw new StorageConflictError("access token id already exists");
       const stored = copy(grant);
       grants.set(stored.grantId, stored);
+      index.grantStored(stored);
       accessTokens.set(
         accessToken.jti,
         accessTokenFromGrant(stored, stored.clientId, stored.scopes, accessToken),
       );
+      index.accessStored(stored.grantId, accessToken.jti);
     },
     async getGrant(grantId) {
       const grant = grants.get(grantId);
@@ -437,7 +450,9 @@ export function createMemoryStore(): AuthorizationStore {
       if (grants.has(grant.grantId)) throw new StorageConflictError("grant already exists");
       assertTokensFree(issued);
       devices.set(deviceCodeHash, copy(record));
-      grants.set(grant.grantId, copy(grant));
+      const storedGrant = copy(grant);
+      grants.set(storedGrant.grantId, storedGrant);
+      index.grantStored(storedGrant);
       const refreshIssued = writeTokens(
         grant,
         grant.clientId,
@@ -480,19 +495,26 @@ export function createMemoryStore(): AuthorizationStore {
     async purgeExpired(now): Promise<PurgeResult> {
       const result = emptyPurgeResult();
       const purgeable = new Set<string>();
+      const alive = (jti: string) => {
+        const token = accessTokens.get(jti);
+        return token !== undefined && !isExpired(token.expiresAt, now);
+      };
       for (const grant of grants.values()) {
-        const liveAccess = [...accessTokens.values()].some(
-          (t) => t.grantId === grant.grantId && !isExpired(t.expiresAt, now),
-        );
+        const liveAccess = [...index.accessTokensOf(grant.grantId)].some(alive);
         if (isExpired(grant.expiresAt, now) || (grant.revokedAt !== undefined && !liveAccess)) {
           purgeable.add(grant.grantId);
         }
       }
-      const sweep = <V>(map: Map<string, V>, dead: (v: V) => boolean): number => {
+      const sweep = <V>(
+        map: Map<string, V>,
+        dead: (v: V) => boolean,
+        dropped?: (v: V, k: string) => void,
+      ) => {
         let n = 0;
         for (const [k, v] of map) {
           if (dead(v)) {
             map.delete(k);
+            dropped?.(v, k);
             n++;
           }
         }
@@ -502,12 +524,18 @@ export function createMemoryStore(): AuthorizationStore {
       result.refreshTokens = sweep(
         refreshTokens,
         (t) => isExpired(t.expiresAt, now) || purgeable.has(t.grantId) || !grants.has(t.grantId),
+        (t, hash) => index.refreshDropped(t.grantId, hash),
       );
       result.accessTokens = sweep(
         accessTokens,
         (t) => isExpired(t.expiresAt, now) || purgeable.has(t.grantId) || !grants.has(t.grantId),
+        (t, jti) => index.accessDropped(t.grantId, jti),
       );
-      result.grants = sweep(grants, (g) => purgeable.has(g.grantId));
+      result.grants = sweep(
+        grants,
+        (g) => purgeable.has(g.grantId),
+        (g) => index.grantDropped(g),
+      );
       result.interactions = sweep(interactions, (i) => isExpired(i.expiresAt, now));
       result.sessions = sweep(sessions, (s) => isExpired(s.expiresAt, now));
       result.clients = sweep(clients, (c) => c.expiresAt !== undefined && isExpired(c.expiresAt, now));
