@@ -500,6 +500,23 @@ export interface AuthorizationStore {
     tokens: IssuedTokens | ((code: AuthorizationCodeRecord) => IssuedTokens),
     supersedes?: SupersedeDecision,
   ): Promise<RedeemCodeResult>;
+  /**
+   * Optional: the redemption of a sealed code, which was never inserted (the authorization server
+   * sealed its whole record into the code it handed out; authorization-server/grants/sealed-code.ts).
+   * The same atomic redemption as {@link redeemAuthorizationCode} on `code.codeHash`, except that
+   * where no row exists the store judges `code` itself (never consumed) and, when the judgement
+   * consumes it (refused or issued), inserts it as the consumed row in the same transaction: of
+   * concurrent redemptions of one code exactly one inserts, the others find the row and replay. An
+   * expired code, or a throw from `check` or `tokens`, writes nothing. Without this method the
+   * server stores every code at issue.
+   */
+  redeemSealedAuthorizationCode?(
+    code: AuthorizationCodeRecord,
+    now: number,
+    check: (code: AuthorizationCodeRecord) => OAuthError | undefined,
+    tokens: IssuedTokens | ((code: AuthorizationCodeRecord) => IssuedTokens),
+    supersedes?: SupersedeDecision,
+  ): Promise<RedeemCodeResult>;
 
   // Grants and tokens
   /**

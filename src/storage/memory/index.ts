@@ -158,6 +158,52 @@ export function createMemoryStore(): AuthorizationStore {
     return refresh !== undefined;
   }
 
+  /**
+   * One code redemption (contract `redeemAuthorizationCode`): `code` is the stored record, or the
+   * record of a sealed code (`unstored`), stored as consumed once the judgement consumes it.
+   */
+  function redeemCode(
+    code: AuthorizationCodeRecord | undefined,
+    unstored: AuthorizationCodeRecord | undefined,
+    now: number,
+    check: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[2],
+    tokens: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[3],
+    supersedes: SupersedeDecision | undefined,
+  ): RedeemCodeResult {
+    if (!code) return { status: "not_found" };
+    // `check` and `tokens` see copies, so nothing they do reaches the stored code.
+    const verdict = judgeAuthorizationCode(
+      code,
+      now,
+      (c) => check(copy(c)),
+      typeof tokens === "function" ? (c) => tokens(copy(c)) : tokens,
+    );
+    if (verdict.status === "replayed") revokeGrantNow(code.grantId, now);
+    /** A sealed code is stored when it is consumed: a second redemption then finds it. */
+    const consume = () => {
+      code.consumedAt = now;
+      if (unstored) codes.set(unstored.codeHash, unstored);
+    };
+    if (verdict.status === "refused") consume();
+    if (verdict.status !== "issue") return verdict;
+    const { grant, tokens: issued } = verdict;
+    // Nothing here rolls back: validate every write before touching anything, so a conflict
+    // leaves the code unused and no partial state.
+    if (grants.has(grant.grantId)) throw new StorageConflictError("grant already exists");
+    assertTokensFree(issued);
+    consume();
+    grants.set(grant.grantId, grant);
+    index.grantStored(grant);
+    const refreshIssued = writeTokens(grant, code.clientId, code.scopes, issued, code.refreshAllowed);
+    const superseded = supersedes && retireSuperseded(grant, supersedes, now);
+    return {
+      status: "issued",
+      code: copy(code),
+      grant: copy(grant),
+      refreshIssued,
+      ...(superseded && { superseded }),
+    };
+  }
   const store: AuthorizationStore = {
     async migrate() {},
     async close() {},
@@ -277,35 +323,14 @@ export function createMemoryStore(): AuthorizationStore {
       codes.set(code.codeHash, copy(code));
     },
     async redeemAuthorizationCode(codeHash, now, check, tokens, supersedes): Promise<RedeemCodeResult> {
-      const code = codes.get(codeHash);
-      if (!code) return { status: "not_found" };
-      // `check` and `tokens` see copies, so nothing they do reaches the stored code.
-      const verdict = judgeAuthorizationCode(
-        code,
-        now,
-        (c) => check(copy(c)),
-        typeof tokens === "function" ? (c) => tokens(copy(c)) : tokens,
-      );
-      if (verdict.status === "replayed") revokeGrantNow(code.grantId, now);
-      if (verdict.status === "refused") code.consumedAt = now;
-      if (verdict.status !== "issue") return verdict;
-      const { grant, tokens: issued } = verdict;
-      // Nothing here rolls back: validate every write before touching anything, so a conflict
-      // leaves the code unused and no partial state.
-      if (grants.has(grant.grantId)) throw new StorageConflictError("grant already exists");
-      assertTokensFree(issued);
-      code.consumedAt = now;
-      grants.set(grant.grantId, grant);
-      index.grantStored(grant);
-      const refreshIssued = writeTokens(grant, code.clientId, code.scopes, issued, code.refreshAllowed);
-      const superseded = supersedes && retireSuperseded(grant, supersedes, now);
-      return {
-        status: "issued",
-        code: copy(code),
-        grant: copy(grant),
-        refreshIssued,
-        ...(superseded && { superseded }),
-      };
+      return redeemCode(codes.get(codeHash), undefined, now, check, tokens, supersedes);
+    },
+    async redeemSealedAuthorizationCode(code, now, check, tokens, supersedes): Promise<RedeemCodeResult> {
+      const stored = codes.get(code.codeHash);
+      if (stored) return redeemCode(stored, undefined, now, check, tokens, supersedes);
+      const sealed = copy(code);
+      delete sealed.consumedAt;
+      return redeemCode(sealed, sealed, now, check, tokens, supersedes);
     },
 
     async createGrantWithAccessToken(grant, accessToken) {

@@ -8,6 +8,7 @@
  */
 
 import type {
+  AuthorizationCodeRecord,
   AuthorizationStore,
   GrantRecord,
   IssuedTokens,
@@ -94,6 +95,52 @@ function insert(execute: Execute, row: RowInsert): Promise<number> {
     insertSql(row, (n) => `$${n}`),
     row.values,
   );
+}
+
+/**
+ * A code this redemption could not claim: consumed (a replay, which revokes the grant of its first
+ * redemption) or expired. `absent` is the answer when there is no row at all. The claim's condition
+ * is exactly the state `live`: a row that reads as live here was inserted after the claim ran, and
+ * this request does not redeem it.
+ */
+async function unclaimedCode(
+  tx: Tx,
+  codeHash: string,
+  now: number,
+  absent: "not_found" | "expired",
+): Promise<RedeemCodeResult> {
+  const [row] = await tx.query("SELECT * FROM authorization_codes WHERE code_hash = $1", [codeHash]);
+  if (!row) return { status: absent };
+  const code = rowToCode(row);
+  const replayed = authorizationCodeState(code, now) === "consumed";
+  if (replayed) await revokeGrantRows(tx, code.grantId, now);
+  return { status: replayed ? "replayed" : "expired" };
+}
+
+/**
+ * A claimed code (its row now consumed), judged as it was before the claim. A throw from `check` or
+ * `tokens` aborts the transaction: the claim is rolled back with it. A refused code stays claimed.
+ */
+async function redeemClaimed(
+  tx: Tx,
+  code: AuthorizationCodeRecord,
+  now: number,
+  check: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[2],
+  tokens: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[3],
+): Promise<RedeemCodeResult> {
+  const verdict = judgeAuthorizationCode(code, now, check, tokens);
+  if (verdict.status !== "issue") return verdict;
+  const { grant, tokens: issued } = verdict;
+  await insert(tx.execute, grantInsert(grant));
+  const refreshIssued = await insertTokens(
+    tx,
+    grant,
+    code.clientId,
+    code.scopes,
+    issued,
+    code.refreshAllowed,
+  );
+  return { status: "issued", code: { ...code, consumedAt: now }, grant, refreshIssued };
 }
 
 async function insertTokens(
@@ -300,34 +347,27 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
            WHERE code_hash = $1 AND consumed_at IS NULL AND expires_at > $2 RETURNING *`,
           [codeHash, now],
         );
-        if (!claimed) {
-          const [row] = await tx.query("SELECT * FROM authorization_codes WHERE code_hash = $1", [codeHash]);
-          if (!row) return { status: "not_found" };
-          const code = rowToCode(row);
-          // Not claimed, so consumed or expired: the claim's condition is exactly the state `live`.
-          // A row that reads as live here was inserted after the claim ran; this request does not
-          // redeem it.
-          const replayed = authorizationCodeState(code, now) === "consumed";
-          if (replayed) await revokeGrantRows(tx, code.grantId, now);
-          return { status: replayed ? "replayed" : "expired" };
+        if (!claimed) return unclaimedCode(tx, codeHash, now, "not_found");
+        const { consumedAt: _consumedAt, ...unconsumed } = rowToCode(claimed);
+        return redeemClaimed(tx, unconsumed, now, check, tokens);
+      });
+    },
+    async redeemSealedAuthorizationCode(code, now, check, tokens): Promise<RedeemCodeResult> {
+      const { consumedAt: _consumedAt, ...sealed } = code;
+      return transaction(async (tx): Promise<RedeemCodeResult> => {
+        // An expired sealed code is never written; a row of it means an earlier redemption.
+        if (authorizationCodeState(sealed, now) !== "live") {
+          return unclaimedCode(tx, sealed.codeHash, now, "expired");
         }
-        const code = rowToCode(claimed);
-        // Judged as it was before this claim. A throw from `check` or `tokens` aborts the
-        // transaction: the claim is rolled back with it. A refused code stays claimed (consumed).
-        const { consumedAt: _consumedAt, ...unconsumed } = code;
-        const verdict = judgeAuthorizationCode(unconsumed, now, check, tokens);
-        if (verdict.status !== "issue") return verdict;
-        const { grant, tokens: issued } = verdict;
-        await insert(tx.execute, grantInsert(grant));
-        const refreshIssued = await insertTokens(
-          tx,
-          grant,
-          code.clientId,
-          code.scopes,
-          issued,
-          code.refreshAllowed,
+        // Claim it by inserting it, consumed: of concurrent callers exactly one inserts; the others
+        // wait for that row's transaction and then find it consumed (a replay).
+        const inserted = codeInsert({ ...sealed, consumedAt: now });
+        const claimed = await tx.execute(
+          `${insertSql(inserted, (n) => `$${n}`)} ON CONFLICT (code_hash) DO NOTHING`,
+          inserted.values,
         );
-        return { status: "issued", code, grant, refreshIssued };
+        if (claimed === 0) return unclaimedCode(tx, sealed.codeHash, now, "expired");
+        return redeemClaimed(tx, sealed, now, check, tokens);
       });
     },
 

@@ -11,12 +11,14 @@
 
 import Database from "better-sqlite3";
 import type {
+  AuthorizationCodeRecord,
   AuthorizationStore,
   GrantRecord,
   IssuedTokens,
   PurgeResult,
   RedeemCodeResult,
   RotateRefreshResult,
+  SupersedeDecision,
 } from "../contract.js";
 import {
   assertMarkerKey,
@@ -193,6 +195,44 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     if (!refresh) return false;
     insert(refreshTokenInsert(refresh));
     return true;
+  }
+
+  /**
+   * One code redemption inside a batch (contract `redeemAuthorizationCode`): the stored row, or for
+   * a sealed code without one, the sealed record, inserted as the consumed row when the judgement
+   * consumes it. The batch serialises redemptions, so a second one of the same code finds the row.
+   */
+  function redeemCode(
+    codeHash: string,
+    sealed: AuthorizationCodeRecord | undefined,
+    now: number,
+    check: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[2],
+    tokens: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[3],
+    supersedes: SupersedeDecision | undefined,
+  ): RedeemCodeResult {
+    const row = one("SELECT * FROM authorization_codes WHERE code_hash = ?", codeHash);
+    const code = row ? rowToCode(row) : sealed;
+    if (!code) return { status: "not_found" };
+    // A throw from `check` or `tokens` (inside the judgement) rolls back this operation's
+    // savepoint: the code stays unused (a sealed one stays unwritten).
+    const verdict = judgeAuthorizationCode(code, now, check, tokens);
+    if (verdict.status === "replayed") revokeGrantRows(code.grantId, now);
+    if (verdict.status === "refused" || verdict.status === "issue") {
+      if (row) run("UPDATE authorization_codes SET consumed_at = ? WHERE code_hash = ?", now, codeHash);
+      else insert(codeInsert({ ...code, consumedAt: now }));
+    }
+    if (verdict.status !== "issue") return verdict;
+    const { grant, tokens: issued } = verdict;
+    insert(grantInsert(grant));
+    const refreshIssued = insertTokens(grant, code.clientId, code.scopes, issued, code.refreshAllowed);
+    const superseded = supersedes && retireSuperseded(retireIo, grant, supersedes, now);
+    return {
+      status: "issued",
+      code: { ...code, consumedAt: now },
+      grant,
+      refreshIssued,
+      ...(superseded && { superseded }),
+    };
   }
 
   const upsertClientSql = `INSERT INTO clients (client_id, data, created_at, last_used_at, expires_at)
@@ -418,30 +458,12 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       await write(() => insert(codeInsert(code)));
     },
     async redeemAuthorizationCode(codeHash, now, check, tokens, supersedes): Promise<RedeemCodeResult> {
-      return write((): RedeemCodeResult => {
-        const row = one("SELECT * FROM authorization_codes WHERE code_hash = ?", codeHash);
-        if (!row) return { status: "not_found" };
-        const code = rowToCode(row);
-        // A throw from `check` or `tokens` (inside the judgement) rolls back this operation's
-        // savepoint: the code stays unused.
-        const verdict = judgeAuthorizationCode(code, now, check, tokens);
-        if (verdict.status === "replayed") revokeGrantRows(code.grantId, now);
-        if (verdict.status === "refused" || verdict.status === "issue") {
-          run("UPDATE authorization_codes SET consumed_at = ? WHERE code_hash = ?", now, codeHash);
-        }
-        if (verdict.status !== "issue") return verdict;
-        const { grant, tokens: issued } = verdict;
-        insert(grantInsert(grant));
-        const refreshIssued = insertTokens(grant, code.clientId, code.scopes, issued, code.refreshAllowed);
-        const superseded = supersedes && retireSuperseded(retireIo, grant, supersedes, now);
-        return {
-          status: "issued",
-          code: { ...code, consumedAt: now },
-          grant,
-          refreshIssued,
-          ...(superseded && { superseded }),
-        };
-      });
+      return write(() => redeemCode(codeHash, undefined, now, check, tokens, supersedes));
+    },
+    async redeemSealedAuthorizationCode(code, now, check, tokens, supersedes): Promise<RedeemCodeResult> {
+      const sealed = { ...code };
+      delete sealed.consumedAt;
+      return write(() => redeemCode(code.codeHash, sealed, now, check, tokens, supersedes));
     },
 
     async createGrantWithAccessToken(grant, accessToken) {

@@ -14,6 +14,7 @@ import { grantContract } from "./grants.js";
 import { markerContract } from "./markers.js";
 import { recordContract } from "./records.js";
 import { refreshContract } from "./refresh.js";
+import { sealedCodeContract } from "./sealed-codes.js";
 import { signingKeyContract } from "./signing-keys.js";
 import { supersedeContract } from "./supersede.js";
 import { upstreamContract } from "./upstream.js";
@@ -87,6 +88,7 @@ export function runStorageContract(options: StorageContractOptions): void {
     recordContract(context);
     signingKeyContract(context);
     codeContract(context);
+    sealedCodeContract(context);
     grantContract(context);
     supersedeContract(context);
     refreshContract(context);
