@@ -9,6 +9,7 @@ import type { OAuthErrorCode } from "../shared/errors.js";
 import type { ClientRecord, InteractionRecord } from "../storage/contract.js";
 import type { ServerContext } from "./config/context.js";
 import { refreshAllowed } from "./grants/refresh-policy.js";
+import type { SealedCodeRecord } from "./grants/sealed-code.js";
 import { newSortableId } from "./ids.js";
 import { seeOther } from "./pages/security-headers.js";
 import { randomToken } from "./random.js";
@@ -88,11 +89,12 @@ export type ApprovedRequest = Pick<
 >;
 
 /**
- * Issues an authorization code (OAuth 2.1 §4.1.2): 256 random bits, stored only as its SHA-256,
- * short-lived, bound to client, redirect URI, PKCE challenge, resource and `dpop_jkt` if any.
- * Returns the 303 to the client's redirect URI with `code`, `state` and `iss`. `session` is the
- * sign-in that approved it: the grant remembers it, so a step-up approved in the same sign-in
- * supersedes it.
+ * Issues an authorization code (OAuth 2.1 §4.1.2), short-lived, bound to client, redirect URI, PKCE
+ * challenge, resource and `dpop_jkt` if any: sealed (its record encrypted into the code, nothing
+ * written until it is redeemed; grants/sealed-code.ts) when the server has a sealer, otherwise 256
+ * random bits stored only as their SHA-256. Returns the 303 to the client's redirect URI with
+ * `code`, `state` and `iss`. `session` is the sign-in that approved it: the grant remembers it, so
+ * a step-up approved in the same sign-in supersedes it.
  */
 export async function issueCodeAndRedirect(
   ctx: ServerContext,
@@ -102,10 +104,8 @@ export async function issueCodeAndRedirect(
   cookies: readonly string[] = [],
 ): Promise<Response> {
   const userId = session.userId;
-  const code = randomToken(32);
   const now = ctx.now();
-  await ctx.store.insertAuthorizationCode({
-    codeHash: sha256Base64url(code),
+  const record: SealedCodeRecord = {
     grantId: newSortableId(),
     clientId: request.clientId,
     userId,
@@ -120,7 +120,13 @@ export async function issueCodeAndRedirect(
     ...(request.dpopJkt === undefined ? {} : { dpopJkt: request.dpopJkt }),
     createdAt: now,
     expiresAt: now + ctx.options.codeTtlSeconds * 1000,
-  });
+  };
+  let code: string;
+  if (ctx.codeSealer) code = ctx.codeSealer.seal(record);
+  else {
+    code = randomToken(32);
+    await ctx.store.insertAuthorizationCode({ ...record, codeHash: sha256Base64url(code) });
+  }
   ctx.log.info("authorization_code_issued", {
     client_id: request.clientId,
     user_id: userId,

@@ -26,7 +26,7 @@
  *   written), before the response. Presenting the old token again is a reuse that revokes the grant,
  *   so the undelivered new token is never usable.
  */
-import type { AuthorizationStore } from "../../src/storage/contract.js";
+import type { AuthorizationStore, RedeemCodeResult } from "../../src/storage/contract.js";
 
 /** The environment variable that arms a fault point. */
 export const FAULT_ENV = "GATEHOUSE_TEST_FAULT";
@@ -70,29 +70,38 @@ export function withFaultInjection<S extends AuthorizationStore>(
   );
 
   const redeem = store.redeemAuthorizationCode.bind(store);
+  const redeemSealed = store.redeemSealedAuthorizationCode?.bind(store);
   const rotate = store.rotateRefreshToken.bind(store);
   const overrides: Partial<AuthorizationStore> = {};
+  // Only a code that would be issued: a refused one changes nothing worth testing.
+  const crashingCheck =
+    (check: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[2]): typeof check =>
+    (code) => {
+      const error = check(code);
+      if (error === undefined) crash();
+      return error;
+    };
+  const crashIfIssued = (result: RedeemCodeResult) => {
+    if (result.status === "issued") crash();
+    return result;
+  };
+  // Both redemptions: a code stored at issue, and a sealed one (the server seals its codes when it
+  // has key-encryption keys, as `gatehouse serve` always has).
   switch (point) {
     case "redeem:after-consume":
-      overrides.redeemAuthorizationCode = (codeHash, now, check, tokens) =>
-        redeem(
-          codeHash,
-          now,
-          (code) => {
-            const error = check(code);
-            // Only a code that would be issued: a refused one changes nothing worth testing.
-            if (error === undefined) crash();
-            return error;
-          },
-          tokens,
-        );
+      overrides.redeemAuthorizationCode = (codeHash, now, check, tokens, supersedes) =>
+        redeem(codeHash, now, crashingCheck(check), tokens, supersedes);
+      if (redeemSealed) {
+        overrides.redeemSealedAuthorizationCode = (code, now, check, tokens, supersedes) =>
+          redeemSealed(code, now, crashingCheck(check), tokens, supersedes);
+      }
       break;
     case "redeem:after-commit":
-      overrides.redeemAuthorizationCode = async (...args) => {
-        const result = await redeem(...args);
-        if (result.status === "issued") crash();
-        return result;
-      };
+      overrides.redeemAuthorizationCode = async (...args) => crashIfIssued(await redeem(...args));
+      if (redeemSealed) {
+        overrides.redeemSealedAuthorizationCode = async (...args) =>
+          crashIfIssued(await redeemSealed(...args));
+      }
       break;
     case "rotate:before-mark":
       overrides.rotateRefreshToken = (tokenHash, now, check, tokens, graceMs) =>

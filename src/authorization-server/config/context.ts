@@ -7,6 +7,7 @@ import type { ScopeHierarchy } from "../../shared/scopes.js";
 import type { KeyEncryptionKeyring } from "../../shared/secret-envelope.js";
 import type { AuthorizationStore, ClientRecord } from "../../storage/contract.js";
 import type { AuditEventInput, AuditTrail } from "../audit.js";
+import type { CodeSealer } from "../grants/sealed-code.js";
 import type { ResolvedUpstreamSignIn } from "../upstream/resolve.js";
 import type {
   AuthorizationServerOptions,
@@ -151,6 +152,12 @@ export interface ServerContext {
    * (signing keys through the key manager, kept upstream tokens: upstream/tokens.ts).
    */
   keyring?: KeyEncryptionKeyring;
+  /**
+   * Seals each authorization code's record into the code (grants/sealed-code.ts), when the server
+   * has key-encryption keys and the store redeems codes it never stored; otherwise absent and codes
+   * are stored at issue.
+   */
+  codeSealer?: CodeSealer;
   /** False only for plain-http loopback development: cookies then lose `Secure` and `__Host-`. */
   secureCookies: boolean;
   /**

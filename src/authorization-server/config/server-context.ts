@@ -11,6 +11,7 @@ import type { ClientRecord } from "../../storage/contract.js";
 import { AuditTrail, createAuditor } from "../audit.js";
 import { redirectUriProblem } from "../clients/redirect-uri.js";
 import { createClientResolver } from "../clients/resolver.js";
+import { createCodeSealer } from "../grants/sealed-code.js";
 import { createKeyManager } from "../keys/key-manager.js";
 import { checkKeptTokens } from "../upstream/tokens.js";
 import type { ServerContext } from "./context.js";
@@ -108,6 +109,12 @@ export async function createServerContext(options: AuthorizationServerOptions): 
   });
   // A stored key the configured key-encryption keys cannot open stops start-up here, naming its kid.
   await keys.prepareSigningKeys();
+  // Codes carry their own sealed record when there is a key to seal with and the store can redeem
+  // a code it never stored (grants/sealed-code.ts); otherwise each code is stored at issue.
+  const codeSealer =
+    typeof store.redeemSealedAuthorizationCode === "function"
+      ? createCodeSealer(resolved.issuer, options.keyEncryptionKeys)
+      : undefined;
 
   return {
     options: resolved,
@@ -123,5 +130,6 @@ export async function createServerContext(options: AuthorizationServerOptions): 
     keys,
     secureCookies: !insecure,
     ...(keyring ? { keyring } : {}),
+    ...(codeSealer ? { codeSealer } : {}),
   };
 }

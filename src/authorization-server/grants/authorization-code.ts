@@ -92,14 +92,25 @@ export async function authorizationCodeGrant(
   const drawn = drawTokens(ctx);
   // RFC 9449 §5: a public client's refresh tokens are bound to the proof's key.
   const bindGrantTo = grantDPoPBinding(client, dpop);
-  const result = await ctx.store.redeemAuthorizationCode(
-    sha256Base64url(code),
-    drawn.now,
-    codeCheck(client, { redirectUri, codeVerifier, resource }, dpop),
-    (redeemed) => tokensToWrite(ctx, drawn, redeemed.scopes, bindGrantTo),
-    // The grants the new one supersedes, retired in the same transaction (superseded-grants.ts).
-    coveredInSignIn(ctx),
-  );
+  const codeHash = sha256Base64url(code);
+  const check = codeCheck(client, { redirectUri, codeVerifier, resource }, dpop);
+  const toWrite = (redeemed: AuthorizationCodeRecord) =>
+    tokensToWrite(ctx, drawn, redeemed.scopes, bindGrantTo);
+  // The grants the new one supersedes, retired in the same transaction (superseded-grants.ts).
+  const supersedes = coveredInSignIn(ctx);
+  // A code this server sealed carries its record (sealed-code.ts); any other is looked up (a code
+  // stored at issue, or one that is not a code of this server, which the store does not find).
+  const sealed = ctx.codeSealer?.open(code);
+  const result =
+    sealed && ctx.store.redeemSealedAuthorizationCode
+      ? await ctx.store.redeemSealedAuthorizationCode(
+          { ...sealed, codeHash },
+          drawn.now,
+          check,
+          toWrite,
+          supersedes,
+        )
+      : await ctx.store.redeemAuthorizationCode(codeHash, drawn.now, check, toWrite, supersedes);
   switch (result.status) {
     case "issued":
       break;
