@@ -7,7 +7,8 @@
  * - refresh grants per second: POST /token with grant_type=refresh_token, each loop following its
  *   own rotation chain;
  *
- * for Gatehouse (`createAuthorizationServer` from dist/, on durable SQLite: WAL, synchronous=FULL)
+ * for Gatehouse (`createAuthorizationServer` from dist/, on durable SQLite: WAL, synchronous=FULL,
+ * with a key-encryption key as `gatehouse serve` always has, so codes are sealed)
  * and the peer, the MCP TypeScript SDK's `mcpAuthRouter` (Express) with its in-memory demo provider
  * (`DemoInMemoryAuthProvider`) issuing JWT access tokens (ES256, jose) as Gatehouse does. Rate limits
  * are off on both sides. The demo provider issues opaque tokens and has no refresh ("Not implemented
@@ -97,6 +98,9 @@ async function serveGatehouse(storeKind) {
     allowInsecureLoopback: true,
     logger: silentLogger,
     maintenanceIntervalMs: 0,
+    // As `gatehouse serve` always runs (a configured or generated key-encryption key): the signing
+    // key is stored encrypted, and authorization codes are sealed (grants/sealed-code.ts).
+    keyEncryptionKeys: [randomBytes(32).toString("base64url")],
     // Rate limits off, as on the peer: one client and one address send hundreds of requests a second.
     tokenRateLimit: { perClientPerMinute: 0, perAddressPerMinute: 0 },
   });
