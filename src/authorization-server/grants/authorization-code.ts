@@ -100,7 +100,7 @@ export async function authorizationCodeGrant(
   const supersedes = coveredInSignIn(ctx);
   // A code this server sealed carries its record (sealed-code.ts); any other is looked up (a code
   // stored at issue, or one that is not a code of this server, which the store does not find).
-  const sealed = ctx.codeSealer?.open(code);
+  const sealed = ctx.codeSealer?.open(code, drawn.now);
   const result =
     sealed && ctx.store.redeemSealedAuthorizationCode
       ? await ctx.store.redeemSealedAuthorizationCode(

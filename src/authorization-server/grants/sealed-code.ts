@@ -15,9 +15,14 @@
  * - At rest only the code's SHA-256 (the row's key), as before.
  * - Short-lived (`codeTtlSeconds`, at most 60 s): the sealed expiry is checked at redemption.
  *
- * The key is derived (HKDF-SHA256, a label of its own with the issuer) from each configured
- * key-encryption key, so instances configured alike open each other's codes and a KEK rotation
- * keeps the codes of the outgoing key openable; the code names the KEK it was sealed under. Without
+ * Keys: a code key is derived (HKDF-SHA256, a label of its own with the issuer) from each
+ * configured key-encryption key, so instances configured alike open each other's codes and a KEK
+ * rotation keeps the codes of the outgoing key openable; the code names the KEK it was sealed
+ * under. Each hour's codes are sealed under a key of their own derived from it (the hour is in the
+ * code), because GCM with random 96-bit nonces must stay under 2^32 messages per key (NIST SP
+ * 800-38D §8.3): an hour's key would need over a million codes a second to get near. A code names
+ * an hour within one of now or it does not open (it has expired anyway: codes live 60 s at most),
+ * so a client cannot make the server derive keys for hours of its choosing. Without
  * `keyEncryptionKeys` there is no sealer and codes are stored at issue, as before (instances then
  * share nothing but the store).
  */
@@ -36,10 +41,16 @@ import type { AuthorizationCodeRecord } from "../../storage/contract.js";
 export type SealedCodeRecord = Omit<AuthorizationCodeRecord, "codeHash" | "consumedAt">;
 
 export interface CodeSealer {
-  /** The code for `record`: `<kek id>.<base64url(nonce ‖ ciphertext ‖ tag)>`. */
+  /**
+   * The code for `record`, sealed under the key of the hour of `record.createdAt`:
+   * `<kek id>.<hour, base 36>.<base64url(nonce ‖ ciphertext ‖ tag)>`.
+   */
   seal(record: SealedCodeRecord): string;
-  /** The record sealed in `code`, or undefined for anything this server did not seal. */
-  open(code: string): SealedCodeRecord | undefined;
+  /**
+   * The record sealed in `code`, or undefined for anything this server did not seal, and for a code
+   * of an hour more than one away from `now` (ms).
+   */
+  open(code: string, now: number): SealedCodeRecord | undefined;
 }
 
 const NONCE_BYTES = 12;
@@ -50,6 +61,8 @@ const MAX_CODE_LENGTH = 4096;
 const AAD = Buffer.from("gatehouse authorization code v1");
 const FORMAT = 1;
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
+const HOUR_MS = 3_600_000;
+const HOUR_TEXT = /^[0-9a-z]{1,8}$/;
 
 /** The record as a positional array (shorter than an object in the URL), format version first. */
 function encode(r: SealedCodeRecord): Buffer {
@@ -137,28 +150,51 @@ export function createCodeSealer(
   keyEncryptionKeys: readonly (string | Uint8Array)[] | undefined,
 ): CodeSealer | undefined {
   if (keyEncryptionKeys === undefined || keyEncryptionKeys.length === 0) return undefined;
-  const keys = new Map<string, KeyObject>();
+  /** The code key of each KEK, by KEK id; the first seals. */
+  const codeKeys = new Map<string, Buffer>();
   for (const [i, value] of keyEncryptionKeys.entries()) {
     const kek = parseKeyEncryptionKey(value, `keyEncryptionKeys[${i}]`);
     const info = `gatehouse authorization code v1\0${issuer}`;
-    keys.set(keyEncryptionKeyId(kek), createSecretKey(Buffer.from(hkdfSync("sha256", kek, "", info, 32))));
+    codeKeys.set(keyEncryptionKeyId(kek), Buffer.from(hkdfSync("sha256", kek, "", info, 32)));
     kek.fill(0);
   }
-  const [currentId, currentKey] = [...keys.entries()][0]!;
+  const currentId = [...codeKeys.keys()][0]!;
+  /** Hour keys derived so far, by `<kek id>.<hour>`; a few hours' worth are kept. */
+  const hourKeys = new Map<string, KeyObject>();
+  const hourKey = (kekId: string, hour: string): KeyObject | undefined => {
+    const name = `${kekId}.${hour}`;
+    let key = hourKeys.get(name);
+    if (key !== undefined) return key;
+    const codeKey = codeKeys.get(kekId);
+    if (codeKey === undefined) return undefined;
+    key = createSecretKey(Buffer.from(hkdfSync("sha256", codeKey, "", `hour ${hour}`, 32)));
+    // At most three hours (the last, this and the next) per KEK are ever asked for.
+    if (hourKeys.size >= 4 * codeKeys.size) hourKeys.delete(hourKeys.keys().next().value!);
+    hourKeys.set(name, key);
+    return key;
+  };
   return {
     seal(record) {
+      const hour = Math.floor(record.createdAt / HOUR_MS).toString(36);
       const nonce = randomBytes(NONCE_BYTES);
-      const cipher = createCipheriv("aes-256-gcm", currentKey, nonce, { authTagLength: TAG_BYTES });
+      const cipher = createCipheriv("aes-256-gcm", hourKey(currentId, hour)!, nonce, {
+        authTagLength: TAG_BYTES,
+      });
       cipher.setAAD(AAD);
       const body = Buffer.concat([nonce, cipher.update(encode(record)), cipher.final(), cipher.getAuthTag()]);
-      return `${currentId}.${body.toString("base64url")}`;
+      return `${currentId}.${hour}.${body.toString("base64url")}`;
     },
-    open(code) {
+    open(code, now) {
       if (code.length > MAX_CODE_LENGTH) return undefined;
-      const dot = code.indexOf(".");
-      const key = dot > 0 ? keys.get(code.slice(0, dot)) : undefined;
-      const text = code.slice(dot + 1);
-      if (key === undefined || !BASE64URL.test(text)) return undefined;
+      const [kekId, hour, text, extra] = code.split(".", 4);
+      if (kekId === undefined || hour === undefined || text === undefined || extra !== undefined)
+        return undefined;
+      if (!HOUR_TEXT.test(hour) || Math.abs(Number.parseInt(hour, 36) - Math.floor(now / HOUR_MS)) > 1) {
+        return undefined;
+      }
+      if (!BASE64URL.test(text)) return undefined;
+      const key = hourKey(kekId, hour);
+      if (key === undefined) return undefined;
       const body = Buffer.from(text, "base64url");
       if (body.length <= NONCE_BYTES + TAG_BYTES) return undefined;
       const decipher = createDecipheriv("aes-256-gcm", key, body.subarray(0, NONCE_BYTES), {
@@ -166,16 +202,19 @@ export function createCodeSealer(
       });
       decipher.setAAD(AAD);
       decipher.setAuthTag(body.subarray(body.length - TAG_BYTES));
+      let plaintext: Buffer;
       try {
-        const plaintext = Buffer.concat([
+        plaintext = Buffer.concat([
           decipher.update(body.subarray(NONCE_BYTES, body.length - TAG_BYTES)),
           decipher.final(),
         ]);
-        return decode(plaintext);
       } catch {
         // The tag did not verify: altered, or sealed under a key of another server.
         return undefined;
       }
+      const record = decode(plaintext);
+      // The hour in the clear is the one the record was made in (authenticated through the key).
+      return record && Math.floor(record.createdAt / HOUR_MS).toString(36) === hour ? record : undefined;
     },
   };
 }

@@ -26,6 +26,9 @@ import {
 
 const ISSUER = "https://as.example";
 const kek = () => randomBytes(32).toString("base64url");
+/** The clock the codes below are opened at: the record's creation time. */
+const NOW = 1_790_000_000_000;
+const HOUR = 3_600_000;
 
 function record(overrides: Partial<SealedCodeRecord> = {}): SealedCodeRecord {
   return {
@@ -50,11 +53,11 @@ function record(overrides: Partial<SealedCodeRecord> = {}): SealedCodeRecord {
 describe("the code sealer", () => {
   it("opens what it sealed, every member as it was (optional members absent stay absent)", () => {
     const sealer = createCodeSealer(ISSUER, [kek()])!;
-    expect(sealer.open(sealer.seal(record()))).toEqual(record());
+    expect(sealer.open(sealer.seal(record()), NOW)).toEqual(record());
     const bare = record({ redirectUriSent: false, refreshAllowed: false, scopes: [] });
     delete bare.sessionHash;
     delete bare.dpopJkt;
-    expect(sealer.open(sealer.seal(bare))).toEqual(bare);
+    expect(sealer.open(sealer.seal(bare), NOW)).toEqual(bare);
   });
 
   it("no sealer without key-encryption keys (codes are then stored)", () => {
@@ -79,13 +82,13 @@ describe("the code sealer", () => {
       expect(bytes).not.toContain(secret);
     }
     expect(sealer.seal(r)).not.toBe(code);
-    expect(code).toMatch(/^[A-Za-z0-9_-]{12}\.[A-Za-z0-9_-]+$/);
+    expect(code).toMatch(/^[A-Za-z0-9_-]{12}\.[0-9a-z]+\.[A-Za-z0-9_-]+$/);
   });
 
   it("hostile: every one-character change of the sealed part is refused", () => {
     const sealer = createCodeSealer(ISSUER, [kek()])!;
     const code = sealer.seal(record());
-    const start = code.indexOf(".") + 1;
+    const start = code.lastIndexOf(".") + 1;
     let refused = 0;
     for (let i = start; i < code.length; i++) {
       const swapped = code[i] === "A" ? "B" : "A";
@@ -96,7 +99,7 @@ describe("the code sealer", () => {
       ) {
         continue;
       }
-      expect(sealer.open(altered)).toBeUndefined();
+      expect(sealer.open(altered, NOW)).toBeUndefined();
       refused++;
     }
     expect(refused).toBeGreaterThan(300);
@@ -106,30 +109,54 @@ describe("the code sealer", () => {
     const key = kek();
     const sealer = createCodeSealer(ISSUER, [key])!;
     const code = sealer.seal(record());
-    const [id, body] = code.split(".") as [string, string];
+    const [id, hour, body] = code.split(".") as [string, string, string];
+    const otherHour = (Number.parseInt(hour, 36) + 1).toString(36);
     for (const bad of [
       "",
       ".",
+      "..",
       id,
-      `${id}.`,
-      `${id}.${body.slice(0, 20)}`,
-      `${id}.${body.slice(0, -4)}`,
-      `${id}.${body}AAAA`,
-      `${"A".repeat(12)}.${body}`,
-      `${id}.${body}.`,
-      `${id}.${body.replace(/[A-Za-z]/, "!")}`,
-      `${id}.${"A".repeat(5000)}`,
+      `${id}.${hour}`,
+      `${id}.${hour}.`,
+      `${id}.${body}`,
+      `${id}.${hour}.${body.slice(0, 20)}`,
+      `${id}.${hour}.${body.slice(0, -4)}`,
+      `${id}.${hour}.${body}AAAA`,
+      `${"A".repeat(12)}.${hour}.${body}`,
+      `${id}.${otherHour}.${body}`,
+      `${id}.${hour.toUpperCase()}X.${body}`,
+      `${id}.${hour}.${body}.`,
+      `${id}.${hour}.${body.replace(/[A-Za-z]/, "!")}`,
+      `${id}.${hour}.${"A".repeat(5000)}`,
       randomBytes(32).toString("base64url"),
     ]) {
-      expect(sealer.open(bad)).toBeUndefined();
+      expect(sealer.open(bad, NOW)).toBeUndefined();
     }
+  });
+
+  it("opens only within an hour of the code's own hour; each hour seals under a key of its own", () => {
+    const key = kek();
+    const sealer = createCodeSealer(ISSUER, [key])!;
+    const code = sealer.seal(record());
+    expect(sealer.open(code, NOW + HOUR)).toEqual(record());
+    expect(sealer.open(code, NOW - HOUR)).toEqual(record());
+    expect(sealer.open(code, NOW + 3 * HOUR)).toBeUndefined();
+    expect(sealer.open(code, NOW - 3 * HOUR)).toBeUndefined();
+    // A record made in the next hour is sealed under that hour's key: moving a code's body to
+    // another hour's label does not open.
+    const later = sealer.seal(record({ createdAt: NOW + HOUR, expiresAt: NOW + HOUR + 60_000 }));
+    const [id, laterHour, laterBody] = later.split(".") as [string, string, string];
+    const [, hour, body] = code.split(".") as [string, string, string];
+    expect(laterHour).not.toBe(hour);
+    expect(sealer.open(`${id}.${hour}.${laterBody}`, NOW)).toBeUndefined();
+    expect(sealer.open(`${id}.${laterHour}.${body}`, NOW)).toBeUndefined();
   });
 
   it("hostile: a code of another issuer sharing the key, or of another key, is refused", () => {
     const key = kek();
     const code = createCodeSealer(ISSUER, [key])!.seal(record());
-    expect(createCodeSealer("https://other.example", [key])!.open(code)).toBeUndefined();
-    expect(createCodeSealer(ISSUER, [kek()])!.open(code)).toBeUndefined();
+    expect(createCodeSealer("https://other.example", [key])!.open(code, NOW)).toBeUndefined();
+    expect(createCodeSealer(ISSUER, [kek()])!.open(code, NOW)).toBeUndefined();
   });
 
   it("KEK rotation: [new, old] opens codes sealed under old and seals under new, which old alone cannot open", () => {
@@ -137,11 +164,11 @@ describe("the code sealer", () => {
     const before = createCodeSealer(ISSUER, [oldKey])!;
     const during = createCodeSealer(ISSUER, [newKey, oldKey])!;
     const sealedBefore = before.seal(record());
-    expect(during.open(sealedBefore)).toEqual(record());
+    expect(during.open(sealedBefore, NOW)).toEqual(record());
     const sealedDuring = during.seal(record());
     expect(sealedDuring.split(".")[0]).not.toBe(sealedBefore.split(".")[0]);
-    expect(during.open(sealedDuring)).toEqual(record());
-    expect(before.open(sealedDuring)).toBeUndefined();
+    expect(during.open(sealedDuring, NOW)).toEqual(record());
+    expect(before.open(sealedDuring, NOW)).toBeUndefined();
   });
 });
 
