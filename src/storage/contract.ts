@@ -413,6 +413,12 @@ export interface GrantFilter {
  * One sign-in's grants for a client and resource: what a code redemption looks up to retire the
  * grants its new one supersedes ({@link AuthorizationStore.listSupersedeCandidates}).
  */
+/** A code redemption's checks (client, redirect URI, PKCE, resource): pure and synchronous. */
+export type CodeRedemptionCheck = (code: AuthorizationCodeRecord) => OAuthError | undefined;
+
+/** What a code redemption writes; a function of the code when lifetimes depend on what was granted. */
+export type CodeRedemptionTokens = IssuedTokens | ((code: AuthorizationCodeRecord) => IssuedTokens);
+
 export interface SignInGrantKey {
   userId: string;
   clientId: string;
@@ -495,9 +501,8 @@ export interface AuthorizationStore {
   redeemAuthorizationCode(
     codeHash: string,
     now: number,
-    check: (code: AuthorizationCodeRecord) => OAuthError | undefined,
-    /** What to write; a function of the code when lifetimes depend on what was granted. */
-    tokens: IssuedTokens | ((code: AuthorizationCodeRecord) => IssuedTokens),
+    check: CodeRedemptionCheck,
+    tokens: CodeRedemptionTokens,
     supersedes?: SupersedeDecision,
   ): Promise<RedeemCodeResult>;
   /**
@@ -513,8 +518,8 @@ export interface AuthorizationStore {
   redeemSealedAuthorizationCode?(
     code: AuthorizationCodeRecord,
     now: number,
-    check: (code: AuthorizationCodeRecord) => OAuthError | undefined,
-    tokens: IssuedTokens | ((code: AuthorizationCodeRecord) => IssuedTokens),
+    check: CodeRedemptionCheck,
+    tokens: CodeRedemptionTokens,
     supersedes?: SupersedeDecision,
   ): Promise<RedeemCodeResult>;
 

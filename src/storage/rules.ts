@@ -8,6 +8,8 @@ import {
   type AccessTokenRecord,
   type AuthorizationCodeRecord,
   type AuthorizationStore,
+  type CodeRedemptionCheck,
+  type CodeRedemptionTokens,
   type DeviceAuthorizationDecision,
   type DeviceAuthorizationRecord,
   type GrantRecord,
@@ -46,10 +48,7 @@ export function mergeScopes(existing: readonly string[], added: readonly string[
  * The tokens a redemption writes: `tokens` itself, or what it returns for the code when the
  * lifetimes depend on what the code granted. Called once, after `check` passed.
  */
-function tokensForCode(
-  tokens: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[3],
-  code: AuthorizationCodeRecord,
-): IssuedTokens {
+function tokensForCode(tokens: CodeRedemptionTokens, code: AuthorizationCodeRecord): IssuedTokens {
   return typeof tokens === "function" ? tokens(code) : tokens;
 }
 
@@ -165,8 +164,8 @@ export function authorizationCodeState(
 export function judgeAuthorizationCode(
   code: AuthorizationCodeRecord,
   now: number,
-  check: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[2],
-  tokens: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[3],
+  check: CodeRedemptionCheck,
+  tokens: CodeRedemptionTokens,
 ):
   | Extract<RedeemCodeResult, { status: "replayed" | "expired" | "refused" }>
   | { status: "issue"; grant: GrantRecord; tokens: IssuedTokens } {

@@ -14,6 +14,8 @@ import type {
   AuthorizationCodeRecord,
   AuthorizationStore,
   ClientRecord,
+  CodeRedemptionCheck,
+  CodeRedemptionTokens,
   ConsentRecord,
   DeviceAuthorizationRecord,
   GrantRecord,
@@ -166,8 +168,8 @@ export function createMemoryStore(): AuthorizationStore {
     code: AuthorizationCodeRecord | undefined,
     unstored: AuthorizationCodeRecord | undefined,
     now: number,
-    check: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[2],
-    tokens: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[3],
+    check: CodeRedemptionCheck,
+    tokens: CodeRedemptionTokens,
     supersedes: SupersedeDecision | undefined,
   ): RedeemCodeResult {
     if (!code) return { status: "not_found" };

@@ -10,6 +10,8 @@
 import type {
   AuthorizationCodeRecord,
   AuthorizationStore,
+  CodeRedemptionCheck,
+  CodeRedemptionTokens,
   GrantRecord,
   IssuedTokens,
   PollDeviceAuthorizationResult,
@@ -125,8 +127,8 @@ async function redeemClaimed(
   tx: Tx,
   code: AuthorizationCodeRecord,
   now: number,
-  check: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[2],
-  tokens: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[3],
+  check: CodeRedemptionCheck,
+  tokens: CodeRedemptionTokens,
 ): Promise<RedeemCodeResult> {
   const verdict = judgeAuthorizationCode(code, now, check, tokens);
   if (verdict.status !== "issue") return verdict;

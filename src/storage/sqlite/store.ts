@@ -13,6 +13,8 @@ import Database from "better-sqlite3";
 import type {
   AuthorizationCodeRecord,
   AuthorizationStore,
+  CodeRedemptionCheck,
+  CodeRedemptionTokens,
   GrantRecord,
   IssuedTokens,
   PurgeResult,
@@ -206,8 +208,8 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     codeHash: string,
     sealed: AuthorizationCodeRecord | undefined,
     now: number,
-    check: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[2],
-    tokens: Parameters<AuthorizationStore["redeemAuthorizationCode"]>[3],
+    check: CodeRedemptionCheck,
+    tokens: CodeRedemptionTokens,
     supersedes: SupersedeDecision | undefined,
   ): RedeemCodeResult {
     const row = one("SELECT * FROM authorization_codes WHERE code_hash = ?", codeHash);
