@@ -24,16 +24,33 @@ const pool = Buffer.alloc(POOL_BYTES);
 /** Next unused byte; the pool starts empty and is filled on first use. */
 let next = POOL_BYTES;
 
-/** A random, URL-safe string with `bytes` bytes of entropy (default 32 = 256 bits), base64url. */
-export function randomToken(bytes = 32): string {
-  if (!Number.isInteger(bytes) || bytes < 1 || bytes > MAX_POOLED_BYTES) return unpooledRandomToken(bytes);
+/** The start of `bytes` fresh pool bytes (the pool refilled first when it has too few left). */
+function draw(bytes: number): number {
   if (next + bytes > POOL_BYTES) {
     randomFillSync(pool);
     next = 0;
   }
   const start = next;
   next += bytes;
+  return start;
+}
+
+/** A random, URL-safe string with `bytes` bytes of entropy (default 32 = 256 bits), base64url. */
+export function randomToken(bytes = 32): string {
+  if (!Number.isInteger(bytes) || bytes < 1 || bytes > MAX_POOLED_BYTES) return unpooledRandomToken(bytes);
+  const start = draw(bytes);
   const token = pool.toString("base64url", start, next);
   pool.fill(0, start, next);
   return token;
+}
+
+/** `bytes` random bytes (at most 64) in a Buffer of their own, from the same pool (a GCM nonce). */
+export function randomBytesFromPool(bytes: number): Buffer {
+  if (!Number.isInteger(bytes) || bytes < 1 || bytes > MAX_POOLED_BYTES) {
+    throw new RangeError("randomBytesFromPool: 1 to 64 bytes");
+  }
+  const start = draw(bytes);
+  const out = Buffer.from(pool.subarray(start, next));
+  pool.fill(0, start, next);
+  return out;
 }

@@ -4,7 +4,7 @@
  * sizes that do not divide the pool; odd sizes behave as the unpooled shared/crypto.ts function.
  */
 import { describe, expect, it } from "vitest";
-import { randomToken } from "../../src/authorization-server/random.js";
+import { randomBytesFromPool, randomToken } from "../../src/authorization-server/random.js";
 import { randomToken as unpooledRandomToken } from "../../src/shared/crypto.js";
 
 const BASE64URL = /^[A-Za-z0-9_-]*$/;
@@ -70,5 +70,21 @@ describe("pooled randomToken", () => {
       }
       expect(pooledError === undefined).toBe(unpooledError === undefined);
     }
+  });
+
+  it("randomBytesFromPool: own buffers of fresh bytes, never shared with tokens or each other; 1 to 64 bytes", () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 5_000; i++) {
+      const nonce = randomBytesFromPool(12);
+      expect(nonce).toHaveLength(12);
+      const text = nonce.toString("hex");
+      expect(seen.has(text)).toBe(false);
+      seen.add(text);
+      // A copy: a view of the pool would read as zeros, the pool being wiped right after the draw.
+      expect(nonce.equals(Buffer.alloc(12))).toBe(false);
+      const token = randomToken(16);
+      expect(seen.has(Buffer.from(token, "base64url").subarray(0, 12).toString("hex"))).toBe(false);
+    }
+    for (const size of [0, 65, -1, 1.5]) expect(() => randomBytesFromPool(size)).toThrow(RangeError);
   });
 });

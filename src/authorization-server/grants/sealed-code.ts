@@ -26,16 +26,10 @@
  * `keyEncryptionKeys` there is no sealer and codes are stored at issue, as before (instances then
  * share nothing but the store).
  */
-import {
-  createCipheriv,
-  createDecipheriv,
-  createSecretKey,
-  hkdfSync,
-  type KeyObject,
-  randomBytes,
-} from "node:crypto";
+import { createCipheriv, createDecipheriv, createSecretKey, hkdfSync, type KeyObject } from "node:crypto";
 import { keyEncryptionKeyId, parseKeyEncryptionKey } from "../../shared/secret-envelope.js";
 import type { AuthorizationCodeRecord } from "../../storage/contract.js";
+import { randomBytesFromPool } from "../random.js";
 
 /** What a sealed code carries: the stored record but its hash (the code's own) and consumption. */
 export type SealedCodeRecord = Omit<AuthorizationCodeRecord, "codeHash" | "consumedAt">;
@@ -176,7 +170,7 @@ export function createCodeSealer(
   return {
     seal(record) {
       const hour = Math.floor(record.createdAt / HOUR_MS).toString(36);
-      const nonce = randomBytes(NONCE_BYTES);
+      const nonce = randomBytesFromPool(NONCE_BYTES);
       const cipher = createCipheriv("aes-256-gcm", hourKey(currentId, hour)!, nonce, {
         authTagLength: TAG_BYTES,
       });
