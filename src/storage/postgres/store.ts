@@ -8,12 +8,7 @@
  */
 
 import type {
-  AuthorizationCodeRecord,
   AuthorizationStore,
-  CodeRedemptionCheck,
-  CodeRedemptionTokens,
-  GrantRecord,
-  IssuedTokens,
   PollDeviceAuthorizationResult,
   PurgeResult,
   RedeemCodeResult,
@@ -25,8 +20,6 @@ import {
   decideDevice,
   devicePollIssued,
   emptyPurgeResult,
-  issuedTokenRecords,
-  judgeAuthorizationCode,
   judgeDevicePoll,
   judgeRefreshToken,
   mergeScopes,
@@ -34,7 +27,6 @@ import {
   tokensForRefresh,
 } from "../rules.js";
 import {
-  accessTokenInsert,
   clientColumns,
   codeInsert,
   deviceAuthorizationInsert,
@@ -42,8 +34,6 @@ import {
   grantInsert,
   insertSql,
   interactionData,
-  type RowInsert,
-  refreshTokenInsert,
   rowToAccessToken,
   rowToClient,
   rowToCode,
@@ -62,14 +52,20 @@ import {
 import {
   purgeStatements,
   revokeAccessTokenStatement,
-  revokeGrantStatements,
-  type Statement,
   updateDeviceAuthorizationStatement,
   useOnceStatement,
 } from "../sql/statements.js";
 import { deleteSessionUpstreamTokensStatement } from "../sql/upstream-tokens.js";
-import { type Db, type Execute, openPool, type PostgresStoreOptions, type Query } from "./pool.js";
+import { type Db, openPool, type PostgresStoreOptions } from "./pool.js";
 import { POSTGRES_MIGRATIONS } from "./schema.js";
+import {
+  exec,
+  insert,
+  insertTokens,
+  redeemClaimed,
+  revokeGrantRows,
+  unclaimedCode,
+} from "./transaction-writes.js";
 import { postgresUpstreamMethods } from "./upstream-methods.js";
 
 export type { PostgresStoreOptions } from "./pool.js";
@@ -78,86 +74,6 @@ export type { PostgresStoreOptions } from "./pool.js";
 export interface PostgresStore extends AuthorizationStore {
   readonly pool: Db["pool"];
   readonly schema: string;
-}
-
-type Tx = { query: Query; execute: Execute };
-
-const exec = (execute: Execute, statement: Statement) => execute(statement.text, [...statement.values]);
-
-/** The grant row first, then its tokens (the lock order of every transaction); true when the grant exists. */
-async function revokeGrantRows(tx: Tx, grantId: string, now: number): Promise<boolean> {
-  const changes: number[] = [];
-  for (const statement of revokeGrantStatements("$n", grantId, now))
-    changes.push(await exec(tx.execute, statement));
-  return changes[0]! > 0;
-}
-
-function insert(execute: Execute, row: RowInsert): Promise<number> {
-  return execute(
-    insertSql(row, (n) => `$${n}`),
-    row.values,
-  );
-}
-
-/**
- * A code this redemption could not claim: consumed (a replay, which revokes the grant of its first
- * redemption) or expired. `absent` is the answer when there is no row at all. The claim's condition
- * is exactly the state `live`: a row that reads as live here was inserted after the claim ran, and
- * this request does not redeem it.
- */
-async function unclaimedCode(
-  tx: Tx,
-  codeHash: string,
-  now: number,
-  absent: "not_found" | "expired",
-): Promise<RedeemCodeResult> {
-  const [row] = await tx.query("SELECT * FROM authorization_codes WHERE code_hash = $1", [codeHash]);
-  if (!row) return { status: absent };
-  const code = rowToCode(row);
-  const replayed = authorizationCodeState(code, now) === "consumed";
-  if (replayed) await revokeGrantRows(tx, code.grantId, now);
-  return { status: replayed ? "replayed" : "expired" };
-}
-
-/**
- * A claimed code (its row now consumed), judged as it was before the claim. A throw from `check` or
- * `tokens` aborts the transaction: the claim is rolled back with it. A refused code stays claimed.
- */
-async function redeemClaimed(
-  tx: Tx,
-  code: AuthorizationCodeRecord,
-  now: number,
-  check: CodeRedemptionCheck,
-  tokens: CodeRedemptionTokens,
-): Promise<RedeemCodeResult> {
-  const verdict = judgeAuthorizationCode(code, now, check, tokens);
-  if (verdict.status !== "issue") return verdict;
-  const { grant, tokens: issued } = verdict;
-  await insert(tx.execute, grantInsert(grant));
-  const refreshIssued = await insertTokens(
-    tx,
-    grant,
-    code.clientId,
-    code.scopes,
-    issued,
-    code.refreshAllowed,
-  );
-  return { status: "issued", code: { ...code, consumedAt: now }, grant, refreshIssued };
-}
-
-async function insertTokens(
-  tx: Tx,
-  grant: GrantRecord,
-  clientId: string,
-  scopes: string[],
-  tokens: Omit<IssuedTokens, "grantExpiresAt">,
-  writeRefresh: boolean,
-): Promise<boolean> {
-  const { access, refresh } = issuedTokenRecords(grant, clientId, scopes, tokens, writeRefresh);
-  await insert(tx.execute, accessTokenInsert(access));
-  if (!refresh) return false;
-  await insert(tx.execute, refreshTokenInsert(refresh));
-  return true;
 }
 
 /** Opens a pool for a PostgreSQL store. Call `migrate()` before first use. */
