@@ -8,9 +8,9 @@ import type { StoreContext } from "./context.js";
 import {
   code,
   DAY,
-  deviceAuthorization,
   HOUR,
   id,
+  issueDeviceGrant,
   issueGrant,
   MINUTE,
   secret,
@@ -321,21 +321,7 @@ export function codeContract(ctx: StoreContext): void {
       };
       const machineAccess = { jti: id("jti"), createdAt: T0, expiresAt: T0 + HOUR };
       await store.createGrantWithAccessToken(machine, machineAccess);
-      const device = deviceAuthorization();
-      await store.createDeviceAuthorization(device);
-      await store.decideDeviceAuthorization(
-        device.userCodeHash,
-        { approved: true, userId: id("user"), approvedScopes: ["mcp:read"], refreshAllowed: true },
-        T0,
-      );
-      const deviceTokens = tokens(T0 + 1);
-      const polled = await store.pollDeviceAuthorization(
-        device.deviceCodeHash,
-        device.clientId,
-        T0 + 1,
-        () => deviceTokens,
-      );
-      expect(polled.status).toBe("issued");
+      const { device, issued: deviceTokens } = await issueDeviceGrant(store, { userId: id("user") });
 
       expect(await store.revokeGrant(first.grantId, T0 + 3)).toBe(true);
       for (const issued of [first.issued, second, third]) {

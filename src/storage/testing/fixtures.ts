@@ -147,6 +147,39 @@ export async function issueGrant(
   return { code: record, issued, grantId: record.grantId };
 }
 
+/**
+ * A device authorization created, approved for `userId` (and `sessionHash`, when given) and polled
+ * once, so its grant exists; returns the authorization and the tokens the poll wrote.
+ */
+export async function issueDeviceGrant(
+  store: AuthorizationStore,
+  options: { userId: string; sessionHash?: string; clientId?: string; resource?: string },
+): Promise<{ device: DeviceAuthorizationRecord; issued: ReturnType<typeof tokens> }> {
+  const { userId, sessionHash, ...overrides } = options;
+  const device = deviceAuthorization(overrides);
+  await store.createDeviceAuthorization(device);
+  await store.decideDeviceAuthorization(
+    device.userCodeHash,
+    {
+      approved: true,
+      userId,
+      approvedScopes: ["mcp:read"],
+      ...(sessionHash === undefined ? {} : { sessionHash }),
+      refreshAllowed: true,
+    },
+    T0,
+  );
+  const issued = tokens(T0 + 1);
+  const polled = await store.pollDeviceAuthorization(
+    device.deviceCodeHash,
+    device.clientId,
+    T0 + 1,
+    () => issued,
+  );
+  if (polled.status !== "issued") throw new Error(`fixture device poll failed: ${polled.status}`);
+  return { device, issued };
+}
+
 /** Counts how many of `results` have each `status`. */
 export function tally(results: { status: string }[]): Record<string, number> {
   const counts: Record<string, number> = {};

@@ -15,7 +15,7 @@ import type {
   SupersedeDecision,
 } from "../contract.js";
 import type { StoreContext } from "./context.js";
-import { code, deviceAuthorization, id, issueGrant, MINUTE, secret, T0, tokens } from "./fixtures.js";
+import { code, id, issueDeviceGrant, issueGrant, MINUTE, secret, T0, tokens } from "./fixtures.js";
 
 const pass = () => undefined;
 const every: SupersedeDecision = () => true;
@@ -100,24 +100,7 @@ export function supersedeContract(ctx: StoreContext): void {
       const store = ctx.store();
       if (!(await retiresInRedemption(store))) return test.skip();
       const key = signInKey();
-      const device = deviceAuthorization({ clientId: key.clientId, resource: key.resource });
-      await store.createDeviceAuthorization(device);
-      const decision = {
-        approved: true as const,
-        userId: key.userId,
-        approvedScopes: ["mcp:read"],
-        sessionHash: key.sessionHash,
-        refreshAllowed: true,
-      };
-      await store.decideDeviceAuthorization(device.userCodeHash, decision, T0);
-      const deviceTokens = tokens(T0 + 1);
-      const polled = await store.pollDeviceAuthorization(
-        device.deviceCodeHash,
-        device.clientId,
-        T0 + 1,
-        () => deviceTokens,
-      );
-      expect(polled.status).toBe("issued");
+      const { device, issued: deviceTokens } = await issueDeviceGrant(store, key);
       const offered: string[] = [];
       const { result } = await redeemWith(store, T0 + 10, key, (_grant, candidate) => {
         offered.push(candidate.grantId);
