@@ -11,22 +11,16 @@
 
 import Database from "better-sqlite3";
 import type {
-  AuthorizationCodeRecord,
   AuthorizationStore,
-  CodeRedemptionCheck,
-  CodeRedemptionTokens,
   GrantRecord,
   IssuedTokens,
   PurgeResult,
-  RedeemCodeResult,
   RotateRefreshResult,
-  SupersedeDecision,
 } from "../contract.js";
 import {
   assertMarkerKey,
   emptyPurgeResult,
   issuedTokenRecords,
-  judgeAuthorizationCode,
   judgeRefreshToken,
   mergeScopes,
   sameJsonValue,
@@ -35,7 +29,6 @@ import {
 import {
   accessTokenInsert,
   clientColumns,
-  codeInsert,
   fromJson,
   grantInsert,
   insertSql,
@@ -45,7 +38,6 @@ import {
   refreshTokenInsert,
   rowToAccessToken,
   rowToClient,
-  rowToCode,
   rowToConsent,
   rowToGrant,
   rowToInteraction,
@@ -67,11 +59,12 @@ import {
 import { deleteSessionUpstreamTokensStatement } from "../sql/upstream-tokens.js";
 import { type CheckpointerStats, createCheckpointer } from "./checkpointer.js";
 import { createClientCache } from "./client-cache.js";
+import { sqliteCodeMethods } from "./code-methods.js";
 import { sqliteDeviceMethods } from "./device-methods.js";
 import { prepareFile, translate } from "./files.js";
 import { createGroupCommit, type GroupCommitStats } from "./group-commit.js";
 import { SQLITE_MIGRATIONS } from "./schema.js";
-import { candidateParams, type RetireIo, retireSuperseded, SUPERSEDE_CANDIDATES_SQL } from "./superseded.js";
+import { candidateParams, type RetireIo, SUPERSEDE_CANDIDATES_SQL } from "./superseded.js";
 import { sqliteUpstreamMethods } from "./upstream-methods.js";
 
 /** listGrants filter fields and the grants columns they match. */
@@ -197,44 +190,6 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     if (!refresh) return false;
     insert(refreshTokenInsert(refresh));
     return true;
-  }
-
-  /**
-   * One code redemption inside a batch (contract `redeemAuthorizationCode`): the stored row, or for
-   * a sealed code without one, the sealed record, inserted as the consumed row when the judgement
-   * consumes it. The batch serialises redemptions, so a second one of the same code finds the row.
-   */
-  function redeemCode(
-    codeHash: string,
-    sealed: AuthorizationCodeRecord | undefined,
-    now: number,
-    check: CodeRedemptionCheck,
-    tokens: CodeRedemptionTokens,
-    supersedes: SupersedeDecision | undefined,
-  ): RedeemCodeResult {
-    const row = one("SELECT * FROM authorization_codes WHERE code_hash = ?", codeHash);
-    const code = row ? rowToCode(row) : sealed;
-    if (!code) return { status: "not_found" };
-    // A throw from `check` or `tokens` (inside the judgement) rolls back this operation's
-    // savepoint: the code stays unused (a sealed one stays unwritten).
-    const verdict = judgeAuthorizationCode(code, now, check, tokens);
-    if (verdict.status === "replayed") revokeGrantRows(code.grantId, now);
-    if (verdict.status === "refused" || verdict.status === "issue") {
-      if (row) run("UPDATE authorization_codes SET consumed_at = ? WHERE code_hash = ?", now, codeHash);
-      else insert(codeInsert({ ...code, consumedAt: now }));
-    }
-    if (verdict.status !== "issue") return verdict;
-    const { grant, tokens: issued } = verdict;
-    insert(grantInsert(grant));
-    const refreshIssued = insertTokens(grant, code.clientId, code.scopes, issued, code.refreshAllowed);
-    const superseded = supersedes && retireSuperseded(retireIo, grant, supersedes, now);
-    return {
-      status: "issued",
-      code: { ...code, consumedAt: now },
-      grant,
-      refreshIssued,
-      ...(superseded && { superseded }),
-    };
   }
 
   const upsertClientSql = `INSERT INTO clients (client_id, data, created_at, last_used_at, expires_at)
@@ -456,18 +411,6 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       return rows.map(rowToConsent);
     },
 
-    async insertAuthorizationCode(code) {
-      await write(() => insert(codeInsert(code)));
-    },
-    async redeemAuthorizationCode(codeHash, now, check, tokens, supersedes): Promise<RedeemCodeResult> {
-      return write(() => redeemCode(codeHash, undefined, now, check, tokens, supersedes));
-    },
-    async redeemSealedAuthorizationCode(code, now, check, tokens, supersedes): Promise<RedeemCodeResult> {
-      const sealed = { ...code };
-      delete sealed.consumedAt;
-      return write(() => redeemCode(code.codeHash, sealed, now, check, tokens, supersedes));
-    },
-
     async createGrantWithAccessToken(grant, accessToken) {
       await write(() => {
         insert(grantInsert(grant));
@@ -581,6 +524,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       });
     },
 
+    ...sqliteCodeMethods({ one, run, insert, insertTokens, revokeGrantRows, retireIo, write }),
     ...sqliteDeviceMethods({ one, exec, insert, insertTokens, read, write }),
 
     async useOnce(key, expiresAt, now) {
