@@ -21,7 +21,7 @@ import {
   type CreateAuthFetchOptions,
   createAuthFetch,
   type Revision,
-} from "gatehouse/client";
+} from "gatehouse-auth/client";
 
 /**
  * Connects an MCP client to `serverUrl`. `auth` says how to authorize: at least a user agent

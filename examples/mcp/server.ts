@@ -26,8 +26,8 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { pathToFileURL } from "node:url";
 import { createMcpHandler, McpServer } from "@modelcontextprotocol/server";
-import { ScopeHierarchy } from "gatehouse";
-import { listen } from "gatehouse/node";
+import { ScopeHierarchy } from "gatehouse-auth";
+import { listen } from "gatehouse-auth/node";
 import {
   type AuthInfo,
   cachedVerifier,
@@ -35,7 +35,7 @@ import {
   jwtVerifier,
   REVISIONS,
   type Revision,
-} from "gatehouse/resource-server";
+} from "gatehouse-auth/resource-server";
 import * as z from "zod";
 
 /** Every request to the MCP endpoint needs these. */
@@ -64,7 +64,7 @@ export interface NotesMcpServerOptions {
 }
 
 export interface NotesMcpServer {
-  /** The web-standard handler: serve it with `listen` or `toNodeListener` from `gatehouse/node`. */
+  /** The web-standard handler: serve it with `listen` or `toNodeListener` from `gatehouse-auth/node`. */
   fetch(request: Request): Promise<Response>;
   /** The metadata URL that challenges point to. */
   resourceMetadataUrl: string;

@@ -13,14 +13,14 @@
  * or without one (SELF_ISSUE=1): the example then signs a sample token itself and prints it.
  */
 import { pathToFileURL } from "node:url";
-import { listen } from "gatehouse/node";
+import { listen } from "gatehouse-auth/node";
 import {
   type AuthInfo,
   cachedVerifier,
   createResourceServer,
   jwtVerifier,
   type ResourceServer,
-} from "gatehouse/resource-server";
+} from "gatehouse-auth/resource-server";
 import { exportJWK, generateKeyPair, type JSONWebKeySet, SignJWT } from "jose";
 
 export interface NotesExample {

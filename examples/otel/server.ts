@@ -18,9 +18,9 @@ import {
   PeriodicExportingMetricReader,
 } from "@opentelemetry/sdk-metrics";
 import { ConsoleSpanExporter, NodeTracerProvider, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-node";
-import { createAuthorizationServer } from "gatehouse/authorization-server";
-import { listen } from "gatehouse/node";
-import { createMemoryStore } from "gatehouse/storage/memory";
+import { createAuthorizationServer } from "gatehouse-auth/authorization-server";
+import { listen } from "gatehouse-auth/node";
+import { createMemoryStore } from "gatehouse-auth/storage/memory";
 
 // 1. Install the SDK before the server handles requests (the tracer provider also installs the
 //    async context manager that parents store spans under the request span).

@@ -1,6 +1,6 @@
 /**
- * User-facing code (README snippets, examples/) imports the package by its name (`gatehouse`,
- * `gatehouse/resource-server`, ...). Those names resolve to `dist/` through package.json
+ * User-facing code (README snippets, examples/) imports the package by its name (`gatehouse-auth`,
+ * `gatehouse-auth/resource-server`, ...). Those names resolve to `dist/` through package.json
  * `exports`; the tests check the code against the sources instead, so they never run against a
  * stale build. This maps each exported name to its source file, from package.json itself.
  */

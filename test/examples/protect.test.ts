@@ -98,8 +98,8 @@ afterAll(async () => {
 
 const SNIPPETS: [name: string, marker: string][] = [
   ["node-http", "createServer((req, res) =>"],
-  ["express", 'from "gatehouse/express"'],
-  ["hono", 'from "gatehouse/hono"'],
+  ["express", 'from "gatehouse-auth/express"'],
+  ["hono", 'from "gatehouse-auth/hono"'],
 ];
 
 describe.each(SNIPPETS)("README snippet: protect a %s service", (name, marker) => {

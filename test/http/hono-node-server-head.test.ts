@@ -1,5 +1,5 @@
 /**
- * gatehouse/hono on @hono/node-server: the gate reads the header fields of the request Hono
+ * gatehouse-auth/hono on @hono/node-server: the gate reads the header fields of the request Hono
  * handles. Pins the cases where the raw header list of the node request and the web `Request`
  * could disagree: an application that rebuilds the request (other headers) and hands Hono the
  * same node-server environment, two `Authorization` fields, any case of a field name, HTTP/2.

@@ -1,5 +1,5 @@
 /**
- * gatehouse/hono withBearerAuth: the gate around one Hono route handler (no middleware chain).
+ * gatehouse-auth/hono withBearerAuth: the gate around one Hono route handler (no middleware chain).
  * Pins that it keeps every rule of the gate (challenges, header-only tokens, DPoP-bound tokens
  * refused as Bearer, scopes), that the handler's own answer passes through, and that a warm
  * request is answered in the same call as Hono's `fetch` (no promise), which is what makes the

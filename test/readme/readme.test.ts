@@ -52,6 +52,9 @@ function format(diagnostics: readonly ts.Diagnostic[]): string {
   });
 }
 
+/** A `gatehouse` command line: installed (`gatehouse`), in this checkout or a project (`npx gatehouse`), without installing (`npx -p gatehouse-auth gatehouse`), or the built file. */
+const COMMAND_LINE = /(?:^|npx |npx -p gatehouse-auth )gatehouse |dist\/cli\/main\.js /;
+
 describe("README.md", () => {
   const readme = readFileSync(README, "utf8");
   const snippets = fencedBlocks(readme, "ts");
@@ -77,11 +80,11 @@ describe("README.md", () => {
   it("has TypeScript snippets for each step (node:http, Express, Hono, the server, the client)", () => {
     const all = snippets.join("\n");
     for (const name of [
-      "gatehouse/node",
-      "gatehouse/express",
-      "gatehouse/hono",
-      "gatehouse/authorization-server",
-      "gatehouse/client",
+      "gatehouse-auth/node",
+      "gatehouse-auth/express",
+      "gatehouse-auth/hono",
+      "gatehouse-auth/authorization-server",
+      "gatehouse-auth/client",
     ]) {
       expect(all).toContain(`from "${name}"`);
     }
@@ -95,15 +98,11 @@ describe("README.md", () => {
       .join("\n")
       .replace(/\\\n\s*/g, " ") // join continued lines
       .split("\n")
-      .filter((line) => /(?:npx gatehouse|dist\/cli\/main\.js) /.test(line));
+      .filter((line) => COMMAND_LINE.test(line));
     expect(lines.length).toBeGreaterThanOrEqual(6);
     const problems: string[] = [];
     for (const line of lines) {
-      const args = line
-        .replace(/#.*$/, "")
-        .split(/(?:npx gatehouse|dist\/cli\/main\.js) /)[1]!
-        .trim()
-        .split(/\s+/);
+      const args = line.replace(/#.*$/, "").split(COMMAND_LINE)[1]!.trim().split(/\s+/);
       const command = args[0]!;
       if (!new RegExp(`^\\s*${command}: \\{`, "m").test(main)) {
         problems.push(`${command}: not a command in src/cli/main.ts`);
@@ -126,7 +125,7 @@ describe("README.md", () => {
     const control = join(SNIPPET_DIR, "negative-control.ts");
     writeFileSync(
       control,
-      `import { createResourceServer } from "gatehouse/resource-server";\ncreateResourceServer({ resource: 42 });\n`,
+      `import { createResourceServer } from "gatehouse-auth/resource-server";\ncreateResourceServer({ resource: 42 });\n`,
     );
     const diagnostics = typeCheck([...files, ...examples, control]);
     const inControl = (d: ts.Diagnostic) => d.file !== undefined && resolve(d.file.fileName) === control;

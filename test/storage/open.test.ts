@@ -80,7 +80,7 @@ describe("openStore", () => {
     ).rejects.toBeInstanceOf(StorageUnavailableError);
   });
 
-  it("importing gatehouse/storage loads no driver (the backends are imported dynamically)", () => {
+  it("importing gatehouse-auth/storage loads no driver (the backends are imported dynamically)", () => {
     const reached = [...staticImports(resolve("src/storage/index.ts"))];
     expect(reached).toContain(resolve("src/storage/open.ts"));
     expect(reached.filter((m) => m === "pg" || m === "better-sqlite3")).toEqual([]);

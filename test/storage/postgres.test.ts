@@ -1,4 +1,4 @@
-/** The storage contract suite (`gatehouse/storage/testing`) against PostgreSQL, one schema per test. */
+/** The storage contract suite (`gatehouse-auth/storage/testing`) against PostgreSQL, one schema per test. */
 
 import type { AuthorizationStore } from "../../src/storage/contract.js";
 import { createPostgresStore } from "../../src/storage/postgres/index.js";

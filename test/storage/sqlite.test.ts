@@ -1,4 +1,4 @@
-/** The storage contract suite (`gatehouse/storage/testing`) against SQLite, one file per test. */
+/** The storage contract suite (`gatehouse-auth/storage/testing`) against SQLite, one file per test. */
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

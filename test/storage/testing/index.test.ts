@@ -1,6 +1,6 @@
 /**
- * `gatehouse/storage/testing` (src/storage/testing/index.ts) is the only storage entry point that
- * loads vitest: an application importing `gatehouse/storage` or a backend in production must not
+ * `gatehouse-auth/storage/testing` (src/storage/testing/index.ts) is the only storage entry point that
+ * loads vitest: an application importing `gatehouse-auth/storage` or a backend in production must not
  * need it. Each entry point is imported by its package name (through the exports map, from dist/)
  * in a fresh Node process whose resolver refuses `vitest`.
  */
@@ -61,22 +61,22 @@ async function importInNode(
 
 describe("storage entry points and vitest", () => {
   it.each([
-    ["gatehouse/storage", "openStore"],
-    ["gatehouse/storage/memory", "createMemoryStore"],
-    ["gatehouse/storage/sqlite", "createSqliteStore"],
-    ["gatehouse/storage/postgres", "createPostgresStore"],
+    ["gatehouse-auth/storage", "openStore"],
+    ["gatehouse-auth/storage/memory", "createMemoryStore"],
+    ["gatehouse-auth/storage/sqlite", "createSqliteStore"],
+    ["gatehouse-auth/storage/postgres", "createPostgresStore"],
   ])("%s loads without vitest", async (specifier, expected) => {
     const result = await importInNode(specifier);
     expect(result.output).toContain(expected);
     expect(result.ok).toBe(true);
   });
 
-  it("gatehouse/storage/testing is the subpath that loads vitest (and exports runStorageContract)", async () => {
-    const refused = await importInNode("gatehouse/storage/testing");
+  it("gatehouse-auth/storage/testing is the subpath that loads vitest (and exports runStorageContract)", async () => {
+    const refused = await importInNode("gatehouse-auth/storage/testing");
     expect(refused.ok).toBe(false);
     expect(refused.output).toContain("vitest imported by");
     expect(refused.output).toContain("/dist/storage/testing/index.js");
-    const allowed = await importInNode("gatehouse/storage/testing", true);
+    const allowed = await importInNode("gatehouse-auth/storage/testing", true);
     expect(allowed).toEqual({ ok: true, output: "runStorageContract\n" });
   });
 });
