@@ -16,13 +16,16 @@
  *   renamed over the old one, so a crash leaves either the old or the new document.
  * - Every read-modify-write holds the lock file `store.enc.lock` (file-lock.ts), so two processes
  *   never drop each other's writes; `withLock` gives callers named locks in the same directory.
+ * - No symbolic link in the directory is followed (no-follow.ts): the data file, the key file and
+ *   the lock files are read with O_NOFOLLOW, and a link there is refused with an error naming it.
  */
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
-import { chmod, link, mkdir, open, readFile, rename, stat, unlink } from "node:fs/promises";
+import { chmod, link, mkdir, open, rename, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { GatehouseTypeError } from "../../shared/errors.js";
 import { type FileLockOptions, withFileLock } from "./file-lock.js";
 import { KeychainKey, KeychainUnavailableError } from "./keychain.js";
+import { existsNoFollow, readFileNoFollow } from "./no-follow.js";
 import type { StoreKind, StoreRecords, TokenStore } from "./types.js";
 
 const AAD = Buffer.from("gatehouse-client-store-v1");
@@ -103,14 +106,13 @@ function decryptsWith(envelope: Envelope, key: Buffer): boolean {
   }
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
-    throw error;
-  }
+/** The key file holds 43 base64url characters or 64 hex digits; the data file a bounded document. */
+const MAX_KEY_FILE_BYTES = 1024;
+const MAX_DATA_FILE_BYTES = 64 * 1024 * 1024;
+
+/** Reads a store file without following a symbolic link (no-follow.ts); undefined when absent. */
+async function readStoreFile(path: string, maxBytes: number): Promise<string | undefined> {
+  return (await readFileNoFollow(path, maxBytes))?.text;
 }
 
 export class EncryptedFileTokenStore implements TokenStore {
@@ -166,7 +168,7 @@ export class EncryptedFileTokenStore implements TokenStore {
       const stored = await keychain.read();
       // The common case needs no lock: the key is in the keychain and no key file is left over.
       const key =
-        stored !== undefined && !(await exists(this.#keyFile))
+        stored !== undefined && !(await existsNoFollow(this.#keyFile))
           ? decodeKey(stored)
           : await this.#underDataLock(() => this.#adoptKeychainKey(keychain));
       this.#key = key;
@@ -207,19 +209,17 @@ export class EncryptedFileTokenStore implements TokenStore {
     } catch (createError) {
       // Another process created it first: use theirs.
       if ((createError as NodeJS.ErrnoException).code !== "EEXIST") throw createError;
-      return decodeKey(await readFile(this.#keyFile, "utf8"));
+      const theirs = await readStoreFile(this.#keyFile, MAX_KEY_FILE_BYTES);
+      if (theirs === undefined) throw createError;
+      return decodeKey(theirs);
     } finally {
       await unlink(temp).catch(() => {});
     }
   }
 
   async #readKeyFile(): Promise<Buffer | undefined> {
-    try {
-      return decodeKey(await readFile(this.#keyFile, "utf8"));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-      throw error;
-    }
+    const text = await readStoreFile(this.#keyFile, MAX_KEY_FILE_BYTES);
+    return text === undefined ? undefined : decodeKey(text);
   }
 
   /**
@@ -275,13 +275,8 @@ export class EncryptedFileTokenStore implements TokenStore {
   }
 
   async #readEnvelope(): Promise<Envelope | undefined> {
-    let raw: string;
-    try {
-      raw = await readFile(this.#file, "utf8");
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-      throw error;
-    }
+    const raw = await readStoreFile(this.#file, MAX_DATA_FILE_BYTES);
+    if (raw === undefined) return undefined;
     const envelope = JSON.parse(raw) as Envelope;
     if (envelope.v !== 1) throw new Error("unsupported store format version");
     return envelope;
@@ -296,7 +291,7 @@ export class EncryptedFileTokenStore implements TokenStore {
   }
 
   async #load(): Promise<Document> {
-    if (!(await exists(this.#file))) return {};
+    if (!(await existsNoFollow(this.#file))) return {};
     // The key first: finding it may move the store to the keychain, rewriting the file.
     const key = await this.#getKey();
     const envelope = await this.#readEnvelope();

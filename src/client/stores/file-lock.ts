@@ -8,13 +8,22 @@
  * Staleness: the owner touches the file's mtime every `staleMs / 3` while it holds the lock, so a
  * slow but living owner keeps it. A lock is taken over when its pid is dead (same host only: a pid
  * means nothing on another machine sharing the directory) or when it was not touched for `staleMs`
- * (an owner frozen or on another host). Takeovers are serialized through a second O_EXCL file, and
- * the taker re-reads the lock under it, so a lock that was released and re-taken meanwhile is never
- * removed by mistake.
+ * (an owner frozen or on another host). "Not touched" is judged by the mtime and by the taker's own
+ * clock: a record (nonce and mtime) seen unchanged for `staleMs` is stale whatever date its mtime
+ * claims, so a lock written on a host whose clock runs ahead (an mtime in the future) cannot block
+ * every taker until that date (issue 22). Takeovers are serialized through a second O_EXCL file,
+ * and the taker re-reads the lock under it, so a lock that was released and re-taken meanwhile is
+ * never removed by mistake.
+ *
+ * Every wait ends: each pass of the loop sleeps and checks the deadline, whatever it found (a lock
+ * released between create and read, a takeover that did not happen). Symbolic links at the lock
+ * paths are refused, never followed (no-follow.ts): a dangling one made O_EXCL say "exists" and the
+ * read say "gone" forever.
  */
 import { randomBytes } from "node:crypto";
-import { open, readFile, stat, unlink, utimes } from "node:fs/promises";
+import { lutimes, open, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
+import { readFileNoFollow } from "./no-follow.js";
 
 export interface FileLockOptions {
   /** A lock not touched for this long is taken over. Default 30 s. */
@@ -27,6 +36,8 @@ const DEFAULT_STALE_MS = 30_000;
 const DEFAULT_WAIT_MS = 120_000;
 /** A takeover guard is held for a few file operations; older than this, its owner is gone. */
 const GUARD_STALE_MS = 10_000;
+/** A lock file holds one small JSON record; anything larger is not one of ours. */
+const MAX_LOCK_FILE_BYTES = 4096;
 
 interface LockOwner {
   pid: number;
@@ -62,34 +73,53 @@ function processIsAlive(pid: number): boolean {
   }
 }
 
-async function readOwner(
-  path: string,
-): Promise<{ owner: LockOwner | undefined; mtimeMs: number } | undefined> {
+interface FoundLock {
+  owner: LockOwner | undefined;
+  mtimeMs: number;
+}
+
+/** The lock's record and mtime, or undefined when there is none; a symbolic link is refused. */
+async function readOwner(path: string): Promise<FoundLock | undefined> {
+  const file = await readFileNoFollow(path, MAX_LOCK_FILE_BYTES);
+  if (!file) return undefined;
+  let owner: LockOwner | undefined;
   try {
-    const [text, info] = await Promise.all([readFile(path, "utf8"), stat(path)]);
-    let owner: LockOwner | undefined;
-    try {
-      const parsed = JSON.parse(text) as Partial<LockOwner>;
-      if (typeof parsed.pid === "number" && typeof parsed.nonce === "string") {
-        owner = {
-          pid: parsed.pid,
-          host: String(parsed.host ?? ""),
-          created_at: Number(parsed.created_at ?? 0),
-          nonce: parsed.nonce,
-        };
-      }
-    } catch {
-      // A file cut short by a crash between create and write: judged by its age alone.
+    const parsed = JSON.parse(file.text) as Partial<LockOwner>;
+    if (typeof parsed.pid === "number" && typeof parsed.nonce === "string") {
+      owner = {
+        pid: parsed.pid,
+        host: String(parsed.host ?? ""),
+        created_at: Number(parsed.created_at ?? 0),
+        nonce: parsed.nonce,
+      };
     }
-    return { owner, mtimeMs: info.mtimeMs };
-  } catch (error) {
-    if (isErrno(error, "ENOENT")) return undefined;
-    throw error;
+  } catch {
+    // A file cut short by a crash between create and write: judged by its age alone.
+  }
+  return { owner, mtimeMs: file.mtimeMs };
+}
+
+/**
+ * When this process first saw each record unchanged (by its own clock), per lock path: the cap on
+ * an mtime in the future. A record that changes (the owner's heartbeat) starts again.
+ */
+class Sightings {
+  readonly #seen = new Map<string, { key: string; since: number }>();
+  since(path: string, found: FoundLock): number {
+    const key = `${found.owner?.nonce ?? ""}|${found.mtimeMs}`;
+    const known = this.#seen.get(path);
+    if (known?.key === key) return known.since;
+    const since = Date.now();
+    this.#seen.set(path, { key, since });
+    return since;
   }
 }
 
-function isStale(found: { owner: LockOwner | undefined; mtimeMs: number }, staleMs: number): boolean {
-  if (Date.now() - found.mtimeMs > staleMs) return true;
+function isStale(found: FoundLock, staleMs: number, firstSeen: number): boolean {
+  const now = Date.now();
+  if (now - found.mtimeMs > staleMs) return true;
+  // The cap on a claimed freshness: however far ahead the mtime, unchanged for staleMs here is stale.
+  if (now - firstSeen > staleMs) return true;
   const { owner } = found;
   return owner !== undefined && owner.host === hostname() && !processIsAlive(owner.pid);
 }
@@ -130,15 +160,14 @@ async function removeIfOwned(path: string, nonce: string | undefined): Promise<v
  * Removes a stale lock, serialized with every other taker through `<path>.takeover`: under the
  * guard the lock is read again and removed only if it is the same stale record that was seen.
  */
-async function takeOver(
-  path: string,
-  seen: { owner: LockOwner | undefined; mtimeMs: number },
-): Promise<void> {
+async function takeOver(path: string, seen: FoundLock, sightings: Sightings): Promise<void> {
   const guardPath = `${path}.takeover`;
   const guard = await tryCreate(guardPath);
   if (!guard) {
     const other = await readOwner(guardPath);
-    if (other && isStale(other, GUARD_STALE_MS)) await removeIfOwned(guardPath, other.owner?.nonce);
+    if (other && isStale(other, GUARD_STALE_MS, sightings.since(guardPath, other))) {
+      await removeIfOwned(guardPath, other.owner?.nonce);
+    }
     return;
   }
   try {
@@ -157,7 +186,9 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 /**
  * Runs `task` while holding the lock file `path` (created 0600), then removes it. Waits (polling,
- * with a growing pause up to 200 ms) while a living owner holds it; takes over a stale one.
+ * with a growing pause up to 200 ms) while a living owner holds it; takes over a stale one. Throws
+ * `LockTimeoutError` once `waitMs` has passed without the lock, and `StorePathSymlinkError` when a
+ * symbolic link sits at the lock path or its takeover guard.
  */
 export async function withFileLock<T>(
   path: string,
@@ -166,18 +197,19 @@ export async function withFileLock<T>(
 ): Promise<T> {
   const staleMs = options.staleMs ?? DEFAULT_STALE_MS;
   const deadline = Date.now() + (options.waitMs ?? DEFAULT_WAIT_MS);
+  const sightings = new Sightings();
   let pause = 10;
   let owner: LockOwner | undefined;
   for (;;) {
     owner = await tryCreate(path);
     if (owner) break;
+    // Undefined when it was released between our create and our read: the next pass creates it.
     const found = await readOwner(path);
-    if (!found) continue; // Released between our create and our read: try again at once.
-    if (isStale(found, staleMs)) {
-      await takeOver(path, found);
-      continue;
+    if (found && isStale(found, staleMs, sightings.since(path, found))) {
+      await takeOver(path, found, sightings);
     }
-    if (Date.now() >= deadline) throw new LockTimeoutError(path, found.owner);
+    // Every pass, whatever it found, counts against the deadline: no path through the loop spins.
+    if (Date.now() >= deadline) throw new LockTimeoutError(path, found?.owner);
     await sleep(pause);
     pause = Math.min(pause * 2, 200);
   }
@@ -185,7 +217,8 @@ export async function withFileLock<T>(
   const heartbeat = setInterval(
     () => {
       const now = new Date();
-      utimes(path, now, now).catch(() => {});
+      // lutimes: a link swapped in for our lock is not followed to touch someone else's file.
+      lutimes(path, now, now).catch(() => {});
     },
     Math.max(Math.floor(staleMs / 3), 1),
   );
