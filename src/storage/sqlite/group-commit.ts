@@ -10,8 +10,11 @@
  *
  * What does not change (SECURITY.md "Storage, faults and load"):
  *
- * - Durability: no operation's promise settles before the COMMIT that contains it returned, so a
- *   caller never acts on (or answers a client with) a result that a power cut could undo.
+ * - Durability: no operation's promise settles before the COMMIT that contains it is durable, so a
+ *   caller never acts on (or answers a client with) a result that a power cut could undo. Under
+ *   `synchronous = FULL` that is when COMMIT returns; under NORMAL (the default) it is when an
+ *   fsync of the WAL that started after the COMMIT completed (./wal-sync.ts). Meanwhile the next
+ *   batch runs: its statements overlap the previous batch's fsync.
  * - Atomicity per operation: an operation that throws (a failing statement, a throwing `check`)
  *   rolls back to its own savepoint; the other operations of the batch keep their effects. A
  *   result such as a refused code redemption is a normal return, so its consume is kept.
@@ -21,11 +24,14 @@
  *
  * A failed COMMIT (disk full, I/O error, a deferred constraint) rolls the whole batch back and
  * rejects every operation of it with {@link StorageUnavailableError}: none of them happened.
+ * A failed fsync rejects every batch it covered the same way (their effects may or may not be on
+ * disk; no caller learns a result), and from then on no batch begins: the store refuses writes.
  */
 
 import type Database from "better-sqlite3";
 import { StorageUnavailableError } from "../contract.js";
 import { translate } from "./files.js";
+import type { WalSync } from "./wal-sync.js";
 
 /** Upper bound on operations per transaction, so one commit never holds the lock for long. */
 export const MAX_BATCH = 64;
@@ -67,10 +73,15 @@ function unavailable(error: unknown, message: string): unknown {
 }
 
 /**
- * `afterCommit` runs after each durable COMMIT, before the batch's operations learn their results
- * (the WAL checkpointer counts commits there; it must not throw).
+ * `afterCommit` runs after each COMMIT, before the batch's operations learn their results (the WAL
+ * checkpointer counts commits there under FULL; it must not throw). With `walSync` (synchronous =
+ * NORMAL) the batch's operations settle only once its fsync completed.
  */
-export function createGroupCommit(db: Database.Database, afterCommit?: () => void): GroupCommit {
+export function createGroupCommit(
+  db: Database.Database,
+  afterCommit?: () => void,
+  walSync?: WalSync,
+): GroupCommit {
   const queue: Pending[] = [];
   let scheduled = false;
   const stats: GroupCommitStats = { operations: 0, transactions: 0 };
@@ -123,6 +134,12 @@ export function createGroupCommit(db: Database.Database, afterCommit?: () => voi
 
   function runBatch(batch: Pending[]): void {
     if (batch.length === 0) return;
+    // After a failed fsync the page cache cannot be trusted: nothing more is written.
+    const refused = walSync?.failure();
+    if (refused) {
+      for (const op of batch) op.reject(refused);
+      return;
+    }
     const outcomes: Outcome[] = [];
     let sql: ReturnType<typeof statements>;
     try {
@@ -170,11 +187,20 @@ export function createGroupCommit(db: Database.Database, afterCommit?: () => voi
       return;
     }
     afterCommit?.();
-    // Durable now: only at this point does anyone learn a result.
-    batch.forEach((op, i) => {
-      const outcome = outcomes[i]!;
-      if (outcome.ok) op.resolve(outcome.value);
-      else op.reject(outcome.error);
+    const settle = () =>
+      batch.forEach((op, i) => {
+        const outcome = outcomes[i]!;
+        if (outcome.ok) op.resolve(outcome.value);
+        else op.reject(outcome.error);
+      });
+    if (!walSync) {
+      // FULL: durable now, COMMIT synced the WAL. Only at this point does anyone learn a result.
+      settle();
+      return;
+    }
+    // NORMAL: durable once an fsync that started after this COMMIT completed; the loop goes on.
+    walSync.durable(walSync.committed()).then(settle, (error: unknown) => {
+      for (const op of batch) op.reject(error);
     });
   }
 

@@ -6,7 +6,8 @@
  * first read, so two processes redeeming one code are serialised and the second sees it consumed
  * (SECURITY.md "Storage, faults and load"). Writes are group-committed (./group-commit.ts): the
  * writes of one macrotask share one transaction and one fsync, each in its own savepoint, and
- * none settles before the commit is durable.
+ * none settles before the commit is durable. That fsync runs off the event loop (./wal-sync.ts,
+ * `synchronous = NORMAL`), and reads too settle only once what they read is durable.
  */
 
 import Database from "better-sqlite3";
@@ -66,6 +67,13 @@ import { createGroupCommit, type GroupCommitStats } from "./group-commit.js";
 import { SQLITE_MIGRATIONS } from "./schema.js";
 import { candidateParams, type RetireIo, SUPERSEDE_CANDIDATES_SQL } from "./superseded.js";
 import { sqliteUpstreamMethods } from "./upstream-methods.js";
+import {
+  createWalSync,
+  type SqliteSynchronous,
+  sqliteDurabilityForTests,
+  type WalSync,
+  type WalSyncStats,
+} from "./wal-sync.js";
 
 /** listGrants filter fields and the grants columns they match. */
 const GRANT_FILTER_COLUMNS = [
@@ -87,6 +95,12 @@ export interface SqliteStoreOptions {
   busyTimeoutMs?: number;
   /** Open without write access (inspection tools); every write fails with StorageUnavailableError. */
   readonly?: boolean;
+  /**
+   * How a commit becomes durable (./wal-sync.ts). `"normal"` (default): `synchronous = NORMAL` and
+   * an fsync of the WAL off the event loop before any operation settles. `"full"`: `synchronous =
+   * FULL`, each COMMIT syncs on the event loop (slower; the fallback). Both are equally durable.
+   */
+  synchronous?: SqliteSynchronous;
 }
 
 /** A SQLite store; `database` is the open handle, for backups and inspection. */
@@ -94,22 +108,23 @@ export interface SqliteStore extends AuthorizationStore {
   readonly database: Database.Database;
   /**
    * Write operations and the transactions (durable commits) they took, since opening, and the WAL
-   * checkpoints run off the event loop (./checkpointer.ts).
+   * checkpoints run off the event loop (./checkpointer.ts) and the WAL fsyncs (./wal-sync.ts).
    */
-  writeStats(): GroupCommitStats & CheckpointerStats;
+  writeStats(): GroupCommitStats & CheckpointerStats & WalSyncStats;
 }
 
 /** Opens (creating if needed) a SQLite store. Call `migrate()` before first use. */
 export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   const readonly = options.readonly ?? false;
+  const mode = sqliteDurabilityForTests() ?? options.synchronous ?? "normal";
   let db: Database.Database;
   try {
     prepareFile(options.path, readonly);
     db = new Database(options.path, { readonly, fileMustExist: readonly, timeout: busyTimeoutMs });
     db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
     if (!readonly) db.pragma("journal_mode = WAL");
-    db.pragma("synchronous = FULL");
+    db.pragma(`synchronous = ${mode === "full" ? "FULL" : "NORMAL"}`);
     db.pragma("foreign_keys = ON");
     // Every write runs in its own SAVEPOINT (group-commit.ts). SQLite keeps a savepoint's journal
     // in memory only up to a spill size and then writes it to a temporary file it creates, writes
@@ -140,12 +155,32 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
   // operations, each in its own savepoint; a write settles only once its batch is durable.
   // WAL checkpoints run in a worker thread once the store commits a lot, so that no commit on the
   // request path copies the WAL into the database file (./checkpointer.ts).
-  const checkpointer =
-    !readonly && !db.memory && String(db.pragma("journal_mode", { simple: true })).toLowerCase() === "wal"
-      ? createCheckpointer(db, options.path, busyTimeoutMs)
-      : undefined;
-  const group = createGroupCommit(db, checkpointer?.committed);
+  const wal =
+    !readonly && !db.memory && String(db.pragma("journal_mode", { simple: true })).toLowerCase() === "wal";
+  const checkpointer = wal ? createCheckpointer(db, options.path, busyTimeoutMs) : undefined;
+  // NORMAL: the WAL is synced here, off the event loop; the checkpointer is asked for work after
+  // each of these fsyncs (SQLite's checkpoint also syncs the WAL before copying any frame), and
+  // stops for good at a failed one. Not for a read-only or in-memory database: nothing to sync.
+  let walSync: WalSync | undefined;
+  if (wal && mode === "normal") {
+    try {
+      // SQLite creates the -wal file when the connection first reads in WAL mode.
+      db.prepare("SELECT 1 FROM sqlite_master LIMIT 1").get();
+      walSync = createWalSync(options.path, {
+        onSynced: checkpointer?.committed,
+        onFailed: () => void checkpointer?.close(),
+      });
+    } catch (error) {
+      db.close();
+      throw translate(error);
+    }
+  }
+  const group = createGroupCommit(db, walSync ? undefined : checkpointer?.committed, walSync);
   const write = <T>(fn: () => T): Promise<T> => group.write(fn);
+  // Commits of other connections (another instance, the admin CLI) change data_version; a read
+  // that may see them waits for an fsync that starts after it (./wal-sync.ts).
+  const dataVersion = walSync ? db.prepare("PRAGMA data_version").pluck() : undefined;
+  let seenDataVersion = dataVersion?.get();
   // Client records read before, kept while nothing can have changed them (./client-cache.ts).
   const clients = createClientCache(db);
   /** A write that may change the clients table: the cached records go as it runs. */
@@ -154,13 +189,27 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       clients.clear();
       return fn();
     });
-  /** Reads run at once, outside any batch: they see only committed data. */
+  /**
+   * Reads run at once, outside any batch: they see only committed data, and settle once that data
+   * is durable (an fsync that started after the last commit they could see completed).
+   */
   async function read<T>(fn: () => T): Promise<T> {
+    let value: T;
     try {
-      return fn();
+      const refused = walSync?.failure();
+      if (refused) throw refused;
+      value = fn();
     } catch (error) {
       throw translate(error);
     }
+    if (!walSync) return value;
+    const version = dataVersion!.get();
+    if (version !== seenDataVersion) {
+      seenDataVersion = version;
+      walSync.committed();
+    }
+    await walSync.durable(walSync.latest());
+    return value;
   }
 
   /** The grant row first, then its tokens; true when the grant exists. */
@@ -201,6 +250,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     writeStats: () => ({
       ...group.stats(),
       ...(checkpointer?.stats() ?? { checkpoints: 0, running: false, onLoopMs: 0 }),
+      ...(walSync?.stats() ?? { walSyncs: 0 }),
     }),
     async migrate() {
       if (readonly) return;
@@ -223,8 +273,11 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
     async close() {
       if (!db.open) return;
-      // Writes already called are committed (or rejected) before the connection goes.
+      // Writes already called are committed (or rejected) before the connection goes, and settle
+      // once synced.
       group.drain();
+      await walSync?.close();
+      if (!db.open) return;
       db.close();
       // The worker's connection is the last one: closing it checkpoints the WAL and removes it.
       await checkpointer?.close();

@@ -26,13 +26,21 @@ describe("SQLite store", () => {
     expect(statSync(path).mode & 0o777).toBe(0o600);
   });
 
-  it("runs in WAL mode with synchronous=FULL, foreign keys on, a busy timeout and temporary storage in memory", async () => {
+  it("runs in WAL mode with synchronous=NORMAL and its own WAL fsync (FULL on request), foreign keys on, a busy timeout and temporary storage in memory", async () => {
     const path = freshPath();
+    const full = createSqliteStore({ path: freshPath(), synchronous: "full" });
+    await full.migrate();
+    // synchronous: 2 = FULL (each COMMIT syncs the WAL), no fsync of ours.
+    expect(full.database.pragma("synchronous", { simple: true })).toBe(2);
+    expect(full.writeStats().walSyncs).toBe(0);
+    await full.close();
     const store = createSqliteStore({ path, busyTimeoutMs: 1234 });
     await store.migrate();
     expect(store.database.pragma("journal_mode", { simple: true })).toBe("wal");
-    // synchronous: 2 = FULL (a committed grant survives power loss).
-    expect(store.database.pragma("synchronous", { simple: true })).toBe(2);
+    // synchronous: 1 = NORMAL; the migration settled only after an fsync of the WAL (wal-sync.ts),
+    // so a committed grant survives power loss (test/faults/power-loss.test.ts).
+    expect(store.database.pragma("synchronous", { simple: true })).toBe(1);
+    expect(store.writeStats().walSyncs).toBeGreaterThan(0);
     expect(store.database.pragma("foreign_keys", { simple: true })).toBe(1);
     expect(store.database.pragma("busy_timeout", { simple: true })).toBe(1234);
     // 2 = MEMORY: savepoint journals never spill to temporary files (group-commit.test.ts).
