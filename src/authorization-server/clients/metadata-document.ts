@@ -17,7 +17,9 @@ import { z } from "zod";
 import { OAuthError } from "../../shared/errors.js";
 import { fetchUrlProblem } from "../../shared/guarded-fetch.js";
 import type { ClientRecord, TokenEndpointAuthMethod } from "../../storage/contract.js";
+import { CLIENT_ASSERTION_ALGORITHMS } from "../endpoints/metadata.js";
 import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
+import { JWT_BEARER_GRANT } from "../grants/jwt-assertion.js";
 import { redirectUriProblem } from "./redirect-uri.js";
 
 /** True when `clientId` is meant as a metadata document URL (any case of the scheme). */
@@ -65,7 +67,50 @@ const httpsUrl = z
   .max(MAX_URL)
   .refine((s) => fetchUrlProblem(s) === undefined, "must be an https URL without userinfo or fragment");
 
+/** JWK members that only a private or symmetric key has (RFC 7518 §6.2.2, §6.3.2, §6.4; RFC 8037 §2). */
+const PRIVATE_KEY_MEMBERS = ["d", "p", "q", "dp", "dq", "qi", "oth", "k"];
+
+/**
+ * Why `jwk` cannot be a client's public verification key (from a document's `jwks` or the set at its
+ * `jwks_uri`), or undefined. A symmetric key (`kty` oct) would be a shared secret published to the
+ * world (draft §4.1: no shared secrets); a private key in a public document is a leaked key, and
+ * signing with it proves nothing. Either refuses the whole set, fail closed.
+ */
+export function publicJwkProblem(jwk: unknown): string | undefined {
+  if (typeof jwk !== "object" || jwk === null || Array.isArray(jwk)) return "each key must be a JSON object";
+  const key = jwk as Record<string, unknown>;
+  if (key.kty === "oct") return "symmetric keys (kty oct) are not accepted";
+  if (key.kty !== "RSA" && key.kty !== "EC" && key.kty !== "OKP") return "kty must be RSA, EC or OKP";
+  if (PRIVATE_KEY_MEMBERS.some((m) => m in key)) return "must hold public keys only";
+  return undefined;
+}
+
 const SHARED_SECRET_METHODS = new Set(["client_secret_basic", "client_secret_post", "client_secret_jwt"]);
+
+/**
+ * Longest list a document may give for grant types, response types or authentication methods. A
+ * document lists what its client can do (claude.ai's adds jwt-bearer), so unknown values are
+ * tolerated, but not without bound: a list this long is not a description of a client.
+ */
+const MAX_LIST = 20;
+
+/** A bounded list of short strings (grant types, response types, methods). */
+const stringList = (maxLength: number) => z.array(z.string().min(1).max(maxLength)).min(1).max(MAX_LIST);
+
+/**
+ * The grant types a document client may hold, in the order the document lists them: the code flow,
+ * refresh, the device grant (RFC 8628) and, for a client that authenticates with a key, the JWT
+ * bearer grant (RFC 7523; ID-JAG). Whether this server's configuration offers one and whether its
+ * policy lets this client use it is decided at the token endpoint (grants/grant-types.ts and the
+ * grant handlers); the record keeps only what the document asked for AND the client can use.
+ */
+function keptGrantTypes(requested: readonly string[], method: "none" | "private_key_jwt"): string[] {
+  const usable = new Set(["authorization_code", "refresh_token", DEVICE_CODE_GRANT_TYPE]);
+  // A jwt-bearer grant with `none` would let anyone who holds an assertion for the client present it
+  // under the client's public id: the grant is simply not given (RFC 7521 §4.2, §5.2).
+  if (method === "private_key_jwt") usable.add(JWT_BEARER_GRANT);
+  return [...new Set(requested.filter((g) => usable.has(g)))];
+}
 
 const documentSchema = z.object({
   client_id: z.string().max(MAX_URL),
@@ -82,15 +127,19 @@ const documentSchema = z.object({
     }),
   client_uri: httpsUrl.optional(),
   logo_uri: httpsUrl.optional(),
-  // A document may add the device grant (RFC 8628) for a client that also runs the code flow.
-  grant_types: z
-    .array(z.enum(["authorization_code", "refresh_token", DEVICE_CODE_GRANT_TYPE]))
-    .min(1)
-    .max(3)
+  // Negotiated, not fatal (see keptGrantTypes): unknown and unsupported values are dropped, but the
+  // code flow must be there.
+  grant_types: stringList(200)
     .refine((g) => g.includes("authorization_code"), "must include authorization_code")
     .optional(),
-  response_types: z.array(z.literal("code")).min(1).max(1).optional(),
+  response_types: stringList(100)
+    .refine((r) => r.includes("code"), "must include code")
+    .optional(),
   token_endpoint_auth_method: z.string().max(100).optional(),
+  // The draft "RP metadata choices" SEP: the methods the client can use; absent means the single
+  // field above. Read by chooseAuthMethod.
+  token_endpoint_auth_methods_supported: stringList(100).optional(),
+  token_endpoint_auth_signing_alg: z.string().max(20).optional(),
   jwks_uri: httpsUrl.optional(),
   jwks: z
     .object({
@@ -98,7 +147,12 @@ const documentSchema = z.object({
         .array(z.record(z.string(), z.unknown()))
         .min(1)
         .max(10)
-        .refine((keys) => keys.every((k) => !("d" in k)), "must hold public keys only"),
+        .superRefine((keys, ctx) => {
+          for (const [i, key] of keys.entries()) {
+            const problem = publicJwkProblem(key);
+            if (problem) ctx.addIssue({ code: "custom", path: [i], message: problem });
+          }
+        }),
     })
     .optional(),
   scope: z
@@ -110,6 +164,38 @@ const documentSchema = z.object({
   // proof (grants/dpop-binding.ts reads it from the stored metadata). A boolean, as in register.ts.
   dpop_bound_access_tokens: z.boolean().optional(),
 });
+
+/**
+ * The one token endpoint authentication method the server holds this client to, from the methods
+ * the document says its client can use (`token_endpoint_auth_methods_supported`, the field the
+ * draft "RP metadata choices" SEP says to read; absent means the single `token_endpoint_auth_method`,
+ * itself defaulting to `none`) and the ones this server accepts from a document: `private_key_jwt`
+ * when the document offers it with keys (`jwks` or `jwks_uri`) and, if it names one, a signing
+ * algorithm this server accepts; otherwise `none` when offered. Unknown and shared-secret entries
+ * in the list are never chosen.
+ *
+ * Why private_key_jwt first, and why exactly one method: a `client_id` URL is public, so if the
+ * token endpoint accepted every method the document lists, anyone could present the id with `none`
+ * and the keys would protect nothing (a stolen refresh token or code would redeem without them).
+ * The server therefore picks one method per document and clients/authentication.ts refuses any
+ * other (RFC 6749 §2.3: one method per client); preferring the key makes the stronger method the
+ * one enforced. A document that lists `none` and offers no usable key is a public client.
+ */
+function chooseAuthMethod(d: z.infer<typeof documentSchema>): "none" | "private_key_jwt" {
+  const offered = d.token_endpoint_auth_methods_supported ?? [d.token_endpoint_auth_method ?? "none"];
+  const hasKeys = d.jwks !== undefined || d.jwks_uri !== undefined;
+  const alg = d.token_endpoint_auth_signing_alg;
+  const algAccepted = alg === undefined || CLIENT_ASSERTION_ALGORITHMS.includes(alg);
+  if (offered.includes("private_key_jwt") && hasKeys && algAccepted) return "private_key_jwt";
+  if (offered.includes("none")) return "none";
+  if (offered.includes("private_key_jwt") && !hasKeys) {
+    throw invalidClient("private_key_jwt needs jwks or jwks_uri");
+  }
+  if (offered.includes("private_key_jwt")) {
+    throw invalidClient("token_endpoint_auth_signing_alg is not one this server accepts");
+  }
+  throw invalidClient("token_endpoint_auth_method must be none or private_key_jwt");
+}
 
 function invalidClient(reason: string, detail?: string): OAuthError {
   return new OAuthError("invalid_client", {
@@ -124,10 +210,12 @@ function invalidClient(reason: string, detail?: string): OAuthError {
  *
  * Checks (draft §4.1 and SECURITY.md): `client_id` equals `url` as a plain string (MUST); required
  * `client_name` and a non-empty `redirect_uris` (MUST), each acceptable as a redirect URI; no
- * `client_secret` and no shared-secret `token_endpoint_auth_method` (draft §4.1: MUST NOT); with
- * `private_key_jwt`, exactly one of `jwks` / `jwks_uri`; grant and response types limited to the
- * code flow; lengths capped; `dpop_bound_access_tokens`, when present, a boolean (RFC 9449 §5.2).
- * Does NOT check the redirect URI of a particular request.
+ * `client_secret` and no shared-secret `token_endpoint_auth_method` (draft §4.1: MUST NOT); not both
+ * `jwks` and `jwks_uri`, inline keys public and asymmetric; one authentication method chosen from
+ * what the document offers ({@link chooseAuthMethod}); grant and response types negotiated: the
+ * code flow must be there, what this server does not support or the chosen method cannot use is
+ * dropped ({@link keptGrantTypes}); lists and lengths capped; `dpop_bound_access_tokens`, when
+ * present, a boolean (RFC 9449 §5.2). Does NOT check the redirect URI of a particular request.
  *
  * Throws `OAuthError("invalid_client")`.
  */
@@ -160,20 +248,16 @@ export function validateClientMetadataDocument(
   }
   const d = parsed.data;
 
-  const method = d.token_endpoint_auth_method ?? "none";
-  if (SHARED_SECRET_METHODS.has(method)) {
-    throw invalidClient(`token_endpoint_auth_method ${method} is not allowed (no shared secrets)`);
-  }
-  if (method !== "none" && method !== "private_key_jwt") {
-    throw invalidClient("token_endpoint_auth_method must be none or private_key_jwt");
+  // Draft §4.1: a document MUST NOT name a shared-secret method (it cannot hold the secret).
+  const declared = d.token_endpoint_auth_method;
+  if (declared !== undefined && SHARED_SECRET_METHODS.has(declared)) {
+    throw invalidClient(`token_endpoint_auth_method ${declared} is not allowed (no shared secrets)`);
   }
   // RFC 7591 §2: jwks and jwks_uri MUST NOT both be present.
   if (d.jwks && d.jwks_uri) throw invalidClient("jwks and jwks_uri must not both be present");
-  if (method === "private_key_jwt" && !d.jwks && !d.jwks_uri) {
-    throw invalidClient("private_key_jwt needs jwks or jwks_uri");
-  }
-  const grantTypes = d.grant_types ?? ["authorization_code"];
-  const responseTypes = d.response_types ?? ["code"];
+  const method = chooseAuthMethod(d);
+  const grantTypes = keptGrantTypes(d.grant_types ?? ["authorization_code"], method);
+  const responseTypes = ["code"];
 
   const metadata: Record<string, unknown> = {
     client_id: d.client_id,
@@ -183,6 +267,11 @@ export function validateClientMetadataDocument(
     response_types: responseTypes,
     token_endpoint_auth_method: method,
   };
+  // RFC 7591 §2: with this field, assertions signed with another algorithm MUST be rejected
+  // (clients/authentication.ts reads it from the stored metadata).
+  if (method === "private_key_jwt" && d.token_endpoint_auth_signing_alg !== undefined) {
+    metadata.token_endpoint_auth_signing_alg = d.token_endpoint_auth_signing_alg;
+  }
   for (const key of [
     "client_uri",
     "logo_uri",
@@ -203,7 +292,7 @@ export function validateClientMetadataDocument(
     redirectUris: [...d.redirect_uris],
     grantTypes: [...grantTypes],
     responseTypes: [...responseTypes],
-    tokenEndpointAuthMethod: method as TokenEndpointAuthMethod,
+    tokenEndpointAuthMethod: method satisfies TokenEndpointAuthMethod,
     jwksUri: d.jwks_uri,
     jwks: d.jwks,
     scope: d.scope,

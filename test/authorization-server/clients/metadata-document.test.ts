@@ -184,14 +184,13 @@ describe("validateClientMetadataDocument", () => {
     }
   });
 
-  it("limits grant and response types to the code flow; logo and client URIs must be https", () => {
+  it("requires the code flow in grant and response types; logo and client URIs must be https", () => {
     for (const bad of [
       doc({ grant_types: ["client_credentials"] }),
       doc({ grant_types: ["implicit"] }),
       doc({ grant_types: ["refresh_token"] }),
       doc({ grant_types: [] }),
       doc({ response_types: ["token"] }),
-      doc({ response_types: ["code", "token"] }),
       doc({ logo_uri: "http://cdn.example.com/logo.png" }),
       doc({ logo_uri: "javascript:alert(1)" }),
       doc({ client_uri: "https://user@client.example.com/" }),
