@@ -75,6 +75,16 @@ export type AuditEvent = {
   /** A redeemed device code came back (RFC 8628 §3.5 invalid_grant). */
   | { type: "device_code_replayed"; client_id: string }
   | { type: "client_registered"; client_id: string; auth_method: string; address: string }
+  /**
+   * A self-registered client asked for a grant without a user and was refused
+   * (policy/grants-without-user.ts); `grant_type` names the use, `client_source` how it registered.
+   */
+  | {
+      type: "grant_without_user_refused";
+      client_id: string;
+      grant_type: "client_credentials" | "workload_identity" | "token_exchange";
+      client_source: "preregistered" | "dynamic" | "metadata-document";
+    }
   | { type: "client_registration_refused"; error: OAuthErrorCode; address: string }
   | { type: "client_deleted"; client_id: string; by: "admin" }
   | { type: "client_metadata_document_failed"; client_id: string; host: string; error: OAuthErrorCode }
@@ -104,6 +114,7 @@ const WARNING_EVENTS: ReadonlySet<AuditEventType> = new Set([
   "authorization_code_replayed",
   "device_code_replayed",
   "client_registration_refused",
+  "grant_without_user_refused",
   "client_metadata_document_failed",
   "assertion_refused",
   "rate_limited",

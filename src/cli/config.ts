@@ -77,6 +77,11 @@ export const configFileSchema = z.strictObject({
       enabled: z.boolean().optional(),
       ratePerHour: limitedInteger("dynamicRegistration.ratePerHour").optional(),
       unusedTtlSeconds: limitedInteger("dynamicRegistration.unusedTtlSeconds").optional(),
+      // RFC 7591 §3 initial access tokens, by hash; the server's resolver checks each entry.
+      initialAccessTokens: z
+        .array(z.strictObject({ sha256: z.string(), scopes: z.array(scopeToken).min(1) }))
+        .max(100)
+        .optional(),
     })
     .optional(),
   deviceAuthorization: z

@@ -51,6 +51,8 @@ const OTHER_CLIENT = "other-client";
 const OTHER_SECRET = "other-client-secret-long-enough";
 const WORKLOAD_CLIENT = "billing-job";
 const WORKLOAD_SUBJECT = "system:serviceaccount:billing:exporter";
+const SELF_REGISTERED_CLIENT = "gh_self_registered_job";
+const SELF_REGISTERED_SUBJECT = "system:serviceaccount:billing:self-registered";
 
 /** The identity provider's signing key (ES256) and the workload issuer's (RS256): the independent signer. */
 let idpKey: Awaited<ReturnType<typeof generateKeyPair>>;
@@ -111,6 +113,14 @@ async function startServer(
         clientSecretHash: sha256Base64url(OTHER_SECRET),
       }),
       client({ clientId: WORKLOAD_CLIENT, redirectUris: [], responseTypes: [], grantTypes: [JWT_BEARER] }),
+      // A client that registered itself, as dynamic registration stores it, mapped below.
+      client({
+        clientId: SELF_REGISTERED_CLIENT,
+        source: "dynamic",
+        redirectUris: [],
+        responseTypes: [],
+        grantTypes: [JWT_BEARER],
+      }),
     ],
     enterpriseAuthorization: {
       identityProviders: [
@@ -126,7 +136,10 @@ async function startServer(
           issuer: WORKLOAD_ISSUER,
           jwks: { keys: [{ ...(await exportJWK(workloadKey.publicKey)), kid: "wl-1" }] },
           algorithms: ["RS256"],
-          subjects: [{ subject: WORKLOAD_SUBJECT, clientId: WORKLOAD_CLIENT, scopes: ["notes:read"] }],
+          subjects: [
+            { subject: WORKLOAD_SUBJECT, clientId: WORKLOAD_CLIENT, scopes: ["notes:read"] },
+            { subject: SELF_REGISTERED_SUBJECT, clientId: SELF_REGISTERED_CLIENT },
+          ],
         },
       ],
     },
@@ -475,6 +488,13 @@ describe("workload identity", () => {
       basic(OTHER_CLIENT, OTHER_SECRET),
     );
     expect({ status, error: body.error }).toEqual({ status: 400, error: "invalid_grant" });
+  });
+
+  it("refuses a workload acting as a client that registered itself, even a mapped one (unauthorized_client)", async () => {
+    const assertion = await workloadJwt(as.issuer, { sub: SELF_REGISTERED_SUBJECT });
+    const r = await send(as.issuer, assertion, { client_id: SELF_REGISTERED_CLIENT });
+    expect(r).toMatchObject({ status: 400, body: { error: "unauthorized_client" } });
+    expect(r.body.access_token).toBeUndefined();
   });
 
   it("refuses an ID-JAG-typed token from the workload issuer", async () => {

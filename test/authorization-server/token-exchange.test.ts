@@ -30,6 +30,9 @@ const NOTES_SECRET = "notes-service-secret-long-enough";
 const STORAGE_SERVICE = "storage-service";
 const STORAGE_SECRET = "storage-service-secret-long-enough";
 const PUBLIC_EXCHANGER = "public-exchanger";
+/** A client that registered itself (a row as dynamic registration stores it), named by a policy. */
+const SELF_REGISTERED = "gh_self_registered_service";
+const SELF_REGISTERED_SECRET = "self-registered-secret-long-enough";
 
 let http: ListeningServer;
 let server: AuthorizationServer;
@@ -70,12 +73,14 @@ beforeAll(async () => {
       service(NOTES_SERVICE, NOTES_SECRET),
       service(STORAGE_SERVICE, STORAGE_SECRET, "client_secret_post"),
       client({ clientId: PUBLIC_EXCHANGER, grantTypes: [TOKEN_EXCHANGE] }),
+      { ...service(SELF_REGISTERED, SELF_REGISTERED_SECRET), source: "dynamic" },
     ],
     tokenExchange: {
       policies: [
         { clientId: NOTES_SERVICE, fromResource: NOTES, toResources: [STORAGE] },
         { clientId: STORAGE_SERVICE, fromResource: STORAGE, toResources: [ARCHIVE], scopes: ["files:read"] },
         { clientId: PUBLIC_EXCHANGER, fromResource: NOTES, toResources: [STORAGE] },
+        { clientId: SELF_REGISTERED, fromResource: NOTES, toResources: [STORAGE] },
       ],
     },
     logger: log,
@@ -274,6 +279,15 @@ describe("token exchange: hostile requests", () => {
     expect(wrongSecret).toMatchObject({ status: 401, body: { error: "invalid_client" } });
     const noCredentials = await exchange(subject, { client_id: NOTES_SERVICE }, {});
     expect(noCredentials).toMatchObject({ status: 401, body: { error: "invalid_client" } });
+  });
+
+  it("refuses a client that registered itself, even one a policy names (unauthorized_client, audited)", async () => {
+    const subject = await userToken();
+    const r = await exchange(subject, {}, basic(SELF_REGISTERED, SELF_REGISTERED_SECRET));
+    expect(r).toMatchObject({ status: 400, body: { error: "unauthorized_client" } });
+    expect(r.body.access_token).toBeUndefined();
+    const refused = log.lines.find((l) => l.event === "grant_without_user_refused");
+    expect(refused?.fields).toMatchObject({ client_id: SELF_REGISTERED, grant_type: "token_exchange" });
   });
 
   it("refuses a subject token issued for a resource the client does not serve", async () => {

@@ -13,6 +13,7 @@ import type {
   AuthorizationServerOptions,
   EnterpriseAuthorizationOptions,
   IdentityProviderOptions,
+  InitialAccessTokenOptions,
   ResourceOptions,
   Revision,
   TokenExchangeOptions,
@@ -34,7 +35,13 @@ export interface ResolvedOptions {
     /** Lifetimes of a grant whose refresh token was issued without `offline_access`. */
     withoutOfflineAccess: { idleTtlSeconds: number; absoluteTtlSeconds: number };
   };
-  dynamicRegistration: { enabled: boolean; ratePerHour: number; unusedTtlSeconds: number };
+  dynamicRegistration: {
+    enabled: boolean;
+    ratePerHour: number;
+    unusedTtlSeconds: number;
+    /** RFC 7591 §3 initial access tokens (policy/grants-without-user.ts); absent = none. */
+    initialAccessTokens?: readonly InitialAccessTokenOptions[];
+  };
   /**
    * Requests per minute at the token endpoint; 0 = off. resolveOptions always sets it; optional
    * only so that options built by hand (page tests) need not, and then there is no limit.

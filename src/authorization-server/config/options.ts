@@ -49,6 +49,20 @@ export interface DynamicRegistrationOptions {
   ratePerHour?: number;
   /** Unused registrations expire after this many seconds (default 24 h). */
   unusedTtlSeconds?: number;
+  /**
+   * Initial access tokens (RFC 7591 §3): a registration that presents one as a Bearer token may ask
+   * for `client_credentials`, within that token's scopes. Without one, a self-registered client gets
+   * no grant without a user (docs/authorization-server.md "Grants without a user"). Empty by default.
+   */
+  initialAccessTokens?: InitialAccessTokenOptions[];
+}
+
+/** One initial access token for dynamic registration (RFC 7591 §3). */
+export interface InitialAccessTokenOptions {
+  /** SHA-256 of the token, base64url without padding: the token itself never sits in configuration. */
+  sha256: string;
+  /** The scopes a client registered with this token may be granted without a user; at least one. */
+  scopes: string[];
 }
 
 /**

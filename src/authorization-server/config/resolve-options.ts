@@ -15,6 +15,7 @@ import type {
   AuthorizationServerOptions,
   EnterpriseAuthorizationOptions,
   IdentityProviderOptions,
+  InitialAccessTokenOptions,
   ResourceOptions,
   TokenExchangeOptions,
   TokenExchangePolicy,
@@ -22,6 +23,9 @@ import type {
   WorkloadIdentityOptions,
   WorkloadIssuerOptions,
 } from "./options.js";
+
+/** The default refresh race window, `refreshTokens.reuseGraceSeconds` (grants/refresh-policy.ts reuseGraceMs). */
+const DEFAULT_REUSE_GRACE_SECONDS = 30;
 
 /** Scope that asks for a refresh token (OpenID Connect Core §11; the spec's refresh-token section). */
 export const OFFLINE_ACCESS = "offline_access";
@@ -291,6 +295,7 @@ export function resolveOptions(
       perClientPerMinute: limited(tokenLimit.perClientPerMinute, "tokenRateLimit.perClientPerMinute", 3000),
       perAddressPerMinute: limited(
         tokenLimit.perAddressPerMinute,
+      initialAccessTokens: initialAccessTokens(dyn.initialAccessTokens),
         "tokenRateLimit.perAddressPerMinute",
         6000,
       ),
@@ -547,4 +552,21 @@ function resolveGrantExtensions(
     ...(enterpriseAuthorization ? { enterpriseAuthorization } : {}),
     ...(workloadIdentity ? { workloadIdentity } : {}),
   };
+}
+
+/** RFC 7591 §3 initial access tokens: each a SHA-256 (43 base64url characters) with its scopes. */
+function initialAccessTokens(value: unknown): InitialAccessTokenOptions[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) fail("dynamicRegistration.initialAccessTokens must be an array");
+  return value.map((entry, i) => {
+    const name = `dynamicRegistration.initialAccessTokens[${i}]`;
+    const { sha256, scopes } = (entry ?? {}) as Partial<InitialAccessTokenOptions>;
+    if (typeof sha256 !== "string" || !/^[A-Za-z0-9_-]{43}$/.test(sha256)) {
+      fail(`${name}.sha256 must be the token's SHA-256, base64url without padding (43 characters)`);
+    }
+    if (!Array.isArray(scopes) || scopes.length === 0 || !scopes.every((s) => isScopeToken(s))) {
+      fail(`${name}.scopes must be a non-empty array of scopes`);
+    }
+    return { sha256, scopes: [...scopes] };
+  });
 }

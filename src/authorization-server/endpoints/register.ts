@@ -12,6 +12,7 @@ import type { ClientRecord, TokenEndpointAuthMethod } from "../../storage/contra
 import { redirectUriProblem } from "../clients/redirect-uri.js";
 import type { Endpoint, ServerContext } from "../config/context.js";
 import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
+import { REGISTERED_WITH_TOKEN, registrationAllowance } from "../policy/grants-without-user.js";
 import { clientRateLimitKey, RateLimitedError } from "../rate-limit.js";
 import { readJsonObject } from "./request-body.js";
 
@@ -112,6 +113,8 @@ export const handleRegister: Endpoint = async (request, ctx, info) => {
 
 async function register(request: Request, ctx: ServerContext, address: string): Promise<Response> {
   await enforceRateLimit(ctx, address);
+  // RFC 7591 §3: an initial access token, when this server configures any, judged before the body.
+  const allowance = registrationAllowance(ctx, request);
   const body = await readJsonObject(request, MAX_REGISTRATION_BYTES, "invalid_client_metadata");
   const parsed = RegistrationRequest.safeParse(body);
   if (!parsed.success) {
@@ -134,8 +137,14 @@ async function register(request: Request, ctx: ServerContext, address: string): 
   if (usesCode !== responseTypes.includes("code")) {
     throw metadataError('response_types must be ["code"] exactly when grant_types has authorization_code');
   }
-  if (grantTypes.includes("client_credentials") && method === "none") {
+  const machine = grantTypes.includes("client_credentials");
+  if (machine && method === "none") {
     throw metadataError("client_credentials requires a confidential token_endpoint_auth_method");
+  }
+  // DESIGN.md "Self-registered clients act for a user": a grant without a user only for a
+  // registration the operator vouched for with an initial access token (policy/grants-without-user.ts).
+  if (machine && !allowance) {
+    throw metadataError("client_credentials requires an initial access token (RFC 7591 §3)");
   }
   if (m.jwks_uri !== undefined) {
     // Fetching a stranger-chosen URL later would be server-side request forgery; keys go inline.
@@ -160,6 +169,13 @@ async function register(request: Request, ctx: ServerContext, address: string): 
     // RFC 7591 §2: the server may narrow the scope; keep only scopes this server offers.
     const known = tokens.filter((s) => ctx.scopes.has(s));
     scope = known.length > 0 ? formatScope(known) : undefined;
+  }
+  if (machine && allowance) {
+    // A machine client's scope is what it asked for within the token's, or the token's.
+    const within =
+      scope === undefined ? allowance.scopes : scope.split(" ").filter((s) => allowance.scopes.includes(s));
+    if (within.length === 0) throw metadataError("scope is outside the initial access token's scopes");
+    scope = formatScope(within);
   }
 
   const now = ctx.now();
@@ -193,7 +209,8 @@ async function register(request: Request, ctx: ServerContext, address: string): 
     grantTypes,
     responseTypes,
     tokenEndpointAuthMethod: method,
-    metadata: accepted,
+    // The allowance is recorded with the client (and judged again at each token request), not echoed.
+    metadata: machine && allowance ? { ...accepted, [REGISTERED_WITH_TOKEN]: allowance.sha256 } : accepted,
     createdAt: now,
     // SECURITY.md "Dynamic registration": registrations that are never used expire.
     expiresAt: now + ctx.options.dynamicRegistration.unusedTtlSeconds * 1000,

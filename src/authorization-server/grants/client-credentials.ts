@@ -6,11 +6,13 @@ import { parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
 import { OFFLINE_ACCESS } from "../config/resolve-options.js";
+import { requireGrantWithoutUser } from "../policy/grants-without-user.js";
 import { issueGrantWithoutRefresh, matchResource, requestedScopes, required } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
 
 /**
- * `grant_type=client_credentials` (OAuth 2.1 §4.2): confidential clients only (§4.2.1), a resource
+ * `grant_type=client_credentials` (OAuth 2.1 §4.2): confidential clients only (§4.2.1) that the
+ * operator knows (policy/grants-without-user.ts: a self-registered client acts for a user), a resource
  * is required (spec "Resource parameter"), the scope stays within what the client may ask for and
  * what the resource offers, and no refresh token is issued (§4.2.3 "SHOULD NOT").
  */
@@ -25,16 +27,19 @@ export async function clientCredentialsGrant(
       description: "client_credentials requires a confidential client",
     });
   }
+  const allowance = requireGrantWithoutUser(ctx, client, "client_credentials");
   const resource = matchResource(ctx, required(form, "resource"));
   const resourceScopes = new Set(ctx.resources.get(resource)!.scopes);
-  const allowed = client.scope === undefined ? undefined : parseScope(client.scope);
+  // Within the client's registered scope and, for a registration's allowance, the allowance's.
+  const allowed = (s: string) =>
+    (client.scope === undefined || parseScope(client.scope).has(s)) && (allowance.scopes?.has(s) ?? true);
   const requested = requestedScopes(form.get("scope"));
   let scopes: string[];
   if (requested === undefined || requested.size === 0) {
-    scopes = [...resourceScopes].filter((s) => allowed === undefined || allowed.has(s));
+    scopes = [...resourceScopes].filter(allowed);
   } else {
     for (const s of requested) {
-      if (s === OFFLINE_ACCESS || !resourceScopes.has(s) || (allowed !== undefined && !allowed.has(s))) {
+      if (s === OFFLINE_ACCESS || !resourceScopes.has(s) || !allowed(s)) {
         throw new OAuthError("invalid_scope", {
           description: "requested scope is not available to this client",
         });

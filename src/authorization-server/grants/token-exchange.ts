@@ -13,6 +13,7 @@ import type { ClientRecord } from "../../storage/contract.js";
 import type { AccessTokenClaims, ActorClaim, ServerContext } from "../config/context.js";
 import type { TokenExchangePolicy } from "../config/options.js";
 import { newSortableId } from "../ids.js";
+import { requireGrantWithoutUser } from "../policy/grants-without-user.js";
 import { accessTokenScopes, matchResource, requestedScopes, required } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
 import { scopesWithin } from "./jwt-assertion.js";
@@ -116,6 +117,8 @@ export async function tokenExchangeGrant(
       status: 401,
     });
   }
+  // The user approved the subject token's client, not this one: only a client the operator knows.
+  requireGrantWithoutUser(ctx, client, "token_exchange");
   const subjectToken = required(form, "subject_token");
   if (required(form, "subject_token_type") !== ACCESS_TOKEN_TYPE) {
     throw new OAuthError("invalid_request", {

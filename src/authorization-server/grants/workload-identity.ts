@@ -8,6 +8,7 @@
 import { parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
+import { requireGrantWithoutUser } from "../policy/grants-without-user.js";
 import { issueGrantWithoutRefresh, matchResource, requestedScopes, required } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
 import {
@@ -32,6 +33,8 @@ export async function workloadIdentityGrant(
   dpop: TokenRequestDPoP,
 ): Promise<Response> {
   const config = ctx.options.workloadIdentity!;
+  // No user is behind a workload's token: only for a client the operator knows.
+  requireGrantWithoutUser(ctx, client, "workload_identity");
   const resource = matchResource(ctx, required(form, "resource"));
   const { payload, issuer } = await verifyAssertion(ctx, assertion, {
     issuers: config.issuers,
