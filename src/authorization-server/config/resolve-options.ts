@@ -24,9 +24,6 @@ import type {
   WorkloadIssuerOptions,
 } from "./options.js";
 
-/** The default refresh race window, `refreshTokens.reuseGraceSeconds` (grants/refresh-policy.ts reuseGraceMs). */
-const DEFAULT_REUSE_GRACE_SECONDS = 30;
-
 /** Scope that asks for a refresh token (OpenID Connect Core §11; the spec's refresh-token section). */
 export const OFFLINE_ACCESS = "offline_access";
 
@@ -290,12 +287,12 @@ export function resolveOptions(
       enabled: boolean(dyn.enabled, "dynamicRegistration.enabled", true),
       ratePerHour: limited(dyn.ratePerHour, "dynamicRegistration.ratePerHour", 20),
       unusedTtlSeconds: limited(dyn.unusedTtlSeconds, "dynamicRegistration.unusedTtlSeconds", DAY),
+      initialAccessTokens: initialAccessTokens(dyn.initialAccessTokens),
     },
     tokenRateLimit: {
       perClientPerMinute: limited(tokenLimit.perClientPerMinute, "tokenRateLimit.perClientPerMinute", 3000),
       perAddressPerMinute: limited(
         tokenLimit.perAddressPerMinute,
-      initialAccessTokens: initialAccessTokens(dyn.initialAccessTokens),
         "tokenRateLimit.perAddressPerMinute",
         6000,
       ),
