@@ -49,7 +49,10 @@ function grantedResource(ctx: ServerContext, form: Map<string, string>, claim: u
 }
 
 /**
- * The identity assertion grant: a confidential client, an ID-JAG (`typ` oauth-id-jag+jwt) from a
+ * The identity assertion grant: a client that authenticates (a pre-registered confidential client,
+ * or a Client ID Metadata Document client with `private_key_jwt` whose document lists the grant:
+ * an ID-JAG acts for the user it names, so policy/grants-without-user.ts does not stand in the way),
+ * an ID-JAG (`typ` oauth-id-jag+jwt) from a
  * trusted identity provider whose `aud` is this issuer, whose `client_id` is the authenticated
  * client and whose `resource` is the requested one; scopes within the request, the assertion, the
  * resource and the client's ceiling; `jti` used once across instances; no refresh token (the client
