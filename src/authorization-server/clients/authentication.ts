@@ -17,6 +17,7 @@ import type { ClientRecord, TokenEndpointAuthMethod } from "../../storage/contra
 import type { ServerContext } from "../config/context.js";
 import { CLIENT_ASSERTION_ALGORITHMS } from "../endpoints/metadata.js";
 import { endpointUrl } from "../endpoints/paths.js";
+import { DocumentKeysError, documentClientKeys } from "./document-keys.js";
 
 /** RFC 7523 §2.2: the `client_assertion_type` of a JWT client assertion. */
 export const JWT_BEARER_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
@@ -132,12 +133,33 @@ function presented(request: Request, form: Map<string, string>, realm: string): 
 
 const remoteJwks = new Map<string, JWTVerifyGetKey>();
 
-function keysFor(client: ClientRecord): JWTVerifyGetKey | undefined {
+/** RFC 6749 §5.2 invalid_client for a document client whose key set could not be had (logged). */
+function keysRefused(ctx: ServerContext, client: ClientRecord, error: DocumentKeysError) {
+  ctx.log.warn("client_jwks.refused", {
+    client_id: client.clientId,
+    error: error.code,
+    detail: error.message,
+  });
+  return new ClientAuthenticationError({
+    description: `client keys could not be used: ${error.publicReason}`,
+    detail: error.message,
+  });
+}
+
+async function keysFor(ctx: ServerContext, client: ClientRecord): Promise<JWTVerifyGetKey | undefined> {
   if (client.jwks && Array.isArray(client.jwks.keys))
     return createLocalJWKSet(client.jwks as { keys: JWK[] });
-  // A `jwks_uri` is fetched only for clients an operator configured: for registrations and metadata
-  // documents it would be an unguarded outbound fetch chosen by a stranger (server-side request
-  // forgery); their resolver must supply `jwks` instead.
+  // A metadata document's `jwks_uri` was chosen by a stranger: fetched only through the guarded
+  // fetch, cached per client (clients/document-keys.ts).
+  try {
+    const documentKeys = await documentClientKeys(ctx, client);
+    if (documentKeys) return documentKeys;
+  } catch (error) {
+    if (!(error instanceof DocumentKeysError)) throw error;
+    throw keysRefused(ctx, client, error);
+  }
+  // A `jwks_uri` of a dynamically registered client is never fetched (an unguarded outbound fetch
+  // chosen by a stranger: server-side request forgery); only clients an operator configured.
   if (client.jwksUri && client.source === "preregistered" && /^https:\/\//i.test(client.jwksUri)) {
     let set = remoteJwks.get(client.jwksUri);
     if (!set) {
@@ -150,6 +172,17 @@ function keysFor(client: ClientRecord): JWTVerifyGetKey | undefined {
 }
 
 /**
+ * The algorithms a client's assertions may use: the server's list, narrowed to the client's
+ * `token_endpoint_auth_signing_alg` when it declared one (RFC 7591 §2: assertions signed with
+ * another algorithm MUST be rejected).
+ */
+function assertionAlgorithms(client: ClientRecord): string[] {
+  const declared = client.metadata.token_endpoint_auth_signing_alg;
+  if (typeof declared !== "string") return CLIENT_ASSERTION_ALGORITHMS;
+  return CLIENT_ASSERTION_ALGORITHMS.filter((alg) => alg === declared);
+}
+
+/**
  * RFC 7523 §3 checks of a client assertion: signature with the client's keys, `iss` = `sub` =
  * client_id, `aud` naming this server, `exp` present and near, `jti` used once.
  */
@@ -159,7 +192,7 @@ async function verifyAssertion(
   assertion: string,
   audiences: string[],
 ): Promise<void> {
-  const keys = keysFor(client);
+  const keys = await keysFor(ctx, client);
   if (!keys)
     throw new ClientAuthenticationError({ description: "client has no usable keys for private_key_jwt" });
   let payload: Awaited<ReturnType<typeof jwtVerify>>["payload"];
@@ -168,12 +201,14 @@ async function verifyAssertion(
       issuer: client.clientId,
       subject: client.clientId,
       audience: audiences,
-      algorithms: CLIENT_ASSERTION_ALGORITHMS,
+      algorithms: assertionAlgorithms(client),
       currentDate: new Date(ctx.now()),
       clockTolerance: CLOCK_TOLERANCE_SECONDS,
       requiredClaims: ["exp", "jti"],
     }));
   } catch (error) {
+    // A refetch for an unknown `kid` that failed: the same answer as a first fetch that failed.
+    if (error instanceof DocumentKeysError) throw keysRefused(ctx, client, error);
     throw new ClientAuthenticationError({
       description: "client assertion is invalid",
       detail: error instanceof Error ? error.message : String(error),
