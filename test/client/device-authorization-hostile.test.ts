@@ -224,4 +224,105 @@ describe("polling a hostile token endpoint", () => {
     expect(error.kind).toBe("action");
     expect(hostile.polls).toBeGreaterThanOrEqual(1);
   }, 30_000);
+
+  it("an interval above 2^31 ms (a setTimeout overflow): no tight loop, the codes' lifetime ends the flow", async () => {
+    // 2^31 ms is about 24.9 days; 3 000 000 s is 34.7 days. Node's setTimeout turns a delay above
+    // 2^31 - 1 into 1 ms, so a client that hands the server's number to it polls ~200 times a second.
+    hostile = await startHostile({ device: { expires_in: 2, interval: 3_000_000 } });
+    const ctx = await context(hostile);
+    const authorization = await requestDeviceAuthorization(ctx, { resource: "http://127.0.0.1:9/mcp" });
+    const outcome = await settleWithin(
+      pollDeviceAuthorization(ctx, authorization, { resource: "http://127.0.0.1:9/mcp" }),
+    );
+    expect(outcome.hung).toBeUndefined();
+    const error = await refusal(Promise.reject(outcome.error));
+    expect(error.code).toBe("authorization_timed_out");
+    expect(error.kind).toBe("action");
+    // The server's interval is longer than its codes live: one poll, when they expire, and no more.
+    expect(hostile.polls).toBe(1);
+  }, 30_000);
+
+  it("an interval far above expires_in: the client does not sleep past the codes' lifetime", async () => {
+    hostile = await startHostile({ device: { expires_in: 2, interval: 3600 } });
+    const ctx = await context(hostile);
+    const authorization = await requestDeviceAuthorization(ctx, { resource: "http://127.0.0.1:9/mcp" });
+    const outcome = await settleWithin(
+      pollDeviceAuthorization(ctx, authorization, { resource: "http://127.0.0.1:9/mcp" }),
+    );
+    expect(outcome.hung).toBeUndefined();
+    expect((outcome.error as AuthorizationFlowError).code).toBe("authorization_timed_out");
+    expect(hostile.polls).toBe(1);
+  }, 30_000);
+
+  it("an interval beyond the client's 30-minute cap: no pause asked for is longer than the codes' remaining lifetime", async () => {
+    // A day of lifetime (the client keeps 30 minutes of it) and 40 days between polls.
+    hostile = await startHostile({ device: { expires_in: 86_400, interval: 3_456_000 } });
+    const ctx = await context(hostile);
+    const authorization = await requestDeviceAuthorization(ctx, { resource: "http://127.0.0.1:9/mcp" });
+    expect(authorization.expiresAt - Date.now()).toBeLessThanOrEqual(30 * 60 * 1000);
+    expect(authorization.interval * 1000).toBeLessThanOrEqual(30 * 60 * 1000);
+    const pauses: number[] = [];
+    const controller = new AbortController();
+    const error = await pollDeviceAuthorization(ctx, authorization, {
+      resource: "http://127.0.0.1:9/mcp",
+      signal: controller.signal,
+      // Records the pause instead of taking it, then stops the flow: what matters is what was asked.
+      wait: async (ms) => {
+        pauses.push(ms);
+        controller.abort(new Error("stop"));
+      },
+    }).catch((e: unknown) => e);
+    expect((error as Error).message).toBe("stop");
+    expect(pauses).toHaveLength(1);
+    expect(pauses[0]).toBeLessThanOrEqual(authorization.expiresAt - Date.now() + 1000);
+    expect(pauses[0]).toBeLessThan(2 ** 31 - 1);
+  });
+
+  it("slow_down answered again and again: the growing interval never pauses past the codes' lifetime", async () => {
+    hostile = await startHostile({ device: { expires_in: 3, interval: 1 }, tokenError: "slow_down" });
+    const ctx = await context(hostile);
+    const authorization = await requestDeviceAuthorization(ctx, { resource: "http://127.0.0.1:9/mcp" });
+    // Each pause is really taken; beside it, what was left of the codes' lifetime when it was asked.
+    const asked: Array<{ pause: number; left: number }> = [];
+    const outcome = await settleWithin(
+      pollDeviceAuthorization(ctx, authorization, {
+        resource: "http://127.0.0.1:9/mcp",
+        wait: async (ms) => {
+          asked.push({ pause: ms, left: authorization.expiresAt - Date.now() });
+          await new Promise((resolve) => setTimeout(resolve, ms));
+        },
+      }),
+    );
+    expect(outcome.hung).toBeUndefined();
+    expect((outcome.error as AuthorizationFlowError).code).toBe("authorization_timed_out");
+    // slow_down makes the second interval 6 s, past the 3 s lifetime: it is cut to what is left.
+    expect(asked.length).toBeGreaterThanOrEqual(2);
+    for (const { pause, left } of asked) expect(pause).toBeLessThanOrEqual(left);
+    expect(hostile.polls).toBe(asked.length);
+  }, 30_000);
 });
+
+/**
+ * Settles with what `work` settled with, or with "still running" once `guardMs` passed (a client
+ * sleeping past its codes' lifetime would otherwise hang the file instead of failing it).
+ */
+async function settleWithin<T>(
+  work: Promise<T>,
+  guardMs = 15_000,
+): Promise<{ value?: T; error?: unknown; hung?: true }> {
+  let timer: NodeJS.Timeout | undefined;
+  const guard = new Promise<{ hung: true }>((resolve) => {
+    timer = setTimeout(() => resolve({ hung: true }), guardMs);
+  });
+  try {
+    return await Promise.race([
+      work.then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error }),
+      ),
+      guard,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

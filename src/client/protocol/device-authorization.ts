@@ -58,7 +58,7 @@ export interface DeviceAuthorization {
   verificationUriComplete?: string;
   /** When the codes stop working (ms since the epoch), at most 30 minutes from now. */
   expiresAt: number;
-  /** Seconds between polls (§3.2 `interval`, default 5). */
+  /** Seconds between polls (§3.2 `interval`, default 5), at least 1 and at most the codes' lifetime. */
   interval: number;
 }
 
@@ -174,6 +174,8 @@ export async function requestDeviceAuthorization(
   if (!(answer.expires_in > 0) || !(interval > 0)) {
     throw nonconforming(step, "expires_in and interval must be positive numbers of seconds");
   }
+  // The client's own clock bounds the login: at most 30 minutes, whatever the server says.
+  const lifetime = Math.min(answer.expires_in, MAX_WAIT_SECONDS);
   return {
     deviceCode: answer.device_code,
     userCode: displayableCode(answer.user_code, step),
@@ -185,8 +187,10 @@ export async function requestDeviceAuthorization(
         step,
       ),
     }),
-    expiresAt: Date.now() + Math.min(answer.expires_in, MAX_WAIT_SECONDS) * 1000,
-    interval: Math.max(interval, MIN_INTERVAL_SECONDS),
+    expiresAt: Date.now() + lifetime * 1000,
+    // Never faster than once a second, never longer than the codes live (issue 22: an interval
+    // above 2^31 ms overflowed setTimeout into a 1 ms timer, and a poll loop of ~200 a second).
+    interval: Math.min(Math.max(interval, MIN_INTERVAL_SECONDS), lifetime),
   };
 }
 
@@ -203,8 +207,12 @@ function boundedInTime(fetchImpl: FetchLike, signal: AbortSignal | undefined): F
   };
 }
 
-/** Waits `ms`, or rejects with the signal's reason as soon as it is aborted. */
+/** setTimeout turns any delay above this into 1 ms (Node's TIMEOUT_MAX). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Waits `ms` (never more than the timer can hold), or rejects with the signal's reason once aborted. */
 function waitFor(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  const delay = Math.min(Math.max(ms, 0), MAX_TIMER_MS);
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
       reject(signal.reason);
@@ -217,7 +225,7 @@ function waitFor(ms: number, signal: AbortSignal | undefined): Promise<void> {
     const timer = setTimeout(() => {
       signal?.removeEventListener("abort", onAbort);
       resolve();
-    }, ms);
+    }, delay);
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
@@ -246,7 +254,8 @@ function expired(step: string, fromServer?: AuthorizationFlowError): Authorizati
 /**
  * RFC 8628 §3.4-3.5: polls the token endpoint with the device code every `interval` seconds until
  * the user approves (the token response), denies (`authorization_denied`) or the codes expire
- * (`authorization_timed_out`, from the server's `expired_token` or the client's own clock).
+ * (`authorization_timed_out`, from the server's `expired_token` or the client's own clock, which
+ * ends the flow when the codes' lifetime, at most 30 minutes, is over: no pause runs past it).
  * `slow_down` adds 5 seconds to the interval for good; a transport failure (a poll unanswered
  * after 30 s among them) doubles it (§3.5, exponential backoff), and three in a row end the flow.
  * The signal ends the wait and a poll in flight alike. The context's DPoP key, when it has one,
@@ -263,7 +272,14 @@ export async function pollDeviceAuthorization(
   let interval = authorization.interval;
   let transportFailures = 0;
   for (;;) {
-    await wait(interval * 1000, options.signal);
+    // The client's own clock ends the flow (RFC 8628 §3.5 leaves polling to the client): a pause
+    // never runs past the codes' lifetime, however the interval grew (slow_down, backoff) or what
+    // the server sent, so no timer is ever asked for more than 30 minutes (setTimeout's limit is
+    // 2^31 - 1 ms). The poll at the end of the lifetime is the last: the server's answer to it
+    // (tokens for a login approved just in time, or expired_token) is the one the user sees.
+    const remaining = authorization.expiresAt - Date.now();
+    if (remaining <= 0) throw expired(step);
+    await wait(Math.min(interval * 1000, remaining), options.signal);
     options.signal?.throwIfAborted();
     try {
       return await grantRequest(polling, DEVICE_CODE_GRANT_TYPE, {
@@ -297,7 +313,6 @@ export async function pollDeviceAuthorization(
         } else if (answer === "expired_token") throw expired(step, error);
         else if (answer !== "authorization_pending") throw error;
       }
-      if (Date.now() >= authorization.expiresAt) throw expired(step);
     }
   }
 }
