@@ -26,6 +26,32 @@ export {
   protectedResourceMetadataPaths,
   protectedResourceMetadataUrl,
 } from "./metadata.js";
+export type {
+  OperationAuditEvent,
+  OperationAuditSinks,
+  OperationDecisionName,
+} from "./operations/audit.js";
+export {
+  BODY_TOO_LARGE,
+  createOperationGate,
+  DEFAULT_MAX_MCP_BODY,
+  type OperationContext,
+  type OperationGate,
+  type OperationGateOptions,
+  type OperationVerdict,
+  type ReadBody,
+  readBoundedText,
+} from "./operations/gate.js";
+export type { ListingKind } from "./operations/listing-filter.js";
+export type { JsonRpcId, McpMessage, OperationTarget } from "./operations/messages.js";
+export {
+  type ClaimConditions,
+  type CompiledPolicy,
+  compileOperationPolicy,
+  type OperationPolicy,
+  type OperationRule,
+  parseOperationPolicy,
+} from "./operations/policy.js";
 export {
   type BearerJudge,
   type BearerMiddleware,

@@ -100,6 +100,8 @@ export interface ResourceServer {
   /** The URL sent as `resource_metadata` in challenges (RFC 9728 §5.1). */
   readonly resourceMetadataUrl: string;
   readonly revision: Revision;
+  /** The scope hierarchy every sufficiency judgement goes through (the operation gate's too). */
+  readonly scopeHierarchy: ScopeHierarchy;
   /** True when `request` targets a metadata path (path-specific or root form, RFC 9728 §3.1). */
   handles(request: Request): boolean;
   /** The metadata answer (GET/HEAD/OPTIONS with CORS; 405 otherwise; 404 for another path). */
@@ -397,6 +399,7 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     metadata,
     resourceMetadataUrl,
     revision,
+    scopeHierarchy: hierarchy,
     handles,
     metadataResponse(request) {
       if (!handles(request)) return new Response(null, { status: 404 });

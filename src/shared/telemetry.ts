@@ -38,7 +38,7 @@ const tracer = () => trace.getTracer(INSTRUMENTATION_SCOPE);
  * answers undefined otherwise); a global provider of another shape (another copy of the API)
  * counts as registered. A meter provider is registered when its meter is not the API's no-op meter.
  */
-function telemetryInstalled(): boolean {
+export function telemetryInstalled(): boolean {
   const tracerProvider = trace.getTracerProvider();
   if (!(tracerProvider instanceof ProxyTracerProvider)) return true;
   if (tracerProvider.getDelegateTracer(INSTRUMENTATION_SCOPE) !== undefined) return true;
