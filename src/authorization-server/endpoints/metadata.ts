@@ -14,6 +14,12 @@ export const TOKEN_ENDPOINT_AUTH_METHODS = [
   "private_key_jwt",
 ] as const;
 
+/**
+ * The grant profile of identity assertion JWT authorization grants (ID-JAG, the enterprise-managed
+ * authorization extension): clients look for it in `authorization_grant_profiles_supported`.
+ */
+export const ID_JAG_GRANT_PROFILE = "urn:ietf:params:oauth:grant-profile:id-jag";
+
 /** Signature algorithms accepted for `private_key_jwt` client assertions. */
 export const CLIENT_ASSERTION_ALGORITHMS = ["ES256", "ES384", "EdDSA", "PS256", "RS256"];
 
@@ -54,8 +60,16 @@ export function buildMetadata(ctx: ServerContext): Record<string, unknown> {
     // RFC 9207 §3: every authorization response carries `iss`.
     authorization_response_iss_parameter_supported: true,
   });
+  // Claude uses Client ID Metadata Documents only when it sees this field true AND `none` among the
+  // token endpoint's methods above: both are pinned by test/authorization-server/endpoints/metadata-clients.test.ts.
   if (ctx.options.clientMetadataDocuments.enabled) {
     metadata.client_id_metadata_document_supported = true;
+  }
+  // Enterprise-managed authorization: some clients use the JWT bearer grant with an ID-JAG only when
+  // the profile is advertised, so it is, exactly when identity assertions are accepted (a jwt-bearer
+  // grant for workload identity alone is not this profile).
+  if (ctx.options.enterpriseAuthorization) {
+    metadata.authorization_grant_profiles_supported = [ID_JAG_GRANT_PROFILE];
   }
   if (ctx.options.dpop?.enabled) {
     // RFC 9449 §5.1: the very list the token endpoint's proof verifier accepts.
