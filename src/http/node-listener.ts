@@ -9,6 +9,7 @@ import { type AddressInfo, isIP, isIPv4, isIPv6 } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { GatehouseError, GatehouseTypeError } from "../shared/errors.js";
 import { completeResponseBody, deferCompleteBodies } from "../shared/http.js";
+import { jsonLogger } from "../shared/log.js";
 
 /**
  * A web-standard request handler. The second argument carries what only the host knows: the
@@ -33,8 +34,29 @@ export interface NodeListenerOptions {
    * socket's TLS state and `Host`, the client address from the socket.
    */
   trustProxy?: boolean | number;
-  /** Called with any error the handler throws (the client then gets a bare 500). Never given secrets. */
+  /**
+   * Called with any error the handler throws or rejects with, or that ends its response early (the
+   * client then gets a bare 500, or a cut connection once the status was sent). The error is the
+   * handler's own; pass it to logs with care. Default: one JSON line on stderr, `handler_error`,
+   * naming the error's class only (its message may carry what the handler was handling).
+   */
   onError?: (error: unknown) => void;
+}
+
+const stderrLog = jsonLogger();
+
+/**
+ * The default `onError` (shared with node-require-bearer.ts): a failed request is one log line,
+ * with the error's class name and string `code`, never its message or stack, which may quote a
+ * token or a secret the handler held (SECURITY.md: nothing secret in logs).
+ */
+export function logHandlerError(error: unknown): void {
+  const fields: Record<string, unknown> = {
+    error: error instanceof Error ? error.name : typeof error,
+  };
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === "string" && code.length <= 64) fields.code = code;
+  stderrLog.error("handler_error", fields);
 }
 
 /** Default body cap, in bytes (shared with node-require-bearer.ts). */
@@ -416,7 +438,8 @@ async function sendWebResponse(res: ServerResponse, response: Response, isHead =
  * - `request.signal` aborts when the client disconnects.
  * - Every response header is written, multiple `Set-Cookie` included; the body is streamed with
  *   backpressure; a client disconnect cancels the body and never crashes the process.
- * - A handler that throws yields a bare 500 with no detail.
+ * - A handler that throws (synchronously too) or rejects yields a bare 500 with no detail and one
+ *   `onError` call; the server goes on serving. A handler may return a `Response` or a promise of one.
  */
 export function toNodeListener(
   handler: FetchHandler,
@@ -425,7 +448,7 @@ export function toNodeListener(
   const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY;
   const hops = proxyHops(options.trustProxy, "toNodeListener");
   const trustProxy = hops > 0;
-  const onError = options.onError;
+  const onError = options.onError ?? logHandlerError;
   // This listener writes responses built whole from their text: their body streams need not exist.
   deferCompleteBodies();
   return (req, res) => {
@@ -467,7 +490,16 @@ export function toNodeListener(
     if (address !== undefined) CLIENT_ADDRESSES.set(request, address);
 
     const isHead = method === "HEAD";
-    handler(request, { clientAddress: address })
+    let pending: Promise<Response>;
+    try {
+      // A handler may throw before returning, or hand back a Response itself rather than a promise
+      // of one (Hono's app.fetch does for a synchronous route): either answers this request alone,
+      // never the process. Promise.resolve returns a native promise as it is (no allocation).
+      pending = Promise.resolve(handler(request, { clientAddress: address }));
+    } catch (error) {
+      pending = Promise.reject(error);
+    }
+    pending
       .then(
         (response) => {
           if (state.tooLarge && !res.headersSent) {
@@ -481,14 +513,16 @@ export function toNodeListener(
             plainResponse(res, 413, "Payload Too Large\n");
             return;
           }
-          if (!abort.aborted) onError?.(error);
+          if (!abort.aborted) onError(error);
           plainResponse(res, 500, "Internal Server Error\n");
         },
       )
       .catch((error: unknown) => {
-        // Writing failed (client gone, or the body stream errored mid-way): drop the connection.
-        if (!abort.aborted) onError?.(error);
-        if (!res.destroyed) res.destroy();
+        // Writing failed: the handler's value was no Response (a 500, nothing sent yet), or the
+        // client went away or the body stream errored mid-way (the connection is dropped, since
+        // the status is already on the wire; plainResponse does that once headers are sent).
+        if (!abort.aborted) onError(error);
+        plainResponse(res, 500, "Internal Server Error\n");
       });
   };
 }

@@ -13,6 +13,7 @@ import type { AuthInfo } from "../resource-server/types.js";
 import { GatehouseError } from "../shared/errors.js";
 import {
   DEFAULT_MAX_BODY,
+  logHandlerError,
   plainResponse,
   proxyHops,
   requestHost,
@@ -32,6 +33,12 @@ export interface NodeRequireBearerOptions {
    * larger one is answered 413 before `handler` runs. Other bodies are never read by the gate.
    */
   maxBodyBytes?: number;
+  /**
+   * Called with any error `handler` throws or rejects with (the client then gets a bare 500, or a
+   * cut connection once the status was sent), as `toNodeListener`'s `onError`, whose default (one
+   * `handler_error` line on stderr naming the error's class) it shares.
+   */
+  onError?: (error: unknown) => void;
 }
 
 const GET_OR_HEAD = new Set(["GET", "HEAD"]);
@@ -294,13 +301,17 @@ export function nodeRequireBearer(
   const trustProxy = hops > 0;
   const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY;
   const judge = gate.judge({ scopes: options.scopes });
-  const fail = (res: ServerResponse, head: NodeRequestHead) => {
+  const onError = options.onError ?? logHandlerError;
+  const fail = (res: ServerResponse, head: NodeRequestHead, error: unknown) => {
     if (head.failure?.reason === "aborted") {
       if (!res.destroyed) res.destroy();
       return;
     }
-    if (head.failure?.reason === "too-large") plainResponse(res, 413, "Payload Too Large\n");
-    else plainResponse(res, 500, "Internal Server Error\n");
+    if (head.failure?.reason === "too-large") return plainResponse(res, 413, "Payload Too Large\n");
+    // One failed request is one report and one 500 (a cut connection once the status was sent);
+    // the server goes on serving.
+    onError(error);
+    plainResponse(res, 500, "Internal Server Error\n");
   };
   const decided = (
     req: IncomingMessage,
@@ -308,8 +319,13 @@ export function nodeRequireBearer(
     head: NodeRequestHead,
     verdict: BearerVerdict,
   ): void | Promise<void> => {
-    if (head.failure) return fail(res, head);
-    if (verdict.ok) return handler(req, res, verdict.auth);
+    if (head.failure) return fail(res, head, head.failure);
+    if (verdict.ok) {
+      const done = handler(req, res, verdict.auth);
+      // A web Response returned here would answer nothing and leave the request hanging.
+      if (done instanceof Response) throw new TypeError("a node-style handler returned a web Response");
+      return done;
+    }
     writeChallenge(res, verdict.challenge, req.method === "HEAD");
   };
   const resolveOrigin = originResolver();
@@ -328,16 +344,16 @@ export function nodeRequireBearer(
     try {
       const verdict = judge(head, toWebRequest?.(req));
       if (verdict instanceof Promise) {
-        verdict.then((v) => decided(req, res, head, v)).then(undefined, () => fail(res, head));
+        verdict.then((v) => decided(req, res, head, v)).then(undefined, (e) => fail(res, head, e));
         return;
       }
       // A warm request is decided synchronously: the handler runs in this very event, as an
       // unprotected route would.
       done = decided(req, res, head, verdict);
-    } catch {
-      fail(res, head);
+    } catch (error) {
+      fail(res, head, error);
       return;
     }
-    if (done instanceof Promise) done.then(undefined, () => fail(res, head));
+    if (done instanceof Promise) done.then(undefined, (e) => fail(res, head, e));
   };
 }
