@@ -16,7 +16,10 @@ import {
   writeSync,
 } from "node:fs";
 import { join, resolve } from "node:path";
-import { SigningKeyDecryptionError } from "../authorization-server/keys/signing-key-envelope.js";
+import {
+  privateKeyProtection,
+  SigningKeyDecryptionError,
+} from "../authorization-server/keys/signing-key-envelope.js";
 import { GatehouseTypeError } from "../shared/errors.js";
 import type { Logger } from "../shared/log.js";
 import {
@@ -24,6 +27,7 @@ import {
   keyEncryptionKeyId,
   parseKeyEncryptionKey,
 } from "../shared/secret-envelope.js";
+import type { AuthorizationStore } from "../storage/contract.js";
 import type { OptionSpecs } from "./args.js";
 import { UsageError } from "./args.js";
 import { err } from "./output.js";
@@ -159,12 +163,24 @@ function withIds(keys: string[], source: KeySource): KeyEncryptionKeys {
 /**
  * The KEKs to use: GATEHOUSE_KEY_ENCRYPTION_KEY (comma- or space-separated, first encrypts) or
  * the key file, never both; otherwise the data directory's `key-encryption-key`, created when
- * missing (the caller announces it: {@link announceKeyEncryptionKeys}).
+ * missing (the caller announces it: {@link announceKeyEncryptionKeys}). Commands that open a store
+ * use {@link keyEncryptionKeysForStore}, which never generates a key the store's keys do not use.
  */
 export function resolveKeyEncryptionKeys(
   settings: KeyEncryptionSettings,
   env: NodeJS.ProcessEnv = process.env,
 ): KeyEncryptionKeys {
+  return configuredKeyEncryptionKeys(settings, env) ?? generateDataDirKey(settings);
+}
+
+/**
+ * The configured KEKs (environment, key file, or the data directory's existing key file), or
+ * undefined when there are none and one would have to be generated.
+ */
+export function configuredKeyEncryptionKeys(
+  settings: KeyEncryptionSettings,
+  env: NodeJS.ProcessEnv = process.env,
+): KeyEncryptionKeys | undefined {
   const envValue = env[KEY_ENCRYPTION_KEY_ENV]?.trim() || undefined;
   if (envValue !== undefined && settings.file !== undefined) {
     throw new UsageError(
@@ -182,13 +198,56 @@ export function resolveKeyEncryptionKeys(
     const path = resolve(settings.file);
     return withIds(checked(readKeyFile(path), path), { kind: "file", path });
   }
-  const path = join(resolve(settings.dataDir), DATA_DIR_KEY_FILE);
-  let generated = false;
-  if (!existsQuietly(path)) {
-    mkdirSync(resolve(settings.dataDir), { recursive: true, mode: 0o700 });
-    generated = createKeyFile(path);
-  }
+  const path = dataDirKeyPath(settings);
+  if (!existsQuietly(path)) return undefined;
+  return withIds(checked(readKeyFile(path), path), { kind: "data-dir", path, generated: false });
+}
+
+function dataDirKeyPath(settings: KeyEncryptionSettings): string {
+  return join(resolve(settings.dataDir), DATA_DIR_KEY_FILE);
+}
+
+/** Creates the data directory's key file (another process may win the race: its key is used). */
+function generateDataDirKey(settings: KeyEncryptionSettings): KeyEncryptionKeys {
+  const path = dataDirKeyPath(settings);
+  mkdirSync(resolve(settings.dataDir), { recursive: true, mode: 0o700 });
+  const generated = createKeyFile(path);
   return withIds(checked(readKeyFile(path), path), { kind: "data-dir", path, generated });
+}
+
+/** The ids of the KEKs the store's signing keys are sealed under (no key is opened). */
+export async function storedKeyEncryptionKeyIds(store: AuthorizationStore): Promise<string[]> {
+  const ids = new Set<string>();
+  for (const record of await store.listSigningKeys()) {
+    const protection = privateKeyProtection(record);
+    if (protection.kind === "encrypted") ids.add(protection.kekId);
+  }
+  return [...ids];
+}
+
+/**
+ * The KEKs for a command that writes to `store` (serve, keys rotate, keys rewrap): the configured
+ * ones; when none is configured, a generated one, unless the store already holds keys sealed under
+ * a KEK. Then a new KEK could open none of them and would seal new keys that the servers sharing
+ * the store cannot open (issue 26: every /token failed): refused, naming the KEK ids it needs.
+ * The one place that decides whether a command may generate a KEK.
+ */
+export async function keyEncryptionKeysForStore(
+  settings: KeyEncryptionSettings,
+  store: AuthorizationStore,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<KeyEncryptionKeys> {
+  const configured = configuredKeyEncryptionKeys(settings, env);
+  if (configured) return configured;
+  const needed = await storedKeyEncryptionKeyIds(store);
+  if (needed.length > 0) {
+    throw new Error(
+      `no key-encryption key is configured, and the database's signing keys are sealed under ${needed.join(", ")}: ` +
+        `refusing to generate a new one in ${dataDirKeyPath(settings)} (it could open none of them, and the servers could not open what it sealed). ` +
+        `Configure the key the servers use (${KEY_ENCRYPTION_KEY_ENV} or --key-encryption-key-file; docs/deployment.md "Key-encryption key")`,
+    );
+  }
+  return generateDataDirKey(settings);
 }
 
 function existsQuietly(path: string): boolean {

@@ -24,14 +24,14 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs `gatehouse <args>` to completion, feeding `input` on stdin. */
+/** Runs `gatehouse <args>` to completion (in `cwd`, else the checkout), feeding `input` on stdin. */
 export function runCli(
   args: string[],
-  options: { input?: string; env?: NodeJS.ProcessEnv } = {},
+  options: { input?: string; env?: NodeJS.ProcessEnv; cwd?: string } = {},
 ): Promise<CliResult> {
   return new Promise((resolvePromise, reject) => {
     const child = spawn(process.execPath, [MAIN, ...args], {
-      cwd: ROOT,
+      cwd: options.cwd ?? ROOT,
       env: {
         ...process.env,
         GATEHOUSE_DATABASE_URL: "",

@@ -16,7 +16,7 @@ import {
   keyEncryptionKeyId,
   parseKeyEncryptionKey,
 } from "../../shared/secret-envelope.js";
-import type { SigningKeyRecord } from "../../storage/contract.js";
+import type { AuthorizationStore, SigningKeyRecord } from "../../storage/contract.js";
 import {
   flag,
   formatUsage,
@@ -34,7 +34,7 @@ import {
   generatedKeyBanner,
   KEY_ENCRYPTION_OPTIONS,
   type KeyEncryptionKeys,
-  resolveKeyEncryptionKeys,
+  keyEncryptionKeysForStore,
   withKeyEncryptionHint,
 } from "../key-encryption.js";
 import { err, isoTime, out, outJson, printUsage, runSubcommand, table } from "../output.js";
@@ -80,19 +80,43 @@ const USAGE = [
   formatUsage("gatehouse keys generate-kek", GENERATE_OPTIONS),
 ].join("\n");
 
-/** The KEKs an admin command uses: the same sources as `serve`, generating the data directory's if none. */
-function keyEncryptionKeysFromArgs(parsed: ParsedArgs): KeyEncryptionKeys {
+/**
+ * The KEKs an admin command uses on `store`: the same sources as `serve`; one is generated only
+ * when the store holds no sealed key (key-encryption.ts `keyEncryptionKeysForStore` decides).
+ */
+async function keyEncryptionKeysFromArgs(
+  parsed: ParsedArgs,
+  store: AuthorizationStore,
+  shared: boolean,
+): Promise<KeyEncryptionKeys> {
   const configPath = stringValue(parsed, "config");
   const file = configPath ? loadConfigFile(configPath) : {};
   const keyFile = stringValue(parsed, "key-encryption-key-file") ?? file.keyEncryptionKeyFile;
-  const keys = resolveKeyEncryptionKeys({
-    ...(keyFile === undefined ? {} : { file: keyFile }),
-    dataDir: dataDirFromArgs(parsed, file),
-  });
-  if (keys.source.kind === "data-dir" && keys.source.generated) {
-    err(generatedKeyBanner(keys.source.path, storeTargetFromArgs(parsed).kind === "postgres"));
-  }
+  const keys = await keyEncryptionKeysForStore(
+    { ...(keyFile === undefined ? {} : { file: keyFile }), dataDir: dataDirFromArgs(parsed, file) },
+    store,
+  );
+  if (keys.source.kind === "data-dir" && keys.source.generated)
+    err(generatedKeyBanner(keys.source.path, shared));
   return keys;
+}
+
+/**
+ * A rotation seals the new key under the first configured KEK, and every server must open it. The
+ * servers open the current signing key, so its KEK is one they hold: a configuration without that
+ * KEK is not theirs (a stray key file, the wrong environment), and a key sealed under it would
+ * stop them signing. Refused, naming both.
+ */
+function refuseForeignConfiguration(stored: readonly SigningKeyRecord[], keys: KeyEncryptionKeys): void {
+  const current = stored.find((k) => k.kid === signerKid(stored));
+  if (!current) return;
+  const protection = privateKeyProtection(current);
+  if (protection.kind !== "encrypted" || keys.ids.includes(protection.kekId)) return;
+  throw new Error(
+    `the current signing key ${current.kid} is sealed under key-encryption key ${protection.kekId}, which is not among the configured ones ` +
+      `(${keys.ids.join(", ")} from ${describeKeySource(keys.source)}): the servers could not open a key sealed now. ` +
+      `Configure ${protection.kekId} (alone, or after a new key while rotating the key-encryption key; see 'gatehouse keys --help')`,
+  );
 }
 
 type KeyStatus = "signing" | "published" | "expired";
@@ -120,8 +144,10 @@ async function rotate(args: string[]): Promise<number> {
     (configPath ? loadConfigFile(configPath).accessTokenTtlSeconds : undefined) ??
     300;
   const target = storeTargetFromArgs(parsed);
-  const keyring = await createKeyEncryptionKeyring(keyEncryptionKeysFromArgs(parsed).keys);
   const kid = await withStore(target, async (store) => {
+    const keys = await keyEncryptionKeysFromArgs(parsed, store, target.kind === "postgres");
+    refuseForeignConfiguration(await store.listSigningKeys(), keys);
+    const keyring = await createKeyEncryptionKeyring(keys.keys);
     const manager = createKeyManager({
       store,
       // Rotation signs nothing: the issuer is not used here.
@@ -180,11 +206,15 @@ async function rewrap(args: string[]): Promise<number> {
   if (flag(parsed, "help")) return printUsage(USAGE);
   noPositionals(parsed);
   const target = storeTargetFromArgs(parsed);
-  const keys = keyEncryptionKeysFromArgs(parsed);
-  const keyring = await createKeyEncryptionKeyring(keys.keys);
-  const result = await withKeyEncryptionHint(keys, () =>
-    withStore(target, (store) => rewrapSigningKeys(store, keyring)),
-  );
+  const { keys, keyring, result } = await withStore(target, async (store) => {
+    const keys = await keyEncryptionKeysFromArgs(parsed, store, target.kind === "postgres");
+    const keyring = await createKeyEncryptionKeyring(keys.keys);
+    return {
+      keys,
+      keyring,
+      result: await withKeyEncryptionHint(keys, () => rewrapSigningKeys(store, keyring)),
+    };
+  });
   if (flag(parsed, "json")) outJson({ kek: keyring.currentId, ...result });
   else {
     out(

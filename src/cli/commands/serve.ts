@@ -12,8 +12,9 @@ import { flag, formatUsage, noPositionals, type OptionSpecs, parseCommandArgs } 
 import { buildServeConfig } from "../config.js";
 import {
   announceKeyEncryptionKeys,
+  configuredKeyEncryptionKeys,
   KEY_ENCRYPTION_OPTIONS,
-  resolveKeyEncryptionKeys,
+  keyEncryptionKeysForStore,
   withKeyEncryptionHint,
 } from "../key-encryption.js";
 import { err, INSECURE_BANNER, out, outJson, runCommand } from "../output.js";
@@ -172,9 +173,8 @@ export async function serve(args: string[], hooks: ServeHooks = {}): Promise<num
     const config = buildServeConfig(parsed);
     const log = jsonLogger();
     const json = flag(parsed, "json");
-    // Before anything listens: a key file with loose permissions is refused here.
-    const keyEncryptionKeys = resolveKeyEncryptionKeys(config.keyEncryption);
-    announceKeyEncryptionKeys(keyEncryptionKeys, log, config.store.kind === "postgres");
+    // Before anything opens: a key file with loose permissions is refused here.
+    configuredKeyEncryptionKeys(config.keyEncryption);
 
     // Handlers first: a signal that arrives while starting still shuts down cleanly.
     const shutdownSignal = waitForShutdownSignal(log);
@@ -182,6 +182,9 @@ export async function serve(args: string[], hooks: ServeHooks = {}): Promise<num
     const store = hooks.wrapStore ? hooks.wrapStore(opened) : opened;
     let http: Awaited<ReturnType<typeof serveHttp>> | undefined;
     try {
+      // Generated only for a store without sealed keys (key-encryption.ts decides).
+      const keyEncryptionKeys = await keyEncryptionKeysForStore(config.keyEncryption, store);
+      announceKeyEncryptionKeys(keyEncryptionKeys, log, config.store.kind === "postgres");
       const issuerHost = config.issuer ? new URL(config.issuer).hostname : "localhost";
       http = await serveHttp({
         name: "authorization-server",
