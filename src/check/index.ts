@@ -15,6 +15,7 @@ import { GatehouseTypeError } from "../shared/errors.js";
 import { DEFAULT_REVISION } from "../shared/revision.js";
 import { findChallenge } from "../shared/www-authenticate.js";
 import { type LoginOptions, probeLogin } from "./login.js";
+import { probeMachineRegistration } from "./machine-registration.js";
 import {
   MAX_AUTHORIZATION_SERVERS,
   Prober,
@@ -127,6 +128,14 @@ export async function runCheck(resourceUrl: string, options: CheckOptions = {}):
     const endpoint = server.forms.find((f) => usable(f))?.json?.authorization_endpoint;
     if (typeof endpoint !== "string" || !/^https?:\/\//i.test(endpoint)) continue;
     server.resourceParameter = await probeResourceParameter(prober, endpoint, resourceValue);
+  }
+
+  // May an anonymous caller register a client that mints tokens with no user? One registration
+  // request, no credential; what a server accepts is deleted where it allows (machine-registration.ts).
+  for (const server of observations.authorizationServers) {
+    const endpoint = server.forms.find((f) => usable(f))?.json?.registration_endpoint;
+    if (typeof endpoint !== "string" || !/^https?:\/\//i.test(endpoint)) continue;
+    server.machineRegistration = await probeMachineRegistration(prober, endpoint);
   }
 
   // Bogus tokens: to the resource URL only.

@@ -54,7 +54,7 @@ export class Prober {
       headers?: Record<string, string>;
       credential: CredentialKind;
       logUrl?: string;
-      method?: "GET" | "POST";
+      method?: "GET" | "POST" | "DELETE";
       body?: string;
     },
   ): Promise<{ response?: Response; error?: string }> {

@@ -20,7 +20,7 @@ import {
   type Verdict,
   warn,
 } from "./rule-helpers.js";
-import type { ResourceParameterProbe } from "./types.js";
+import type { MachineRegistrationProbe, ResourceParameterProbe } from "./types.js";
 
 export const AUTHORIZATION_SERVER_RULES: readonly Rule[] = [
   // ── Authorization server metadata ──────────────────────────────────────────────────────────
@@ -255,6 +255,20 @@ export const AUTHORIZATION_SERVER_RULES: readonly Rule[] = [
     },
   },
   {
+    id: "as.anonymous-machine-clients",
+    group: "as",
+    level: "SHOULD",
+    spec: "RFC 7591 §3 (an initial access token MAY protect registration); OAuth 2.1 §4.2, §7 (client_credentials is for clients the server can trust)",
+    title: "An anonymous caller cannot register a client that gets tokens with no user",
+    check(o) {
+      const probes = o.authorizationServers.flatMap((s) =>
+        s.machineRegistration ? [{ issuer: s.issuer, probe: s.machineRegistration }] : [],
+      );
+      if (probes.length === 0) return skip("no registration_endpoint announced");
+      return probes.map(({ issuer, probe }) => machineRegistrationVerdict(probe, issuer));
+    },
+  },
+  {
     id: "as.grant-types",
     group: "as",
     level: "SHOULD",
@@ -343,4 +357,24 @@ function resourceParameterVerdict(probe: ResourceParameterProbe): Verdict {
   return info(
     `an anonymous authorization request with resource is not refused for it (${describeResponse(first)}); a server that judges the client first is only judged by --login`,
   );
+}
+
+/** What the anonymous client_credentials registration (machine-registration.ts) showed. */
+function machineRegistrationVerdict(probe: MachineRegistrationProbe, issuer: string): Verdict {
+  if (probe.transportError) {
+    return info(`registration request failed: ${probe.transportError}; not judged`, issuer);
+  }
+  if (probe.accepted) {
+    const cleanup = probe.deleted
+      ? "the probe's client was deleted again (RFC 7592)"
+      : `the probe's client "gatehouse check probe" stays registered (never used): delete it`;
+    return warn(
+      `${probe.endpoint} registered a client_credentials client for an anonymous caller (${probe.status}): anyone can get tokens with no user, and a resource that treats a valid token as authorized is open to them. Require an initial access token for such registrations (RFC 7591 §3; Gatehouse: dynamicRegistration.initialAccessTokens) or refuse them; ${cleanup}`,
+      issuer,
+    );
+  }
+  const refusal = probe.error ? `${probe.status} ${probe.error}` : String(probe.status);
+  return probe.status !== undefined && probe.status >= 400 && probe.status < 500
+    ? pass(`refused (${refusal})`, issuer)
+    : info(`answered ${refusal}; not judged`, issuer);
 }

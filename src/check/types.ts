@@ -102,6 +102,21 @@ export interface AuthorizationServerProbe {
   forms: AsMetadataProbe[];
   /** The anonymous authorization requests of resource-parameter.ts (when an endpoint was found). */
   resourceParameter?: ResourceParameterProbe;
+  /** The anonymous client_credentials registration of machine-registration.ts (when announced). */
+  machineRegistration?: MachineRegistrationProbe;
+}
+
+/** One anonymous registration asking for a client_credentials client, and what it answered. */
+export interface MachineRegistrationProbe {
+  endpoint: string;
+  status?: number;
+  transportError?: string;
+  /** A 2xx with a `client_id`: the server registered a machine client for an anonymous caller. */
+  accepted?: boolean;
+  /** The OAuth error code of a refusal, bounded. */
+  error?: string;
+  /** For an accepted registration: whether RFC 7592 deletion succeeded. */
+  deleted?: boolean;
 }
 
 /** One anonymous authorization request (unknown client, no credential) and what it answered. */

@@ -50,7 +50,7 @@ describe("gatehouse check against a correct server", () => {
     expect(outcomes(report, "as.https")).toEqual(["warn"]);
   });
 
-  it("sends bogus tokens only to the resource URL and nothing but metadata requests to the AS", async () => {
+  it("sends bogus tokens only to the resource URL and no credential to the AS", async () => {
     const { fixture, report } = await audit();
     const asRequests = fixture.requests.filter((r) => r.server === "as");
     expect(asRequests.length).toBeGreaterThan(0);
@@ -59,9 +59,14 @@ describe("gatehouse check against a correct server", () => {
       expect(r.queryToken).toBe(false);
     }
     // Besides metadata: one anonymous authorization request for an unknown, non-URL client (so a
-    // CIMD server fetches nothing), carrying the resource a client would send.
-    const authorize = asRequests.filter((r) => !new URL(r.url).pathname.includes("/.well-known/"));
-    expect(authorize.map((r) => [r.method, new URL(r.url).pathname])).toEqual([["GET", "/authorize"]]);
+    // CIMD server fetches nothing), carrying the resource a client would send, and one anonymous
+    // registration asking for a client_credentials client (as.anonymous-machine-clients).
+    const others = asRequests.filter((r) => !new URL(r.url).pathname.includes("/.well-known/"));
+    expect(others.map((r) => [r.method, new URL(r.url).pathname])).toEqual([
+      ["GET", "/authorize"],
+      ["POST", "/register"],
+    ]);
+    const authorize = others.filter((r) => r.method === "GET");
     const params = new URL(authorize[0]!.url).searchParams;
     expect(params.get("client_id")).toBe("gatehouse-check-probe");
     expect(params.get("resource")).toBe(fixture.resourceUrl);

@@ -47,6 +47,8 @@ export interface FixtureOptions {
    * 2.1 §4.1.2.1 wants, whatever the other parameters).
    */
   authorize?: (params: URLSearchParams) => Response;
+  /** Answers POST on the registration endpoint and other methods on `/register/…` (default 404). */
+  register?: (request: Request) => Response | Promise<Response>;
 }
 
 export interface Fixture {
@@ -132,6 +134,7 @@ export async function startFixture(options: FixtureOptions = {}): Promise<Fixtur
       const params = new URL(request.url).searchParams;
       return options.authorize ? options.authorize(params) : page("<h1>Unknown application</h1>", 400);
     }
+    if (options.register && pathname.startsWith(`${issuerPath}/register`)) return options.register(request);
     return json({ error: "not found" }, 404);
   };
 
