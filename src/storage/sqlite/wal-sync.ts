@@ -155,17 +155,25 @@ export function createWalSync(
 export type SqliteSynchronous = "normal" | "full";
 
 /**
- * TEST ONLY (test/faults/power-loss.test.ts, through test/faults/serve-power.mjs): the mode of the
- * stores opened from now on, whatever their options say. `"unsafe-normal-without-fsync"` is
+ * TEST ONLY (test/faults/power-loss.test.ts, through test/faults/power-cut/serve.mjs): a mode for
+ * the stores opened from now on, whatever their options say. `"unsafe-normal-without-fsync"` is
  * `synchronous = NORMAL` WITHOUT this module's fsync, which loses answered commits at a power cut:
  * the broken build the power-loss test must catch, so that it can show it does. Not exported by
- * the package; nothing in src/ calls it.
+ * the package; nothing in src/ sets it.
  */
 export type SqliteDurabilityForTests = SqliteSynchronous | "unsafe-normal-without-fsync";
 let overrideForTests: SqliteDurabilityForTests | undefined;
+
+/**
+ * Sets the TEST ONLY mode above (the harness imports it from dist/, which knip cannot follow).
+ *
+ * @public
+ */
 export function setSqliteDurabilityForTests(mode: SqliteDurabilityForTests | undefined): void {
   overrideForTests = mode;
 }
+
+/** The TEST ONLY mode, when a test set one. */
 export function sqliteDurabilityForTests(): SqliteDurabilityForTests | undefined {
   return overrideForTests;
 }
