@@ -131,6 +131,11 @@ export interface KeyManager {
    * introspection.
    */
   verifyAccessToken(token: string): Promise<(AccessTokenClaims & { iss: string }) | undefined>;
+  /**
+   * Whether this instance can sign (for `/health`): "ok" with the current key, "degraded" with an
+   * older published key because the current one cannot be opened, "unavailable" with none.
+   */
+  signingStatus?(): Promise<"ok" | "degraded" | "unavailable">;
 }
 
 /** What every endpoint receives besides the request. */

@@ -17,7 +17,12 @@ import type { Logger } from "../../shared/log.js";
 import type { KeyEncryptionKeyring } from "../../shared/secret-envelope.js";
 import type { AuthorizationStore, SigningKeyRecord } from "../../storage/contract.js";
 import type { AccessTokenClaims, KeyManager } from "../config/context.js";
-import { openPrivateJwk, privateKeyProtection, sealPrivateJwk } from "./signing-key-envelope.js";
+import {
+  openPrivateJwk,
+  privateKeyProtection,
+  SigningKeyDecryptionError,
+  sealPrivateJwk,
+} from "./signing-key-envelope.js";
 
 /** How long a retired key stays published beyond the longest access token (clock skew, JWKS caches). */
 export const RETIRED_KEY_MARGIN_SECONDS = 300;
@@ -165,15 +170,68 @@ export function createKeyManager(deps: KeyManagerDeps): ServerKeyManager {
     return list.filter((k) => k.retiredAt === undefined || (k.expiresAt !== undefined && k.expiresAt > t));
   }
 
-  async function signer(): Promise<SigningKeyRecord> {
-    let key = currentSigner(await keys());
-    if (!key) {
+  /**
+   * Keys this instance could not open, by kid, with the envelope that failed: said once each, and
+   * not tried again unless the row changes (`gatehouse keys rewrap` re-seals it).
+   */
+  const unreadable = new Map<string, string>();
+
+  /**
+   * The key to sign with from `list` and its private key: the current signer; when that cannot be
+   * opened (sealed under a key-encryption key this instance lacks: issue 26), the newest key still
+   * published that can, so tokens keep verifying against the JWKS while the operator fixes the
+   * configuration. Undefined when no published key can be opened.
+   */
+  async function chooseSigner(
+    list: readonly SigningKeyRecord[],
+  ): Promise<{ record: SigningKeyRecord; key: ImportedKey } | undefined> {
+    const current = currentSigner(list);
+    if (!current) return undefined;
+    const older = published(list)
+      .filter((k) => k !== current)
+      .sort((a, b) => b.createdAt - a.createdAt || (a.kid < b.kid ? 1 : -1));
+    const failed: { record: SigningKeyRecord; error: SigningKeyDecryptionError }[] = [];
+    let chosen: { record: SigningKeyRecord; key: ImportedKey } | undefined;
+    for (const record of [current, ...older]) {
+      if (unreadable.get(record.kid) === JSON.stringify(record.privateJwk)) continue;
+      try {
+        chosen = { record, key: await privateKey(record) };
+        break;
+      } catch (error) {
+        if (!(error instanceof SigningKeyDecryptionError)) throw error;
+        failed.push({ record, error });
+      }
+    }
+    for (const { record, error } of failed) {
+      unreadable.set(record.kid, JSON.stringify(record.privateJwk));
+      deps.log.error("signing_key_unreadable", {
+        message: chosen
+          ? `Signing key ${record.kid} cannot be opened by this server: signing with the older key ${chosen.record.kid} while it is published. Configure the key-encryption key it is sealed under (or rotate again with the servers' key).`
+          : `Signing key ${record.kid} cannot be opened by this server, and no published key can: it cannot sign access tokens. Configure the key-encryption key it is sealed under.`,
+        kid: record.kid,
+        kek: error.kekId,
+        reason: error.code,
+        ...(chosen ? { signingWith: chosen.record.kid } : {}),
+        ...(chosen?.record.expiresAt !== undefined
+          ? { publishedUntil: new Date(chosen.record.expiresAt).toISOString() }
+          : {}),
+      });
+    }
+    return chosen;
+  }
+
+  /** The signer chosen from the current key list, and that list's cache entry (to keep it ready). */
+  async function signer(): Promise<{ record: SigningKeyRecord; key: ImportedKey; from: typeof cached }> {
+    let list = await keys();
+    if (!currentSigner(list)) {
       cached = undefined;
       await manager.ensureSigningKey();
-      key = currentSigner(await keys());
+      list = await keys();
     }
-    if (!key) throw new Error("no signing key available");
-    return key;
+    const from = cached?.keys === list ? cached : undefined;
+    const chosen = await chooseSigner(list);
+    if (!chosen) throw new Error("no signing key this server can open is published");
+    return { ...chosen, from };
   }
 
   /** The record's private key, opened (signing-key-envelope.ts) and imported once per `kid`. */
@@ -233,15 +291,23 @@ export function createKeyManager(deps: KeyManagerDeps): ServerKeyManager {
       const payload = { ...claims, iss: deps.issuer };
       const ready = freshCache()?.ready;
       if (ready) return signCompact(ready, payload);
-      const record = await signer();
-      const key = await privateKey(record);
+      const { record, key, from } = await signer();
       if (key.kind !== "node")
         return new SignJWT(payload).setProtectedHeader(accessTokenHeader(record)).sign(key.key);
       const prepared = readySigner(record, key.key);
       // Kept only on the list it was chosen from, and only while that list is still the one held.
-      const list = freshCache();
-      if (list && currentSigner(list.keys) === record) list.ready = prepared;
+      if (from && freshCache() === from) from.ready = prepared;
       return signCompact(prepared, payload);
+    },
+
+    async signingStatus() {
+      const list = await keys();
+      const current = currentSigner(list);
+      // No key yet: the next signature creates one (ensureSigningKey).
+      if (!current) return "ok";
+      const chosen = await chooseSigner(list);
+      if (!chosen) return "unavailable";
+      return chosen.record === current ? "ok" : "degraded";
     },
 
     async publicJwks() {
