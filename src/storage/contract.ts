@@ -287,6 +287,16 @@ export interface RefreshTokenRecord {
   rotatedAt?: number;
   /** Set by `revokeGrant` (the token is dead with its grant); ignored on input. */
   revokedAt?: number;
+  /**
+   * The hash of the token this one was rotated from; set by `rotateRefreshToken` on the successor it
+   * writes (absent for a code's or a device poll's first token). Ignored on input.
+   */
+  rotatedFrom?: string;
+  /**
+   * When one of this token's successors was first used: from then on this rotated token is only a
+   * stolen copy (RFC 9700 §4.14.2) and no grace window honours it. Set by `rotateRefreshToken`.
+   */
+  successorUsedAt?: number;
 }
 
 /** A record of every access token issued, so revocation and introspection can see it. */
@@ -320,7 +330,10 @@ export interface IssuedTokens {
     "grantId" | "clientId" | "userId" | "scopes" | "resource" | "revokedAt"
   >;
   /** Written only when the code allows refresh (or, on rotation, always). */
-  refreshToken?: Omit<RefreshTokenRecord, "grantId" | "clientId" | "scopes" | "rotatedAt">;
+  refreshToken?: Omit<
+    RefreshTokenRecord,
+    "grantId" | "clientId" | "scopes" | "rotatedAt" | "rotatedFrom" | "successorUsedAt"
+  >;
   /** Absolute expiry of a grant created by a code redemption. */
   grantExpiresAt: number;
   /**
@@ -555,8 +568,14 @@ export interface AuthorizationStore {
 
   /**
    * Atomic rotation: `check` (client binding, scope narrowing, resource) runs on the live token;
-   * when it passes the old token is marked rotated and `tokens` written. A token that was already
-   * rotated revokes the whole grant, unless it was rotated less than `graceMs` ago.
+   * when it passes the old token is marked rotated (its first rotation time is kept) and `tokens`
+   * written, the new refresh token with `rotatedFrom` = `tokenHash`; and the token this one was
+   * rotated from, if any, gets `successorUsedAt` (its first successor's first use).
+   *
+   * A token that was already rotated revokes the whole grant (`reused`), unless it was first
+   * rotated less than `graceMs` ago and none of its successors has been used yet: then it is
+   * rotated again, to a sibling of its first successor (refresh races of clients running several
+   * processes; storage/rules.ts `isRefreshTokenReuse` decides).
    * When `tokens.refreshToken` is absent the old token is not marked rotated (it stays usable).
    */
   rotateRefreshToken(

@@ -28,15 +28,33 @@ export function isExpired(expiresAt: number, now: number): boolean {
 }
 
 /**
- * Whether presenting a refresh token that was already rotated counts as reuse (RFC 9700 §4.14.2:
- * then the grant ends). It always does, unless a grace window is configured and the earlier
- * rotation happened within it. The distance is taken in absolute value: a request that read its
- * clock before the rotating one committed (or an instance whose clock lags) sees a negative
- * elapsed time, which must never be read as "inside the window" when there is no window.
+ * Whether presenting this refresh token counts as reuse, the sign of a stolen token (RFC 9700
+ * §4.14.2: then the whole grant ends). A token never rotated is not reused. A rotated one is, except
+ * inside the race window: it was first rotated less than `graceMs` ago AND none of its successors
+ * has been used yet.
+ *
+ * Why (issue 21, "refresh races of real clients"): coding agents and desktop clients refresh from
+ * several processes or windows holding the same token; under strict detection the second one
+ * revokes the grant and logs the user out. While no successor has been used, the legitimate client
+ * has not moved on, and a second redemption is as likely its own other process as a thief, so it
+ * gets a sibling successor (refresh-policy.ts `reuseGraceMs` chooses the window). Once any
+ * successor has been used, the rotated token is only ever a copy left behind, so presenting it is
+ * reuse however recent the rotation: a token stolen and used after the client moved on still ends
+ * the grant. The window never slides (it counts from the first rotation) and never extends a
+ * lifetime (the judgement checks expiry after this, and a sibling expires with its first successor).
+ *
+ * The distance is taken in absolute value: a request that read its clock before the rotating one
+ * committed (or an instance whose clock lags) sees a negative elapsed time, which must never be
+ * read as "inside the window" when there is no window.
  */
-export function isRefreshTokenReuse(rotatedAt: number | undefined, now: number, graceMs: number): boolean {
-  if (rotatedAt === undefined) return false;
-  return !(graceMs > 0 && Math.abs(now - rotatedAt) < graceMs);
+export function isRefreshTokenReuse(
+  token: Pick<RefreshTokenRecord, "rotatedAt" | "successorUsedAt">,
+  now: number,
+  graceMs: number,
+): boolean {
+  if (token.rotatedAt === undefined) return false;
+  if (token.successorUsedAt !== undefined) return true;
+  return !(graceMs > 0 && Math.abs(now - token.rotatedAt) < graceMs);
 }
 
 /** Consent accumulates: earlier scopes first, new ones appended, no duplicates. */
@@ -110,20 +128,23 @@ export function refreshTokenFor(
   clientId: string,
   scopes: readonly string[],
   token: NonNullable<IssuedTokens["refreshToken"]>,
+  rotatedFrom?: string,
 ): RefreshTokenRecord {
-  return {
+  return withoutUndefined({
     tokenHash: token.tokenHash,
     grantId: grant.grantId,
     clientId,
     scopes: [...scopes],
     createdAt: token.createdAt,
     expiresAt: token.expiresAt,
-  };
+    rotatedFrom,
+  });
 }
 
 /**
  * The records one issuance writes: always the access token, and the refresh token when the caller
- * may write one and was given one.
+ * may write one and was given one (a rotation passes the hash of the token it rotates as
+ * `rotatedFrom`).
  */
 export function issuedTokenRecords(
   grant: GrantRecord,
@@ -131,10 +152,28 @@ export function issuedTokenRecords(
   scopes: readonly string[],
   tokens: Omit<IssuedTokens, "grantExpiresAt">,
   writeRefresh: boolean,
+  rotatedFrom?: string,
 ): { access: AccessTokenRecord; refresh?: RefreshTokenRecord } {
   const access = accessTokenFromGrant(grant, clientId, scopes, tokens.accessToken);
   if (!writeRefresh || !tokens.refreshToken) return { access };
-  return { access, refresh: refreshTokenFor(grant, clientId, scopes, tokens.refreshToken) };
+  return { access, refresh: refreshTokenFor(grant, clientId, scopes, tokens.refreshToken, rotatedFrom) };
+}
+
+/**
+ * What a rotation that passed {@link judgeRefreshToken} writes besides the new tokens, the same for
+ * every backend: the presented token marked rotated when it has a successor (its first rotation time
+ * kept, so the race window never slides), and, at the first use of a token that was rotated from
+ * another, that other token's `successorUsedAt` (from then on presenting it is reuse).
+ */
+export function rotationMarks(
+  token: RefreshTokenRecord,
+  hasSuccessor: boolean,
+  now: number,
+): { rotatedAt?: number; parentSuccessorUsed?: string } {
+  return withoutUndefined({
+    rotatedAt: hasSuccessor ? (token.rotatedAt ?? now) : undefined,
+    parentSuccessorUsed: token.rotatedAt === undefined ? token.rotatedFrom : undefined,
+  });
 }
 
 /**
@@ -182,9 +221,10 @@ export function judgeAuthorizationCode(
 
 /**
  * What every backend decides about a refresh token and its grant, once both are found, in this
- * order: revoked, reused (RFC 9700 §4.14.2: a rotated token presented again means it leaked; the
- * caller must then revoke the whole grant), expired, refused by `check`; otherwise `ok` with the
- * scopes to issue.
+ * order: revoked, reused (RFC 9700 §4.14.2: a rotated token presented again, outside the race
+ * window of {@link isRefreshTokenReuse}, means it leaked; the caller must then revoke the whole
+ * grant), expired (the token's idle or the grant's absolute lifetime, inside the window too),
+ * refused by `check`; otherwise `ok` with the scopes to issue.
  */
 export function judgeRefreshToken(
   token: RefreshTokenRecord,
@@ -196,7 +236,7 @@ export function judgeRefreshToken(
   | Extract<RotateRefreshResult, { status: "revoked" | "reused" | "expired" | "refused" }>
   | { status: "ok"; scopes: string[] } {
   if (grant.revokedAt !== undefined || token.revokedAt !== undefined) return { status: "revoked" };
-  if (isRefreshTokenReuse(token.rotatedAt, now, graceMs)) return { status: "reused" };
+  if (isRefreshTokenReuse(token, now, graceMs)) return { status: "reused" };
   if (isExpired(token.expiresAt, now) || isExpired(grant.expiresAt, now)) return { status: "expired" };
   const verdict = check(token, grant);
   if (verdict.error) return { status: "refused", error: verdict.error };

@@ -62,13 +62,16 @@ describe("audit events over a full flow and its failures", () => {
     // The same code again: a replay, which revokes that grant.
     expect((await redeemCode(t.url, flow, first)).status).toBe(400);
 
-    // A new grant, refreshed once; then the rotated token presented again (reuse).
+    // A new grant, refreshed twice (the client moved on to the successor); then the first rotated
+    // token presented again (reuse).
     const second = await obtainCode({ ...flow, scope: "notes:read offline_access", browser: alice });
     secrets.push(second.code, second.verifier);
     const granted = await tokenSet(await redeemCode(t.url, flow, second));
     const refreshed = await tokenSet(await refreshGrant(t.url, CLIENT_ID, granted.refresh_token ?? ""));
     secrets.push(granted.access_token, granted.refresh_token ?? "", refreshed.access_token);
     secrets.push(refreshed.refresh_token ?? "");
+    const movedOn = await tokenSet(await refreshGrant(t.url, CLIENT_ID, refreshed.refresh_token ?? ""));
+    secrets.push(movedOn.access_token, movedOn.refresh_token ?? "");
     expect((await refreshGrant(t.url, CLIENT_ID, granted.refresh_token ?? "")).status).toBe(400);
 
     // A step-up in the same sign-in supersedes the narrower grant; the client then revokes the new one.

@@ -163,6 +163,14 @@ describe("the demo in a real browser", () => {
         headers: { authorization: `Bearer ${next.access_token}` },
       });
       expect(again.status).toBe(200);
+      // The client moves on (uses its successor); from then on the old token is reuse, refresh race
+      // window or not.
+      const movedOn = await fetch(
+        `${issuer}/token`,
+        form({ grant_type: "refresh_token", refresh_token: next.refresh_token, client_id: clientId }),
+      );
+      expect(movedOn.status).toBe(200);
+      const newest = (await movedOn.json()) as { refresh_token: string };
       const reused = await fetch(
         `${issuer}/token`,
         form({ grant_type: "refresh_token", refresh_token: tokens.refresh_token, client_id: clientId }),
@@ -172,7 +180,7 @@ describe("the demo in a real browser", () => {
       // Reuse revoked the grant: the newest refresh token is dead too.
       const afterReuse = await fetch(
         `${issuer}/token`,
-        form({ grant_type: "refresh_token", refresh_token: next.refresh_token, client_id: clientId }),
+        form({ grant_type: "refresh_token", refresh_token: newest.refresh_token, client_id: clientId }),
       );
       expect(afterReuse.status).toBe(400);
     } finally {

@@ -23,8 +23,9 @@
  *   its grant were read and before the old token is marked rotated or the new one inserted. After a
  *   restart the old token must still work.
  * - `rotate:after-commit`: after `rotateRefreshToken` returned `issued` (old token marked, new one
- *   written), before the response. Presenting the old token again is a reuse that revokes the grant,
- *   so the undelivered new token is never usable.
+ *   written), before the response. The undelivered new token was never used, so the client's retry
+ *   with the old token inside the refresh race window gets a sibling; once a successor is used, the
+ *   old token is reuse and revokes the grant with the undelivered token.
  */
 import type { AuthorizationStore, RedeemCodeResult } from "../../src/storage/contract.js";
 

@@ -19,7 +19,11 @@ describe.each(["SQLite", "PostgreSQL"] as const)(
     let username: string;
 
     async function instance(skewMs: number) {
-      const served = await serveInProcess(backend.store, { now: () => Date.now() + skewMs });
+      // Strict reuse detection (no refresh race window), the case where the clocks' order mattered.
+      const served = await serveInProcess(backend.store, {
+        now: () => Date.now() + skewMs,
+        refreshTokens: { reuseGraceSeconds: 0 },
+      });
       servers.push(served);
       return served.http.url;
     }

@@ -223,7 +223,12 @@ export interface AuthorizationServerOptions {
     enabled?: boolean; // default true
     idleTtlSeconds?: number; // default 14 days
     absoluteTtlSeconds?: number; // default 90 days
-    /** Off by default: a rotated token presented within this window does not revoke the grant. */
+    /**
+     * The refresh race window (default 30, at most 300; 0 = strict reuse detection): a rotated
+     * refresh token presented again within this many seconds of its rotation, while none of its
+     * successors has been used, gets a sibling successor instead of revoking the grant
+     * (docs/authorization-server.md "Refresh races").
+     */
     reuseGraceSeconds?: number;
     /**
      * Lifetimes of a refresh token issued without `offline_access`, to a client that declared the

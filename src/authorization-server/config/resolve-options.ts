@@ -24,6 +24,9 @@ import type {
   WorkloadIssuerOptions,
 } from "./options.js";
 
+/** The default refresh race window, `refreshTokens.reuseGraceSeconds` (grants/refresh-policy.ts reuseGraceMs). */
+const DEFAULT_REUSE_GRACE_SECONDS = 30;
+
 /** Scope that asks for a refresh token (OpenID Connect Core §11; the spec's refresh-token section). */
 export const OFFLINE_ACCESS = "offline_access";
 
@@ -277,7 +280,12 @@ export function resolveOptions(
       enabled: boolean(refresh.enabled, "refreshTokens.enabled", true),
       idleTtlSeconds,
       absoluteTtlSeconds,
-      reuseGraceSeconds: limited(refresh.reuseGraceSeconds, "refreshTokens.reuseGraceSeconds", 0),
+      // The refresh race window (grants/refresh-policy.ts reuseGraceMs says why it is on by default).
+      reuseGraceSeconds: limited(
+        refresh.reuseGraceSeconds,
+        "refreshTokens.reuseGraceSeconds",
+        DEFAULT_REUSE_GRACE_SECONDS,
+      ),
       withoutOfflineAccess: {
         idleTtlSeconds: onlineIdleTtlSeconds,
         absoluteTtlSeconds: onlineAbsoluteTtlSeconds,

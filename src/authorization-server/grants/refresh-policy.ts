@@ -1,7 +1,8 @@
 /**
- * When a refresh token is issued, how long its grant lives, and the one interop rule that refuses a
- * refresh (docs/authorization-server.md "Refresh policy"). Rotation and reuse detection are the
- * store's (`rotateRefreshToken`); this file decides only the policy around them.
+ * When a refresh token is issued, how long its grant lives, how long a rotated token stays
+ * redeemable in a refresh race, and the one interop rule that refuses a refresh
+ * (docs/authorization-server.md "Refresh policy"). Rotation and reuse detection are the store's
+ * (`rotateRefreshToken`, storage/rules.ts); this file decides only the policy around them.
  */
 
 import { OAuthError } from "../../shared/errors.js";
@@ -42,6 +43,43 @@ export function grantLifetimes(
     ? ctx.options.refresh
     : ctx.options.refresh.withoutOfflineAccess;
   return { idleMs: limits.idleTtlSeconds * 1000, absoluteMs: limits.absoluteTtlSeconds * 1000 };
+}
+
+/**
+ * How long a rotated refresh token stays redeemable while none of its successors has been used
+ * (`refreshTokens.reuseGraceSeconds`, default 30 s; the store's `rotateRefreshToken` `graceMs`; storage/rules.ts `isRefreshTokenReuse` applies it).
+ *
+ * Why a window at all, by default (RFC 9700 §4.14.2 asks for rotation with reuse detection, and
+ * leaves the detection's precision to the server): coding agents and desktop clients refresh from
+ * several processes or windows sharing one stored token, and under strict detection the second of
+ * two simultaneous refreshes revokes the grant and logs the user out (reported against better-auth,
+ * which now defaults to 30 s, FastMCP and others). Inside the window such a second redemption gets a
+ * sibling successor. What strict detection is for is kept: once any successor has been used, the
+ * legitimate client has moved on, and the rotated token presented again ends the grant at once,
+ * window or not. What the window costs: a thief who redeems a stolen token within 30 s of its
+ * rotation, before the client uses its successor, keeps a chain of their own, which revocation of
+ * the grant (logout) or its lifetimes still end. The same window for every client: a confidential
+ * client's refresh token is also bound to its credentials (RFC 9700 §4.14.2), and server-side
+ * clients with several workers race the same way. `reuseGraceSeconds: 0` restores strict detection.
+ */
+export function reuseGraceMs(ctx: ServerContext): number {
+  return ctx.options.refresh.reuseGraceSeconds * 1000;
+}
+
+/**
+ * Idle expiry of the successor a rotation writes: its grant kind's idle lifetime, never past the
+ * grant's absolute lifetime. A sibling (a rotated token redeemed again inside the race window)
+ * counts from the first rotation and so expires with the first successor: the window never
+ * extends a lifetime.
+ */
+export function successorExpiresAt(
+  ctx: ServerContext,
+  token: RefreshTokenRecord,
+  grant: GrantRecord,
+  now: number,
+): number {
+  const from = token.rotatedAt === undefined ? now : Math.min(token.rotatedAt, now);
+  return Math.min(from + grantLifetimes(ctx, grant.scopes).idleMs, grant.expiresAt);
 }
 
 /** How long after a co-hosted resource server's `insufficient_scope` a refresh is refused. */

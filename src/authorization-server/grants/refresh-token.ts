@@ -17,7 +17,7 @@ import {
   tokenResponse,
 } from "./common.js";
 import { refreshDPoPProblem, type TokenRequestDPoP } from "./dpop-binding.js";
-import { grantLifetimes, stepUpRefusal } from "./refresh-policy.js";
+import { reuseGraceMs, stepUpRefusal, successorExpiresAt } from "./refresh-policy.js";
 
 /**
  * The checks a refresh token must pass (run by the store on the live token, inside the rotation):
@@ -65,7 +65,8 @@ export function refreshCheck(
 /**
  * `grant_type=refresh_token` (OAuth 2.1 §4.3). Every use rotates the token (spec "Token theft":
  * MUST rotate for public clients; Gatehouse rotates for all); a rotated token presented again
- * revokes the whole grant.
+ * revokes the whole grant, except inside the race window while none of its successors has been
+ * used (refresh-policy.ts `reuseGraceMs`), where it gets a sibling successor.
  */
 export async function refreshTokenGrant(
   ctx: ServerContext,
@@ -87,17 +88,17 @@ export async function refreshTokenGrant(
     sha256Base64url(presented),
     now,
     refreshCheck(ctx, client, scope, resource, now, dpop),
-    // The successor keeps the idle lifetime of its grant's kind (refresh-policy.ts) and never
-    // outlives the grant.
-    (_token, grant) => ({
+    // The successor keeps the idle lifetime of its grant's kind and never outlives the grant; a
+    // sibling issued in a refresh race expires with the first successor (refresh-policy.ts).
+    (token, grant) => ({
       accessToken: access,
       refreshToken: {
         tokenHash: sha256Base64url(next),
         createdAt: now,
-        expiresAt: Math.min(now + grantLifetimes(ctx, grant.scopes).idleMs, grant.expiresAt),
+        expiresAt: successorExpiresAt(ctx, token, grant, now),
       },
     }),
-    ctx.options.refresh.reuseGraceSeconds * 1000,
+    reuseGraceMs(ctx),
   );
   switch (result.status) {
     case "issued":

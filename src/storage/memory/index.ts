@@ -48,6 +48,7 @@ import {
   judgeRefreshToken,
   markerBlocks,
   mergeScopes,
+  rotationMarks,
   sameJsonValue,
   tokensForRefresh,
 } from "../rules.js";
@@ -145,8 +146,16 @@ export function createMemoryStore(): AuthorizationStore {
     scopes: string[],
     tokens: Omit<IssuedTokens, "grantExpiresAt">,
     writeRefresh: boolean,
+    rotatedFrom?: string,
   ): boolean {
-    const { access, refresh } = issuedTokenRecords(grant, clientId, scopes, tokens, writeRefresh);
+    const { access, refresh } = issuedTokenRecords(
+      grant,
+      clientId,
+      scopes,
+      tokens,
+      writeRefresh,
+      rotatedFrom,
+    );
     if (accessTokens.has(access.jti)) throw new StorageConflictError("access token id already exists");
     if (refresh && refreshTokens.has(refresh.tokenHash)) {
       throw new StorageConflictError("refresh token hash already exists");
@@ -388,8 +397,11 @@ export function createMemoryStore(): AuthorizationStore {
       const tokens = tokensForRefresh(tokensOrFn, token, grant);
       assertTokensFree(tokens);
       // Without a successor the old token stays live (non-rotating refresh for confidential clients).
-      if (tokens.refreshToken) token.rotatedAt ??= now;
-      writeTokens(grant, token.clientId, scopes, tokens, true);
+      const marks = rotationMarks(token, tokens.refreshToken !== undefined, now);
+      if (marks.rotatedAt !== undefined) token.rotatedAt = marks.rotatedAt;
+      const parent = marks.parentSuccessorUsed && refreshTokens.get(marks.parentSuccessorUsed);
+      if (parent) parent.successorUsedAt ??= now;
+      writeTokens(grant, token.clientId, scopes, tokens, true, tokenHash);
       return { status: "issued", old: copy(token), grant: copy(grant), scopes: [...scopes] };
     },
     async getRefreshToken(tokenHash) {

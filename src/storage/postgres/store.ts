@@ -23,6 +23,7 @@ import {
   judgeDevicePoll,
   judgeRefreshToken,
   mergeScopes,
+  rotationMarks,
   sameJsonValue,
   tokensForRefresh,
 } from "../rules.js";
@@ -362,14 +363,22 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
         const { scopes } = verdict;
         const tokens = tokensForRefresh(tokensOrFn, token, grant);
         const old = { ...token };
-        if (tokens.refreshToken) {
-          old.rotatedAt ??= now;
+        const marks = rotationMarks(token, tokens.refreshToken !== undefined, now);
+        if (marks.rotatedAt !== undefined) {
+          old.rotatedAt = marks.rotatedAt;
           await tx.execute("UPDATE refresh_tokens SET rotated_at = $1 WHERE token_hash = $2", [
             old.rotatedAt,
             tokenHash,
           ]);
         }
-        await insertTokens(tx, grant, token.clientId, scopes, tokens, true);
+        // The parent belongs to the same grant, whose row this transaction holds (lock order kept).
+        if (marks.parentSuccessorUsed !== undefined) {
+          await tx.execute(
+            "UPDATE refresh_tokens SET successor_used_at = $1 WHERE token_hash = $2 AND successor_used_at IS NULL",
+            [now, marks.parentSuccessorUsed],
+          );
+        }
+        await insertTokens(tx, grant, token.clientId, scopes, tokens, true, tokenHash);
         return { status: "issued", old, grant, scopes: [...scopes] };
       });
     },

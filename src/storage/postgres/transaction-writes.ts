@@ -98,8 +98,9 @@ export async function insertTokens(
   scopes: string[],
   tokens: Omit<IssuedTokens, "grantExpiresAt">,
   writeRefresh: boolean,
+  rotatedFrom?: string,
 ): Promise<boolean> {
-  const { access, refresh } = issuedTokenRecords(grant, clientId, scopes, tokens, writeRefresh);
+  const { access, refresh } = issuedTokenRecords(grant, clientId, scopes, tokens, writeRefresh, rotatedFrom);
   await insert(tx.execute, accessTokenInsert(access));
   if (!refresh) return false;
   await insert(tx.execute, refreshTokenInsert(refresh));

@@ -248,6 +248,8 @@ export function rowToRefreshToken(row: Row): RefreshTokenRecord {
     expiresAt: num(row.expires_at),
     rotatedAt: optNum(row.rotated_at),
     revokedAt: optNum(row.revoked_at),
+    rotatedFrom: optStr(row.rotated_from),
+    successorUsedAt: optNum(row.successor_used_at),
   });
 }
 
@@ -329,7 +331,7 @@ export function accessTokenInsert(access: AccessTokenRecord): RowInsert {
 export function refreshTokenInsert(refresh: RefreshTokenRecord): RowInsert {
   return {
     table: "refresh_tokens",
-    columns: ["token_hash", "grant_id", "client_id", "scopes", "created_at", "expires_at"],
+    columns: ["token_hash", "grant_id", "client_id", "scopes", "created_at", "expires_at", "rotated_from"],
     values: [
       refresh.tokenHash,
       refresh.grantId,
@@ -337,6 +339,7 @@ export function refreshTokenInsert(refresh: RefreshTokenRecord): RowInsert {
       toJson(refresh.scopes),
       refresh.createdAt,
       refresh.expiresAt,
+      refresh.rotatedFrom ?? null,
     ],
   };
 }

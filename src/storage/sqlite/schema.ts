@@ -250,4 +250,17 @@ CREATE TABLE upstream_token_sets (
 CREATE INDEX upstream_token_sets_expires_at ON upstream_token_sets (expires_at);
 `,
   },
+  {
+    version: 7,
+    description: "refresh_tokens: rotated_from, successor_used_at (the refresh race window)",
+    // A successor names the token it was rotated from; that token's successor_used_at is set when
+    // one of its successors is first used, which closes its race window (storage/rules.ts
+    // isRefreshTokenReuse). Rows written before this migration have neither: a rotated one is
+    // judged by the time window alone, and an instance still running the previous version (a
+    // rolling upgrade) keeps inserting tokens without them.
+    sql: `
+ALTER TABLE refresh_tokens ADD COLUMN rotated_from TEXT;
+ALTER TABLE refresh_tokens ADD COLUMN successor_used_at INTEGER;
+`,
+  },
 ];

@@ -24,6 +24,7 @@ import {
   issuedTokenRecords,
   judgeRefreshToken,
   mergeScopes,
+  rotationMarks,
   sameJsonValue,
   tokensForRefresh,
 } from "../rules.js";
@@ -233,8 +234,16 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     scopes: string[],
     tokens: Omit<IssuedTokens, "grantExpiresAt">,
     writeRefresh: boolean,
+    rotatedFrom?: string,
   ): boolean {
-    const { access, refresh } = issuedTokenRecords(grant, clientId, scopes, tokens, writeRefresh);
+    const { access, refresh } = issuedTokenRecords(
+      grant,
+      clientId,
+      scopes,
+      tokens,
+      writeRefresh,
+      rotatedFrom,
+    );
     insert(accessTokenInsert(access));
     if (!refresh) return false;
     insert(refreshTokenInsert(refresh));
@@ -530,11 +539,19 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
         const { scopes } = verdict;
         const tokens = tokensForRefresh(tokensOrFn, token, grant);
         const old = { ...token };
-        if (tokens.refreshToken) {
-          old.rotatedAt ??= now;
+        const marks = rotationMarks(token, tokens.refreshToken !== undefined, now);
+        if (marks.rotatedAt !== undefined) {
+          old.rotatedAt = marks.rotatedAt;
           run("UPDATE refresh_tokens SET rotated_at = ? WHERE token_hash = ?", old.rotatedAt, tokenHash);
         }
-        insertTokens(grant, token.clientId, scopes, tokens, true);
+        if (marks.parentSuccessorUsed !== undefined) {
+          run(
+            "UPDATE refresh_tokens SET successor_used_at = ? WHERE token_hash = ? AND successor_used_at IS NULL",
+            now,
+            marks.parentSuccessorUsed,
+          );
+        }
+        insertTokens(grant, token.clientId, scopes, tokens, true, tokenHash);
         return { status: "issued", old, grant, scopes: [...scopes] };
       });
     },

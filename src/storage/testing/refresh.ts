@@ -39,6 +39,7 @@ export function refreshContract(ctx: StoreContext): void {
         grantId,
         clientId: code.clientId,
         scopes: code.scopes,
+        rotatedFrom: oldHash,
       });
       expect(await store.getAccessToken(next.accessToken.jti)).toEqual({
         ...next.accessToken,
@@ -173,6 +174,112 @@ export function refreshContract(ctx: StoreContext): void {
       const late = await store.rotateRefreshToken(oldHash, T0 + 1000 + grace, keep, tokens(T0), grace);
       expect(late.status).toBe("reused");
       expect((await store.getGrant(grantId))?.revokedAt).toBe(T0 + 1000 + grace);
+    });
+
+    it("grace window: once a successor is used, the rotated token is reuse inside the window too", async () => {
+      const store = ctx.store();
+      const { issued, grantId } = await issueGrant(store);
+      const oldHash = issued.refreshToken!.tokenHash;
+      const grace = 30_000;
+      const next = tokens(T0 + 1000);
+      expect((await store.rotateRefreshToken(oldHash, T0 + 1000, keep, next, grace)).status).toBe("issued");
+      expect((await store.getRefreshToken(oldHash))?.successorUsedAt).toBeUndefined();
+      const hop = tokens(T0 + 2000);
+      const moved = await store.rotateRefreshToken(next.refreshToken!.tokenHash, T0 + 2000, keep, hop, grace);
+      expect(moved.status).toBe("issued");
+      // The successor's first use closed the window of the token it came from.
+      expect((await store.getRefreshToken(oldHash))?.successorUsedAt).toBe(T0 + 2000);
+      let checked = false;
+      const thief = await store.rotateRefreshToken(
+        oldHash,
+        T0 + 3000,
+        () => {
+          checked = true;
+          return {};
+        },
+        tokens(T0 + 3000),
+        grace,
+      );
+      expect(thief).toEqual({ status: "reused" });
+      expect(checked).toBe(false);
+      expect((await store.getGrant(grantId))?.revokedAt).toBe(T0 + 3000);
+      expect((await store.getRefreshToken(hop.refreshToken!.tokenHash))?.revokedAt).toBe(T0 + 3000);
+    });
+
+    it("grace window: a sibling names the same parent, and its first use closes the parent's window", async () => {
+      const store = ctx.store();
+      const { issued } = await issueGrant(store);
+      const oldHash = issued.refreshToken!.tokenHash;
+      const grace = 30_000;
+      const first = tokens(T0 + 1000);
+      const sibling = tokens(T0 + 1500);
+      expect((await store.rotateRefreshToken(oldHash, T0 + 1000, keep, first, grace)).status).toBe("issued");
+      expect((await store.rotateRefreshToken(oldHash, T0 + 1500, keep, sibling, grace)).status).toBe(
+        "issued",
+      );
+      expect((await store.getRefreshToken(sibling.refreshToken!.tokenHash))?.rotatedFrom).toBe(oldHash);
+      expect((await store.getRefreshToken(oldHash))?.successorUsedAt).toBeUndefined();
+      const onward = tokens(T0 + 1600);
+      await store.rotateRefreshToken(sibling.refreshToken!.tokenHash, T0 + 1600, keep, onward, grace);
+      expect((await store.getRefreshToken(oldHash))?.successorUsedAt).toBe(T0 + 1600);
+      // The other successor is still live: its own chain continues, and its first use keeps the mark.
+      expect(
+        (
+          await store.rotateRefreshToken(
+            first.refreshToken!.tokenHash,
+            T0 + 1700,
+            keep,
+            tokens(T0 + 1700),
+            grace,
+          )
+        ).status,
+      ).toBe("issued");
+      expect((await store.getRefreshToken(oldHash))?.successorUsedAt).toBe(T0 + 1600);
+      expect(
+        (await store.rotateRefreshToken(oldHash, T0 + 1800, keep, tokens(T0 + 1800), grace)).status,
+      ).toBe("reused");
+    });
+
+    it("grace window: a rotated token past its idle expiry is expired inside the window, not renewed", async () => {
+      const store = ctx.store();
+      const { issued, grantId } = await issueGrant(store);
+      const oldHash = issued.refreshToken!.tokenHash;
+      const idle = issued.refreshToken!.expiresAt;
+      const grace = 30_000;
+      await store.rotateRefreshToken(oldHash, idle - 1000, keep, tokens(idle - 1000), grace);
+      const next = tokens(idle);
+      expect(await store.rotateRefreshToken(oldHash, idle, keep, next, grace)).toEqual({ status: "expired" });
+      expect(await store.getAccessToken(next.accessToken.jti)).toBeUndefined();
+      expect((await store.getGrant(grantId))?.revokedAt).toBeUndefined();
+    });
+
+    it("grace window: 50 parallel rotations of one token across instances are all issued, none revoked", async () => {
+      const store = ctx.store();
+      const stores = await ctx.peers(4);
+      const { issued, grantId } = await issueGrant(store);
+      const attempts = Array.from({ length: 50 }, (_, i) => {
+        const next = tokens(T0 + 1);
+        return {
+          next,
+          run: stores[i % stores.length]!.rotateRefreshToken(
+            issued.refreshToken!.tokenHash,
+            T0 + 1,
+            keep,
+            next,
+            30_000,
+          ),
+        };
+      });
+      const results = await Promise.all(attempts.map((a) => a.run));
+      expect(tally(results)).toEqual({ issued: 50 });
+      expect((await store.getGrant(grantId))?.revokedAt).toBeUndefined();
+      // The first rotation's time stays; every successor is stored, live and names the same parent.
+      expect((await store.getRefreshToken(issued.refreshToken!.tokenHash))?.rotatedAt).toBe(T0 + 1);
+      for (const attempt of attempts) {
+        const stored = await store.getRefreshToken(attempt.next.refreshToken!.tokenHash);
+        expect(stored?.rotatedFrom).toBe(issued.refreshToken!.tokenHash);
+        expect(stored?.revokedAt).toBeUndefined();
+      }
     });
 
     it("without a new refresh token the old one is not rotated", async () => {

@@ -130,7 +130,7 @@ describe("options are validated at start-up (ERR_INVALID_OPTION)", () => {
       revision: "2026-07-28",
       accessTokenTtlSeconds: 300,
       codeTtlSeconds: 60,
-      refresh: { enabled: true, reuseGraceSeconds: 0 },
+      refresh: { enabled: true, reuseGraceSeconds: 30 },
       dynamicRegistration: { enabled: true, ratePerHour: 20, unusedTtlSeconds: 86400 },
       clientMetadataDocuments: { enabled: true, trust: { kind: "any-https" } },
     });
