@@ -7,8 +7,8 @@
  * - refresh grants per second: POST /token with grant_type=refresh_token, each loop following its
  *   own rotation chain;
  *
- * for Gatehouse (`createAuthorizationServer` from dist/, on durable SQLite: WAL, synchronous=FULL,
- * with a key-encryption key as `gatehouse serve` always has, so codes are sealed)
+ * for Gatehouse (`createAuthorizationServer` from dist/, on durable SQLite, with a key-encryption key
+ * as `gatehouse serve` always has, so codes are sealed)
  * and the peer, the MCP TypeScript SDK's `mcpAuthRouter` (Express) with its in-memory demo provider
  * (`DemoInMemoryAuthProvider`) issuing JWT access tokens (ES256, jose) as Gatehouse does. Rate limits
  * are off on both sides. The demo provider issues opaque tokens and has no refresh ("Not implemented
@@ -32,10 +32,22 @@
  * Run after `npm run build`:
  *
  *   node bench/authorization-server.mjs [--json] [--seconds 3] [--repeats 3] [--concurrency 8]
- *                                       [--only sessions|refreshes|signIns] [--store sqlite|memory]
+ *                                       [--only sessions|refreshes|signIns] [--stores sqlite,sqlite-full,...]
  *
- * `--store memory` runs Gatehouse on its in-memory store instead of SQLite: what Gatehouse costs
- * without its durable storage, against the same in-memory peer (the issue's rows are SQLite's).
+ * Gatehouse runs on several stores side by side in one run (`--stores`, comma-separated; each its
+ * own server process, all measured in the same interleaved repeats):
+ *
+ * - `sqlite`: durable SQLite as shipped: WAL, synchronous = NORMAL and the store's own fdatasync of
+ *   the WAL off the event loop before any answer (storage/sqlite/wal-sync.ts);
+ * - `sqlite-full`: the fallback, synchronous = FULL (each COMMIT syncs on the event loop);
+ * - `sqlite-slow`, `sqlite-full-slow`: the same with 2 ms added to every fsync and fdatasync of the
+ *   server process (a network disk's order of magnitude): the server runs under `strace -f
+ *   --seccomp-bpf -e inject=fsync,fdatasync:delay_exit=2000`, which stops it only at those calls;
+ *   left out, and said so, when strace is not installed;
+ * - `memory`: Gatehouse's in-memory store (what Gatehouse costs without durable storage).
+ *
+ * The default is all five; `--store X` is `--stores X`. Ratios: each store against the peer, and
+ * each durable store against Gatehouse's own memory store.
  *
  * `--only` measures one case (for profiling: BENCH_CHILD_EXEC_ARGV="--cpu-prof" passes flags to
  * the server processes); the ratios need sessions and refreshes both.
@@ -75,11 +87,17 @@ const PASSWORD = "correct horse battery staple";
 
 // ------------------------------------------------------------------ server children
 
-/** The store Gatehouse runs on: durable SQLite (the issue's rows), or its in-memory store. */
+/** The stores `--stores` may name (the -slow ones are their store under a slowed fsync). */
+const STORES = ["sqlite", "sqlite-full", "sqlite-slow", "sqlite-full-slow", "memory"];
+/** Microseconds strace adds to every fsync/fdatasync of a `-slow` server. */
+const SLOW_FSYNC_US = 2000;
+
+/** The store Gatehouse runs on: durable SQLite (NORMAL + WAL fsync, or FULL), or its memory store. */
 async function openStore(kind, dir) {
   if (kind === "memory") return (await import(`${DIST}storage/memory/index.js`)).createMemoryStore();
   const { createSqliteStore } = await import(`${DIST}storage/sqlite/index.js`);
-  return createSqliteStore({ path: join(dir, "gatehouse.sqlite") });
+  const full = kind.startsWith("sqlite-full");
+  return createSqliteStore({ path: join(dir, "gatehouse.sqlite"), ...(full ? { synchronous: "full" } : {}) });
 }
 
 async function serveGatehouse(storeKind) {
@@ -291,19 +309,44 @@ function pinning() {
   }
 }
 
+/** Whether strace can run here (for the -slow stores). */
+function haveStrace() {
+  try {
+    execFileSync("strace", ["-V"], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function startChild(kind, pin, storeKind) {
   const execArgv = process.env.BENCH_CHILD_EXEC_ARGV ? process.env.BENCH_CHILD_EXEC_ARGV.split(" ") : [];
-  const args = [...execArgv, SELF, "--serve", kind, storeKind];
-  const child = pin
-    ? spawn("taskset", ["-c", pin.server, process.execPath, ...args], {
-        stdio: ["ignore", "inherit", "inherit", "ipc"],
-      })
-    : spawn(process.execPath, args, { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  let command = [process.execPath, ...execArgv, SELF, "--serve", kind, ...(storeKind ? [storeKind] : [])];
+  if (storeKind?.endsWith("-slow")) {
+    // seccomp-bpf: the tracee stops only at the two syscalls, and only the calling thread waits.
+    command = [
+      "strace",
+      "-f",
+      "--seccomp-bpf",
+      "-qq",
+      "-o",
+      "/dev/null",
+      "-e",
+      "trace=fsync,fdatasync",
+      "-e",
+      `inject=fsync,fdatasync:delay_exit=${SLOW_FSYNC_US}`,
+      ...command,
+    ];
+  }
+  if (pin) command = ["taskset", "-c", pin.server, ...command];
+  const child = spawn(command[0], command.slice(1), { stdio: ["ignore", "inherit", "inherit", "ipc"] });
   const waiting = [];
   child.on("message", (m) => waiting.shift()?.(m));
   const next = () => new Promise((resolve) => waiting.push(resolve));
   return {
     kind,
+    store: storeKind,
+    name: kind === "gatehouse" ? `gatehouse ${storeKind}` : "sdk",
     ready: next(),
     /** Resident memory, the store's write counters (Gatehouse) and the CPU the server has used. */
     async sample() {
@@ -554,6 +597,9 @@ async function measure(server, { seconds, states, init, op }) {
   latencies.sort((a, b) => a - b);
   const n = Math.max(1, latencies.length);
   const commits = before.writes && after.writes.transactions - before.writes.transactions;
+  // fsyncs of the WAL the store ran off the event loop (storage/sqlite/wal-sync.ts), when it does.
+  const walSyncs =
+    before.writes?.walSyncs === undefined ? undefined : after.writes.walSyncs - before.writes.walSyncs;
   const writeOps = before.writes && after.writes.operations - before.writes.operations;
   // WAL checkpoints the store ran off the event loop, and the time it still spent on the loop for
   // them (storage/sqlite/checkpointer.ts), when the build counts them.
@@ -577,6 +623,7 @@ async function measure(server, { seconds, states, init, op }) {
     ...(commits
       ? { commitsPerOp: round(commits / n, 2), writesPerCommit: round(writeOps / commits, 1) }
       : {}),
+    ...(walSyncs ? { walSyncsPerOp: round(walSyncs / n, 2) } : {}),
     ...(checkpoints === undefined
       ? {}
       : {
@@ -613,7 +660,7 @@ function cases(server, concurrency) {
       init: chain,
       op: (token) => refresh(url, token),
     },
-    ...(server.kind === "gatehouse"
+    ...(server.signIns
       ? {
           signIns: {
             states: Array(concurrency).fill(0),
@@ -630,7 +677,7 @@ function cases(server, concurrency) {
 }
 
 function parseOptions(argv) {
-  const options = { json: false, seconds: 3, repeats: 3, concurrency: 8, only: undefined, store: "sqlite" };
+  const options = { json: false, seconds: 3, repeats: 3, concurrency: 8, only: undefined, stores: undefined };
   for (let i = 0; i < argv.length; i++) {
     const [name, inline] = argv[i].split("=", 2);
     const value = () => Number(inline ?? argv[++i]);
@@ -639,7 +686,7 @@ function parseOptions(argv) {
     else if (name === "--repeats") options.repeats = value();
     else if (name === "--concurrency") options.concurrency = value();
     else if (name === "--only") options.only = inline ?? argv[++i];
-    else if (name === "--store") options.store = inline ?? argv[++i];
+    else if (name === "--store" || name === "--stores") options.stores = (inline ?? argv[++i]).split(",");
     else if (name === "--help" || name === "-h") options.help = true;
     else throw new Error(`unknown option ${name} (--help lists them)`);
   }
@@ -648,10 +695,10 @@ function parseOptions(argv) {
     !(Number.isInteger(options.repeats) && options.repeats >= 1) ||
     !(Number.isInteger(options.concurrency) && options.concurrency >= 1) ||
     options.concurrency > MAX_WORKERS ||
-    !["sqlite", "memory"].includes(options.store)
+    (options.stores && !options.stores.every((store) => STORES.includes(store)))
   ) {
     throw new Error(
-      `--seconds, --repeats and --concurrency (at most ${MAX_WORKERS}) must be positive; --store is sqlite or memory`,
+      `--seconds, --repeats and --concurrency (at most ${MAX_WORKERS}) must be positive; --stores lists ${STORES.join(", ")}`,
     );
   }
   return options;
@@ -691,6 +738,7 @@ function summarize(runs) {
     "p50Ms",
     "p99Ms",
     "commitsPerOp",
+    "walSyncsPerOp",
     "checkpointsPer1kOps",
     "checkpointLoopUsPerOp",
   ];
@@ -708,10 +756,11 @@ function summarize(runs) {
 }
 
 const USAGE = `Usage: node bench/authorization-server.mjs [--json] [--seconds 3] [--repeats 3] [--concurrency 8]
-                                         [--only sessions|refreshes|signIns] [--store sqlite|memory]
+                                         [--only sessions|refreshes|signIns] [--stores ${STORES.join(",")}]
 
-Gatehouse on durable SQLite (--store memory: its in-memory store) against the MCP SDK router in memory (sessions, refreshes), sign-ins for
-Gatehouse alone; servers pinned to core 0, the load generator to core 1. Run after npm run build.
+Gatehouse on each store named (default all; -slow: 2 ms added to every fsync through strace) against the MCP SDK router in
+memory (sessions, refreshes), sign-ins for Gatehouse alone on the first store; servers pinned to core 0, the load generator to
+core 1. Run after npm run build.
 BENCH_DIST=<build> measures another build; BENCH_CHILD_EXEC_ARGV passes flags to the servers.
 `;
 
@@ -722,15 +771,27 @@ async function main() {
     return;
   }
   const log = (line) => (options.json ? process.stderr : process.stdout).write(`${line}\n`);
+  const strace = haveStrace();
+  const wanted = options.stores ?? STORES;
+  const stores = wanted.filter((store) => strace || !store.endsWith("-slow"));
+  const skipped = wanted.filter((store) => !stores.includes(store));
+  if (stores.length === 0) throw new Error(`nothing to measure: ${skipped.join(", ")} need strace`);
   const pin = pinning();
   const loadAverageBefore = loadavg().map((v) => round(v, 2));
   const commitMs = await probeCommitMs();
   log(
-    `durable SQLite commit on this disk: ${commitMs} ms; pinning: ${pin ? `servers on core ${pin.server}, load generator on core ${pin.loadGenerator}` : "none"}`,
+    `durable SQLite commit on this disk (synchronous=FULL, on the loop): ${commitMs} ms; pinning: ${pin ? `servers on core ${pin.server}, load generator on core ${pin.loadGenerator}` : "none"}` +
+      (skipped.length ? `; left out (strace is not installed): ${skipped.join(", ")}` : ""),
   );
 
-  const servers = [startChild("gatehouse", pin, options.store), startChild("sdk", pin, options.store)];
-  const results = { gatehouse: {}, sdk: {} };
+  const servers = [
+    ...stores.map((store) => startChild("gatehouse", pin, store)),
+    startChild("sdk", pin, undefined),
+  ];
+  // Sign-ins (scrypt at every login) on the first store only: they say what a login costs, not
+  // what a store does.
+  servers[0].signIns = true;
+  const results = Object.fromEntries(servers.map((server) => [server.name, {}]));
   try {
     for (const server of servers) server.url = (await server.ready).url;
     const work = new Map(servers.map((server) => [server, cases(server, options.concurrency)]));
@@ -742,16 +803,17 @@ async function main() {
       }
     }
     for (let r = 0; r < options.repeats; r++) {
+      // Every server in each repeat, the order reversed every other repeat.
       const order = r % 2 === 0 ? servers : [...servers].reverse();
       for (const name of ["sessions", "refreshes", "signIns"]) {
         if (options.only && options.only !== name) continue;
         for (const server of order) {
           const c = work.get(server)[name];
           if (!c) continue;
-          log(`repeat ${r + 1}/${options.repeats}: ${server.kind} ${name} for ${options.seconds} s ...`);
+          log(`repeat ${r + 1}/${options.repeats}: ${server.name} ${name} for ${options.seconds} s ...`);
           const result = await measure(server, { seconds: options.seconds, ...c });
-          results[server.kind][name] ??= [];
-          results[server.kind][name].push(result);
+          results[server.name][name] ??= [];
+          results[server.name][name].push(result);
         }
       }
     }
@@ -759,24 +821,44 @@ async function main() {
     for (const server of servers) await server.close().catch(() => {});
   }
 
-  const ratioRuns = (name) =>
-    results.gatehouse[name].map((g, i) => {
-      const s = results.sdk[name][i];
+  /** `a` against `b` per repeat (both measured in it), then the median; CPU as b's ÷ a's. */
+  const ratio = (a, b, name) => {
+    const runs = (results[a][name] ?? []).map((x, i) => {
+      const y = results[b][name][i];
       return {
-        perSecond: round(g.perSecond / s.perSecond, 2),
-        serverCpu: round(s.serverCpuMsPerOp / g.serverCpuMsPerOp, 2),
+        perSecond: round(x.perSecond / y.perSecond, 2),
+        serverCpu: round(y.serverCpuMsPerOp / x.serverCpuMsPerOp, 2),
+        p99: round(x.p99Ms / y.p99Ms, 2),
       };
     });
-  const ratios = {};
-  for (const name of ["sessions", "refreshes"]) {
-    if (!results.gatehouse[name]) continue;
-    const runs = ratioRuns(name);
-    ratios[name] = {
+    if (runs.length === 0) return undefined;
+    return {
       perSecond: round(median(runs.map((r) => r.perSecond)), 2),
       serverCpu: round(median(runs.map((r) => r.serverCpu)), 2),
+      p99: round(median(runs.map((r) => r.p99)), 2),
       perRepeat: runs,
     };
+  };
+  const ratios = {};
+  for (const store of stores) {
+    const against = [
+      ["sdk", "sdk"],
+      ...(store !== "memory" && stores.includes("memory") ? [["memory", "gatehouse memory"]] : []),
+    ];
+    for (const [label, other] of against) {
+      for (const name of ["sessions", "refreshes"]) {
+        const r = ratio(`gatehouse ${store}`, other, name);
+        if (r) ratios[`${store}/${label} ${name}`] = r;
+      }
+    }
   }
+  const storage = {
+    sqlite: "SQLite (WAL, synchronous=NORMAL, the store's own fdatasync of the WAL off the event loop)",
+    "sqlite-full": "SQLite (WAL, synchronous=FULL)",
+    "sqlite-slow": `SQLite as sqlite, ${SLOW_FSYNC_US} µs added to every fsync/fdatasync (strace)`,
+    "sqlite-full-slow": `SQLite as sqlite-full, ${SLOW_FSYNC_US} µs added to every fsync/fdatasync (strace)`,
+    memory: "in memory (createMemoryStore)",
+  };
   const result = {
     benchmark: "authorization-server",
     node: process.version,
@@ -786,21 +868,26 @@ async function main() {
     pinned: pin ?? null,
     loadAverage: { before: loadAverageBefore, after: loadavg().map((v) => round(v, 2)) },
     sqliteCommitMs: commitMs,
-    gatehouse: {
-      storage:
-        options.store === "memory" ? "in memory (createMemoryStore)" : "SQLite (WAL, synchronous=FULL)",
-      ...Object.fromEntries(
-        Object.entries(results.gatehouse).map(([k, runs]) => [k, { ...summarize(runs), runs }]),
-      ),
-    },
-    sdk: {
-      storage:
-        "in memory (DemoInMemoryAuthProvider; JWT access tokens and refresh rotation added by this script)",
-      ...Object.fromEntries(
-        Object.entries(results.sdk).map(([k, runs]) => [k, { ...summarize(runs), runs }]),
-      ),
-    },
-    /** Gatehouse/peer per repeat, then the median; serverCpu is peer CPU ÷ Gatehouse CPU per request. */
+    ...(skipped.length ? { leftOut: skipped } : {}),
+    servers: Object.fromEntries(
+      servers.map((server) => [
+        server.name,
+        {
+          storage:
+            server.kind === "sdk"
+              ? "in memory (DemoInMemoryAuthProvider; JWT access tokens and refresh rotation added by this script)"
+              : storage[server.store],
+          ...Object.fromEntries(
+            Object.entries(results[server.name]).map(([k, runs]) => [k, { ...summarize(runs), runs }]),
+          ),
+        },
+      ]),
+    ),
+    /**
+     * "<store>/sdk <case>": Gatehouse on that store against the peer; "<store>/memory <case>":
+     * against Gatehouse on its memory store. Per repeat, then the median; serverCpu is the other's
+     * CPU per request ÷ this one's (≥ 1 is at least as good), p99 this one's ÷ the other's.
+     */
     ratios,
   };
   if (options.json) {
@@ -808,29 +895,29 @@ async function main() {
     return;
   }
   const row = (name, r) =>
-    `  ${name.padEnd(22)} ${String(r.perSecond).padStart(8)}/s  server CPU ${String(r.serverCpuMsPerOp).padStart(6)} ms/op  load gen CPU ${r.loadGeneratorCpuMsPerOp} ms/op  p50 ${r.p50Ms} ms  p99 ${r.p99Ms} ms  peak RSS ${r.peakRssMiB} MiB  errors ${r.errors}` +
+    `  ${name.padEnd(34)} ${String(r.perSecond).padStart(8)}/s  server CPU ${String(r.serverCpuMsPerOp).padStart(6)} ms/op  load gen CPU ${r.loadGeneratorCpuMsPerOp} ms/op  p50 ${r.p50Ms} ms  p99 ${r.p99Ms} ms  peak RSS ${r.peakRssMiB} MiB  errors ${r.errors}` +
     (r.commitsPerOp === undefined ? "" : `  commits/op ${r.commitsPerOp}`) +
+    (r.walSyncsPerOp === undefined ? "" : `  WAL fsyncs/op ${r.walSyncsPerOp}`) +
     (r.checkpointsPer1kOps === undefined
       ? ""
       : `  checkpoints/1k ops ${r.checkpointsPer1kOps} (${r.checkpointLoopUsPerOp} µs/op on the loop)`) +
     (r.firstError ? `  first error: ${r.firstError}` : "");
   log(
-    `\nAuthorization server (Gatehouse on ${result.gatehouse.storage}), ${options.concurrency} concurrent loops, ${options.repeats} interleaved repeats of ${options.seconds} s per case, medians (${process.version}; load average ${result.loadAverage.before.join(" ")} → ${result.loadAverage.after.join(" ")})`,
+    `\nAuthorization server, ${options.concurrency} concurrent loops, ${options.repeats} interleaved repeats of ${options.seconds} s per case, medians (${process.version}; load average ${result.loadAverage.before.join(" ")} → ${result.loadAverage.after.join(" ")})`,
   );
-  const rows = [
-    ["gatehouse sessions", result.gatehouse.sessions],
-    ["sdk sessions", result.sdk.sessions],
-    ["gatehouse refreshes", result.gatehouse.refreshes],
-    ["sdk refreshes", result.sdk.refreshes],
-    ["gatehouse sign-ins", result.gatehouse.signIns],
-  ];
-  for (const [name, r] of rows) if (r) log(row(name, r));
-  if (result.gatehouse.signIns) {
+  for (const server of servers) log(`  ${server.name}: ${result.servers[server.name].storage}`);
+  for (const name of ["sessions", "refreshes", "signIns"]) {
+    for (const server of servers) {
+      const r = result.servers[server.name][name];
+      if (r) log(row(`${server.name} ${name}`, r));
+    }
+  }
+  if (servers[0].signIns && result.servers[servers[0].name].signIns) {
     log("  (sign-ins: Gatehouse only, each with a password check; the peer has no login)");
   }
-  for (const name of Object.keys(ratios)) {
+  for (const [name, r] of Object.entries(ratios)) {
     log(
-      `  ratio gatehouse/sdk, ${name}: req/s ${ratios[name].perSecond}, server CPU ${ratios[name].serverCpu} (per repeat: ${ratios[name].perRepeat.map((r) => `${r.perSecond}/${r.serverCpu}`).join(", ")})`,
+      `  ratio ${name.padEnd(30)} req/s ${String(r.perSecond).padEnd(5)} server CPU ${String(r.serverCpu).padEnd(5)} p99 ×${r.p99} (per repeat: ${r.perRepeat.map((x) => `${x.perSecond}/${x.serverCpu}`).join(", ")})`,
     );
   }
 }
