@@ -29,6 +29,8 @@ export type AuditEvent = {
   | { type: "upstream_token_issued"; upstream_provider: string; client_id: string; grant_id: string }
   /** `user_id` only when the username exists (the password was wrong). */
   | { type: "login_failed"; user_id?: string }
+  /** The account page's sign-out: the session ended and the grants approved in it were revoked. */
+  | { type: "signed_out"; user_id: string; grants_revoked: number }
   | { type: "consent_granted"; client_id: string; user_id: string }
   | { type: "consent_denied"; client_id: string; user_id: string }
   | { type: "consent_revoked"; client_id: string; user_id: string; by: "user" | "admin" }

@@ -141,6 +141,35 @@ ${rows.length > 0 ? html`<table class="consents">${rows}</table>` : html`<p clas
   return htmlResponse(page("Your account", body));
 }
 
+/**
+ * Signing out: the grants approved in this sign-in (GrantRecord.sessionHash) are revoked with their
+ * refresh and access tokens and the upstream tokens kept for them (revokeGrant deletes those in
+ * every store, and /upstream/token judges the grant), then the session ends with its own kept
+ * upstream tokens (deleteSession). A sign-out that left them working would end nothing an attacker holding a refresh token
+ * cares about (RFC 7009 §2.1: revoking a grant revokes what was issued from it; OpenID Connect
+ * RP-Initiated Logout 1.0 §2 expects the user's session at the provider to end). Grants approved in
+ * other sign-ins (another browser) and remembered consents stay: withdrawing those is the Withdraw
+ * button. Returns the cookie that clears the session.
+ */
+async function signOut(ctx: ServerContext, session: CurrentSession): Promise<string> {
+  const now = ctx.now();
+  const grants = await ctx.store.listGrants({
+    userId: session.user.id,
+    sessionHash: session.record.idHash,
+    active: true,
+  });
+  let revoked = 0;
+  for (const grant of grants) {
+    if (grant.revokedAt === undefined && (await ctx.store.revokeGrant(grant.grantId, now))) {
+      revoked++;
+      ctx.audit?.({ type: "grant_revoked", client_id: grant.clientId, grant_id: grant.grantId, by: "user" });
+    }
+  }
+  const cookie = await endSession(ctx, session);
+  ctx.audit?.({ type: "signed_out", user_id: session.user.id, grants_revoked: revoked });
+  return cookie;
+}
+
 async function submitAccount(request: Request, ctx: ServerContext): Promise<Response> {
   const form = await readPageForm(request);
   const session = await currentSession(request, ctx);
@@ -148,11 +177,7 @@ async function submitAccount(request: Request, ctx: ServerContext): Promise<Resp
   if (!session) return seeOther(here);
   if (!csrfMatches(form.get("csrf"), accountCsrf(session))) return csrfFailurePage();
   const action = form.get("action");
-  if (action === "logout") {
-    const cookie = await endSession(ctx, session);
-    ctx.log.info("logout", { user_id: session.user.id });
-    return seeOther(here, [cookie]);
-  }
+  if (action === "logout") return seeOther(here, [await signOut(ctx, session)]);
   if (action === "revoke") {
     const clientId = form.get("client_id");
     if (clientId === undefined)

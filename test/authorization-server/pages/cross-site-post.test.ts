@@ -7,11 +7,13 @@
  * The forms in these tests carry VALID CSRF tokens and cookies: the headers are the only thing
  * that differs, so each refusal is this defence's and nothing else's.
  */
+
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { crossSitePost } from "../../../src/authorization-server/pages/cross-site-post.js";
 import { hashPassword } from "../../../src/authorization-server/password.js";
 import { Browser, hiddenFields, pkcePair } from "../../support/flow.js";
+import { formFor } from "../../support/page-forms.js";
 import {
   type AdminServer,
   CLIENT_ID,
@@ -220,7 +222,7 @@ describe("login, logout and admin POSTs", () => {
     await atConsent(browser);
     const account = await browser.request(`${t.url}/account`);
     expect(account.status).toBe(200);
-    const form = hiddenFields(await account.text());
+    const form = formFor(await account.text(), "logout").fields;
     for (const [what, headers] of hostileHeaders()) {
       await expectRefused(await post(browser, "/account", { ...form, action: "logout" }, headers), what);
       // The former address takes the same POSTs, so it refuses the same way.

@@ -8,6 +8,7 @@
  * grant, an expired or forged subject token, a provider that keeps nothing, and no upstream token
  * in any log line, audit event or error.
  */
+
 import { request as httpsRequest } from "node:https";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UpstreamTokenError, upstreamTokenClient } from "../../../src/resource-server/index.js";
@@ -15,6 +16,7 @@ import { sha256Base64url } from "../../../src/shared/crypto.js";
 import { GatehouseTypeError, OAuthError } from "../../../src/shared/errors.js";
 import type { Logger } from "../../../src/shared/log.js";
 import { generateKeyEncryptionKey } from "../../../src/shared/secret-envelope.js";
+import { formFor } from "../../support/page-forms.js";
 import { testTls } from "../../support/tls.js";
 import { Agent, hiddenFields, makeClient } from "../pages/harness.js";
 import {
@@ -340,7 +342,8 @@ describe("the grant's end ends the upstream tokens", () => {
     const grantId = await grantOf(flow.accessToken);
     expect((await notes().token(flow.accessToken, "corp")).accessToken).not.toBe("");
     const account = await flow.agent.get("/account");
-    const signedOut = await flow.agent.post("/logout", hiddenFields(await account.text()));
+    // The sign-out form by its purpose: the page's first form is a consent's Withdraw form.
+    const signedOut = await flow.agent.post("/logout", formFor(await account.text(), "logout").fields);
     expect(signedOut.status).toBe(303);
     expect(await gatehouse.store.getUpstreamTokens(grantId, "corp")).toBeUndefined();
     expect(await refusal(notes().token(flow.accessToken, "corp"))).toEqual({
