@@ -59,6 +59,13 @@ export {
 export type { DPoPSigner } from "./protocol/dpop.js";
 export type { FetchLike } from "./protocol/http.js";
 export {
+  type CompatibilitySettingName,
+  type CompatibilityUse,
+  type IssuerCompatibility,
+  type IssuerCompatibilitySettings,
+  validateIssuerCompatibility,
+} from "./protocol/issuer-compat.js";
+export {
   explainNetworkError,
   type NetworkFailure,
   type NetworkFailureKind,
@@ -86,6 +93,7 @@ export {
 export { type FileLockOptions, LockTimeoutError } from "./stores/file-lock.js";
 export { KeychainUnavailableError } from "./stores/keychain.js";
 export { MemoryTokenStore } from "./stores/memory.js";
+export { StorePathSymlinkError } from "./stores/no-follow.js";
 export type {
   StoredClient,
   StoredDPoPKey,

@@ -9,6 +9,7 @@ import { DEFAULT_REVISION } from "../../shared/revision.js";
 import { SingleFlight } from "../../shared/single-flight.js";
 import { AuthorizationFlowError } from "../errors.js";
 import { discard, type FetchLike } from "../protocol/http.js";
+import { validateIssuerCompatibility } from "../protocol/issuer-compat.js";
 import { asksForMore, defaultScopeStrategy, readChallenge, splitScope } from "../protocol/step-up.js";
 import { MemoryTokenStore } from "../stores/memory.js";
 import type { StoredTokens, TokenStore } from "../stores/types.js";
@@ -50,6 +51,8 @@ export class AuthClient {
         "deviceAuthorization replaces the browser flow: do not also pass userAgent, redirectUri or authorizationSession",
       );
     }
+    // Refused at construction, not at the first login: a mistyped setting never half-applies.
+    if (options.issuerCompatibility) validateIssuerCompatibility(options.issuerCompatibility, true);
     let session: AuthorizationSessionFactory | undefined;
     if (options.authorizationSession) session = options.authorizationSession;
     else if (options.userAgent && options.redirectUri)

@@ -10,10 +10,11 @@ import {
   createAuthorizationRequest,
   validateAuthorizationResponse,
 } from "../protocol/authorization.js";
+import { assertTenant, resourceParameter } from "../protocol/issuer-compat.js";
 import { resolveClient } from "../protocol/registration.js";
 import { exchangeAuthorizationCode } from "../protocol/tokens.js";
 import type { StoredServer, StoredTokens } from "../stores/types.js";
-import { type AuthState, dpopFor, issuedTokens, keysFor } from "./state.js";
+import { type AuthState, compatibilityReporter, dpopFor, issuedTokens, keysFor } from "./state.js";
 
 /** Tokens for `resource` through the user agent; fails with `no_interactive_authorization` without one. */
 export async function authorizationCode(
@@ -54,11 +55,20 @@ export async function authorizationCode(
     }
     state.clients.set(metadata.issuer, client);
     // Step 5: PKCE, resource, state, scope; the issuer is recorded in `pending` before opening.
+    // The resource parameter as this issuer takes it (issuer-compat.ts; the value itself unless
+    // an operator named the issuer); `pending` carries it on to the token request.
+    const report = compatibilityReporter(state);
     const { url, pending } = await createAuthorizationRequest({
       metadata,
       client,
       redirectUri: session.redirectUri,
-      resource,
+      resource: resourceParameter(
+        options.issuerCompatibility,
+        metadata.issuer,
+        resource,
+        "authorization and token requests",
+        report,
+      ),
       scope,
       ...(server.discovered_via && { discoveredVia: server.discovered_via }),
     });
@@ -91,6 +101,8 @@ export async function authorizationCode(
         scope,
       },
     );
+    // A templated issuer's tenant is proven by the ID token (issuer-compat.ts `tenantIssuer`).
+    assertTenant(options.issuerCompatibility, metadata.issuer, response, report);
     return await issuedTokens(
       response,
       { issuer: metadata.issuer, client_id: client.client_id, resource, requestedScope: scope },

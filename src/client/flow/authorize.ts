@@ -6,6 +6,7 @@
  */
 
 import { wantsDPoP } from "../protocol/dpop.js";
+import { scopeForTenant } from "../protocol/issuer-compat.js";
 import {
   type BearerChallenge,
   selectInitialScope,
@@ -58,6 +59,8 @@ async function runAuthorization(
     metadata.scopes_supported,
     config.offlineAccess !== false && !config.grant,
   );
+  // A templated issuer's tenant is proven by an ID token, so `openid` is asked for there alone.
+  if (!config.grant) scopes = scopeForTenant(config.issuerCompatibility, metadata.issuer, scopes);
   const scope = scopes.length ? scopes.join(" ") : undefined;
   config.onEvent?.({
     type: "authorization_started",

@@ -14,10 +14,11 @@ import {
   requestDeviceAuthorization,
 } from "../protocol/device-authorization.js";
 import { deviceAuthorizationEndpoint } from "../protocol/discovery.js";
+import { assertTenant, resourceParameter } from "../protocol/issuer-compat.js";
 import { type ResolveClientOptions, registerDynamically, resolveClient } from "../protocol/registration.js";
 import { clientKey, type StoredServer, type StoredTokens } from "../stores/types.js";
 import type { DeviceAuthorizationOptions } from "./options.js";
-import { type AuthState, dpopFor, issuedTokens, keysFor } from "./state.js";
+import { type AuthState, compatibilityReporter, dpopFor, issuedTokens, keysFor } from "./state.js";
 
 /**
  * The redirect URI a device-flow registration carries. The device grant needs none, but a client
@@ -49,8 +50,17 @@ export async function deviceAuthorization(
   deviceAuthorizationEndpoint(metadata, `device authorization (RFC 8628 §4, ${metadata.issuer})`);
   device.signal?.throwIfAborted();
 
-  const request = {
+  const report = compatibilityReporter(state);
+  // The resource parameter as this issuer takes it (issuer-compat.ts), in the request and the polls.
+  const wireResource = resourceParameter(
+    state.options.issuerCompatibility,
+    metadata.issuer,
     resource,
+    "device authorization and polling",
+    report,
+  );
+  const request = {
+    resource: wireResource,
     scope,
     consentPrompt: needsConsentPrompt(scope, metadata, server.discovered_via),
     signal: device.signal,
@@ -99,8 +109,9 @@ export async function deviceAuthorization(
   const response = await pollDeviceAuthorization(
     { metadata, client, fetch: state.fetch, ...keysFor(state, client), ...(dpop && { dpop }) },
     authorization,
-    { resource, ...(device.signal && { signal: device.signal }) },
+    { resource: wireResource, ...(device.signal && { signal: device.signal }) },
   );
+  assertTenant(state.options.issuerCompatibility, metadata.issuer, response, report);
   return issuedTokens(
     response,
     { issuer: metadata.issuer, client_id: client.client_id, resource, requestedScope: scope },

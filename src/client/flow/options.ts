@@ -3,6 +3,7 @@
  */
 import type { GrantProvider } from "../grants/types.js";
 import type { FetchLike } from "../protocol/http.js";
+import type { CompatibilitySettingName, IssuerCompatibilitySettings } from "../protocol/issuer-compat.js";
 import type { PreregisteredClient } from "../protocol/registration.js";
 import type { Revision, ScopeStrategy } from "../protocol/step-up.js";
 import type { ClientKeyMaterial } from "../protocol/tokens.js";
@@ -23,7 +24,12 @@ export type AuthEvent =
   | { type: "discovered"; resource: string; issuer: string }
   /** A superseded refresh token could not be revoked (RFC 7009); the new tokens are unaffected. */
   | { type: "revocation_failed"; resource: string; issuer: string; reason: string }
-  | { type: "registered"; issuer: string; source: StoredClient["source"] };
+  | { type: "registered"; issuer: string; source: StoredClient["source"] }
+  /**
+   * An issuer compatibility setting the operator configured was used (see `issuerCompatibility`):
+   * which issuer, which setting, what it let through. Emitted at every use.
+   */
+  | { type: "compatibility"; issuer: string; setting: CompatibilitySettingName; detail: string };
 
 /** What the user needs to approve a device authorization (RFC 8628 §3.3), handed to `onPrompt`. */
 export interface DeviceAuthorizationPrompt {
@@ -115,6 +121,14 @@ export interface CreateAuthFetchOptions {
    * Turn it on for servers that issue a grant per authorization (Gatehouse's own server does).
    */
   revokeSupersededRefreshTokens?: boolean;
+  /**
+   * Per-issuer compatibility with authorization servers that break a rule the spec gives the
+   * client (Microsoft Entra ID, Amazon Cognito, Google): by exact issuer, `assumeS256`, `resource`
+   * (`"omit"` or `{ rewrite }`), `issuerAlias`, `tenantIssuer` (see protocol/issuer-compat.ts).
+   * Off unless an issuer is named here; each setting applies to its issuer alone, and every use
+   * is reported as a `compatibility` event. Checked when the client is constructed.
+   */
+  issuerCompatibility?: IssuerCompatibilitySettings;
   /** Progress notifications (never carry a token). */
   onEvent?: (event: AuthEvent) => void;
 }

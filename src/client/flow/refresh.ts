@@ -6,9 +6,18 @@
  */
 import type * as oauth from "oauth4webapi";
 import { AuthorizationFlowError } from "../errors.js";
+import { resourceParameter } from "../protocol/issuer-compat.js";
 import { refreshAccessToken, type TokenRequestContext, toStoredTokens } from "../protocol/tokens.js";
 import { type StoredTokens, type TokenStore, tokensKey } from "../stores/types.js";
-import { type AuthState, bindTokens, clientFor, dpopFor, keysFor, serverMetadata } from "./state.js";
+import {
+  type AuthState,
+  bindTokens,
+  clientFor,
+  compatibilityReporter,
+  dpopFor,
+  keysFor,
+  serverMetadata,
+} from "./state.js";
 
 /**
  * How long before expiry to refresh: `refreshSkewSeconds` (default 30 s), but never more than a
@@ -100,7 +109,13 @@ async function refreshLocked(
   try {
     response = await refreshAccessToken(ctx, {
       refreshToken: current.refresh_token,
-      resource: current.resource,
+      resource: resourceParameter(
+        state.options.issuerCompatibility,
+        current.issuer,
+        current.resource,
+        "refresh",
+        compatibilityReporter(state),
+      ),
     });
   } catch (error) {
     if (error instanceof AuthorizationFlowError && error.kind === "oauth") {

@@ -65,7 +65,11 @@ export async function discoverForResource(
     return { resource, server };
   }
   const servers = discovered.metadata.authorization_servers;
-  const issuer = await chooseServer(state, servers);
+  const chosen = await chooseServer(state, servers);
+  const server = await serverRecord(state, chosen, fresh);
+  // The issuer the server itself uses: the chosen one, or its alias or tenant's issuer under the
+  // operator's compatibility settings (issuer-compat.ts), which its tokens are stored under.
+  const issuer = server.metadata.issuer;
   const previous = await state.store.get("resource", discovered.metadata.resource);
   if (previous && previous.issuer !== issuer) {
     // The resource moved to another authorization server: tokens from the old one are useless
@@ -76,7 +80,6 @@ export async function discoverForResource(
       }
     }
   }
-  const server = await serverRecord(state, issuer, fresh);
   const resource: StoredResource = {
     metadata: discovered.metadata,
     url: discovered.url,

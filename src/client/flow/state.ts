@@ -10,6 +10,11 @@ import type { SingleFlight } from "../../shared/single-flight.js";
 import { discoverAuthorizationServerVia, resourceMatchesServer } from "../protocol/discovery.js";
 import { createDPoPKey, DPoPSigner } from "../protocol/dpop.js";
 import type { FetchLike } from "../protocol/http.js";
+import {
+  type CompatibilityReporter,
+  type CompatibilitySettingName,
+  compatibilityFor,
+} from "../protocol/issuer-compat.js";
 import { preregisteredClient } from "../protocol/registration.js";
 import type { ScopeStrategy } from "../protocol/step-up.js";
 import { type ClientKeyMaterial, toStoredTokens } from "../protocol/tokens.js";
@@ -149,12 +154,42 @@ export async function serverMetadata(
   return (await serverRecord(state, issuer, fresh)).metadata;
 }
 
-/** The stored metadata of `issuer` and how it was discovered, discovering it unless cached. */
+/** Reports each use of an issuer compatibility setting as a `compatibility` event. */
+export function compatibilityReporter(state: AuthState): CompatibilityReporter {
+  return (use) => state.options.onEvent?.({ type: "compatibility", ...use });
+}
+
+/**
+ * The stored metadata of `issuer` and how it was discovered, discovering it unless cached. Under
+ * the operator's compatibility settings for this issuer (issuer-compat.ts) the document may name
+ * another issuer (an alias, a tenant template): the record then carries that issuer, which every
+ * later check uses, is stored under both names (a refresh looks it up by the tokens' issuer), and
+ * lists the settings applied to it.
+ */
 export async function serverRecord(state: AuthState, issuer: string, fresh: boolean): Promise<StoredServer> {
   const cached = fresh ? undefined : await state.store.get("server", issuer);
   if (cached) return cached;
-  const { metadata, discoveredVia } = await discoverAuthorizationServerVia({ issuer, fetch: state.fetch });
-  const record: StoredServer = { metadata, discovered_via: discoveredVia, fetched_at: Date.now() };
+  const compatibility = compatibilityFor(state.options.issuerCompatibility, issuer);
+  const report = compatibilityReporter(state);
+  const applied = new Set<CompatibilitySettingName>();
+  const { metadata, discoveredVia } = await discoverAuthorizationServerVia({
+    issuer,
+    fetch: state.fetch,
+    ...(compatibility && {
+      compatibility: compatibility.settings,
+      onCompatibility: (use) => {
+        applied.add(use.setting);
+        report(use);
+      },
+    }),
+  });
+  const record: StoredServer = {
+    metadata,
+    discovered_via: discoveredVia,
+    fetched_at: Date.now(),
+    ...(applied.size > 0 && { compatibility: [...applied] }),
+  };
   await state.store.set("server", issuer, record);
+  if (metadata.issuer !== issuer) await state.store.set("server", metadata.issuer, record);
   return record;
 }

@@ -24,7 +24,8 @@ export interface PendingAuthorization {
   /** Whether that server announced `authorization_response_iss_parameter_supported`. */
   issParameterSupported: boolean;
   redirectUri: string;
-  resource: string;
+  /** Undefined only when the issuer's compatibility settings omit it (issuer-compat.ts). */
+  resource: string | undefined;
   scope: string | undefined;
   clientId: string;
   createdAt: number;
@@ -82,7 +83,8 @@ export async function createAuthorizationRequest(options: {
   metadata: AuthorizationServerMetadata;
   client: StoredClient;
   redirectUri: string;
-  resource: string;
+  /** The RFC 8707 value; undefined only under an issuer's `resource: "omit"` setting. */
+  resource: string | undefined;
   scope?: string | undefined;
   discoveredVia?: MetadataDiscovery;
 }): Promise<AuthorizationRequest> {
@@ -117,7 +119,8 @@ export async function createAuthorizationRequest(options: {
   params.set("code_challenge", codeChallenge);
   params.set("code_challenge_method", "S256");
   params.set("state", state);
-  params.set("resource", options.resource);
+  // Spec "Resource parameter": MUST be sent; left out only for an issuer an operator named.
+  if (options.resource !== undefined) params.set("resource", options.resource);
   if (options.scope) params.set("scope", options.scope);
   if (needsConsentPrompt(options.scope, metadata, options.discoveredVia)) params.set("prompt", "consent");
   return {

@@ -123,7 +123,8 @@ function deviceAuthorizationError(error: unknown, step: string, endpoint: string
 export async function requestDeviceAuthorization(
   ctx: TokenRequestContext,
   options: {
-    resource: string;
+    /** Undefined only under an issuer's `resource: "omit"` setting (issuer-compat.ts). */
+    resource: string | undefined;
     scope?: string | undefined;
     consentPrompt?: boolean;
     /** Cancels the request (which also gives up after 30 s). */
@@ -143,7 +144,7 @@ export async function requestDeviceAuthorization(
   const as = metadata as oauth.AuthorizationServer;
   const client: oauth.Client = { client_id: ctx.client.client_id };
   const parameters: Record<string, string> = {
-    resource: options.resource,
+    ...(options.resource !== undefined && { resource: options.resource }),
     ...(options.scope !== undefined && { scope: options.scope }),
     // OpenID Connect Core §11, as in the code flow (authorization.ts `needsConsentPrompt`): an
     // OpenID provider grants offline_access only with prompt=consent, and takes the
@@ -231,8 +232,8 @@ function waitFor(ms: number, signal: AbortSignal | undefined): Promise<void> {
 }
 
 export interface PollOptions {
-  /** The same `resource` as in the device authorization request (RFC 8707 §2.2). */
-  resource: string;
+  /** The same `resource` as in the device authorization request (RFC 8707 §2.2), or undefined with it. */
+  resource: string | undefined;
   /** Stops the polling: the promise rejects with the signal's reason. */
   signal?: AbortSignal;
   /** How the pause between polls is taken (default: a timer that the signal cuts short). */
@@ -284,7 +285,7 @@ export async function pollDeviceAuthorization(
     try {
       return await grantRequest(polling, DEVICE_CODE_GRANT_TYPE, {
         device_code: authorization.deviceCode,
-        resource: options.resource,
+        ...(options.resource !== undefined && { resource: options.resource }),
       });
     } catch (error) {
       // Cancelled by the caller mid-request: its reason, as for any aborted request.

@@ -16,6 +16,7 @@ import {
 } from "../../shared/well-known.js";
 import { AuthorizationFlowError } from "../errors.js";
 import { assertSecureUrl, discard, type FetchLike, readJsonObject, send } from "./http.js";
+import { acceptedIssuer, type CompatibilityReporter, type IssuerCompatibility } from "./issuer-compat.js";
 
 export interface DiscoveredResource {
   /** The validated document. Its `resource` is what goes, byte for byte, into `resource=`. */
@@ -142,9 +143,23 @@ export function authorizationServerMetadataUrls(issuer: string): string[] {
 /**
  * Spec "PKCE" 1 and 3: the client MUST verify PKCE support before proceeding and MUST refuse when
  * `code_challenge_methods_supported` is absent; S256 MUST be used, so a list without it is refused.
+ * The one exception is an issuer an operator named with `assumeS256` (issuer-compat.ts): an absent
+ * list is then taken to mean S256, and the use is reported.
  */
-export function assertPkceSupported(metadata: AuthorizationServerMetadata, step: string): void {
+export function assertPkceSupported(
+  metadata: AuthorizationServerMetadata,
+  step: string,
+  compatibility?: { settings: IssuerCompatibility | undefined; onUse: CompatibilityReporter | undefined },
+): void {
   const methods = metadata.code_challenge_methods_supported;
+  if (!methods && compatibility?.settings?.assumeS256 === true) {
+    compatibility.onUse?.({
+      issuer: metadata.issuer,
+      setting: "assume_s256",
+      detail: "metadata omits code_challenge_methods_supported; proceeding with S256",
+    });
+    return;
+  }
   if (!methods) {
     throw new AuthorizationFlowError(
       "pkce_not_supported",
@@ -175,11 +190,19 @@ export async function discoverAuthorizationServer(options: {
   return (await discoverAuthorizationServerVia(options)).metadata;
 }
 
-/** {@link discoverAuthorizationServer}, also saying which well-known form answered. */
+/**
+ * {@link discoverAuthorizationServer}, also saying which well-known form answered. With
+ * `compatibility` (the operator's settings for this one issuer, issuer-compat.ts), a document
+ * whose issuer is the configured alias or tenant template is accepted, and returned with the
+ * issuer every later check must compare with; an absent PKCE list passes under `assumeS256`.
+ * Each such use is reported to `onCompatibility`.
+ */
 export async function discoverAuthorizationServerVia(options: {
   issuer: string;
   fetch: FetchLike;
   checkPkce?: boolean;
+  compatibility?: IssuerCompatibility | undefined;
+  onCompatibility?: CompatibilityReporter | undefined;
 }): Promise<DiscoveredAuthorizationServer> {
   const issuerStep = `authorization server ${options.issuer}`;
   assertSecureUrl(options.issuer, issuerStep);
@@ -193,21 +216,34 @@ export async function discoverAuthorizationServerVia(options: {
       continue;
     }
     const body = await readJsonObject(response, step, "authorization server metadata", candidate);
-    const metadata = parseDocument(AuthorizationServerMetadataSchema, body, step, response.status);
-    // RFC 8414 §3.3: exact string comparison, no normalisation (DESIGN.md principle 4).
-    if (metadata.issuer !== options.issuer) {
+    const document = parseDocument(AuthorizationServerMetadataSchema, body, step, response.status);
+    // RFC 8414 §3.3: exact string comparison, no normalisation (DESIGN.md principle 4); the
+    // configured alias or tenant template of this issuer alone are the other strings accepted.
+    const issuer = acceptedIssuer(
+      options.issuer,
+      document.issuer,
+      options.compatibility,
+      options.onCompatibility,
+    );
+    if (issuer === undefined) {
       throw new AuthorizationFlowError(
         "issuer_mismatch",
-        `issuer "${metadata.issuer}" differs from "${options.issuer}" (RFC 8414 §3.3) — refusing the document`,
+        `issuer "${document.issuer}" differs from "${options.issuer}" (RFC 8414 §3.3) — refusing the document`,
         { kind: "refused", step },
       );
     }
+    const metadata = issuer === document.issuer ? document : { ...document, issuer };
     for (const field of ["authorization_endpoint", "token_endpoint", "registration_endpoint"] as const) {
       const value = metadata[field];
       if (value !== undefined) assertSecureUrl(value, `${step}: ${field}`);
     }
     if (metadata.device_authorization_endpoint !== undefined) deviceAuthorizationEndpoint(metadata, step);
-    if (options.checkPkce !== false) assertPkceSupported(metadata, `${step} (PKCE check)`);
+    if (options.checkPkce !== false) {
+      assertPkceSupported(metadata, `${step} (PKCE check)`, {
+        settings: options.compatibility,
+        onUse: options.onCompatibility,
+      });
+    }
     return { metadata, discoveredVia: via };
   }
   throw new AuthorizationFlowError(

@@ -239,6 +239,11 @@ export function toStoredTokens(
   };
 }
 
+/** The `resource` form parameter, absent only when an issuer's compatibility setting omits it. */
+function resourceParameters(resource: string | undefined): Record<string, string> {
+  return resource === undefined ? {} : { resource };
+}
+
 /**
  * Authorization code grant (OAuth 2.1 §4.1.3) with `code_verifier` and `resource` (spec "Resource
  * parameter": MUST be in the token request too, identical to the authorization request).
@@ -249,7 +254,8 @@ export async function exchangeAuthorizationCode(
     callbackParameters: URLSearchParams;
     redirectUri: string;
     codeVerifier: string;
-    resource: string;
+    /** Undefined only under an issuer's `resource: "omit"` setting (issuer-compat.ts). */
+    resource: string | undefined;
     scope?: string | undefined;
   },
 ): Promise<oauth.TokenEndpointResponse> {
@@ -266,7 +272,7 @@ export async function exchangeAuthorizationCode(
         options.callbackParameters,
         options.redirectUri,
         options.codeVerifier,
-        { additionalParameters: { resource: options.resource }, ...wire },
+        { additionalParameters: resourceParameters(options.resource), ...wire },
       );
       return oauth.processAuthorizationCodeResponse(as, client, response);
     });
@@ -278,7 +284,7 @@ export async function exchangeAuthorizationCode(
 /** Refresh grant (OAuth 2.1 §4.3), with `resource` so the token stays audience-bound. */
 export async function refreshAccessToken(
   ctx: TokenRequestContext,
-  options: { refreshToken: string; resource: string },
+  options: { refreshToken: string; resource: string | undefined },
 ): Promise<oauth.TokenEndpointResponse> {
   const step = `token request, refresh_token (${ctx.metadata.token_endpoint ?? ctx.metadata.issuer})`;
   const endpoint = clientEndpoint(ctx, "token_endpoint", step);
@@ -291,7 +297,7 @@ export async function refreshAccessToken(
         client,
         clientAuthentication(ctx.client, ctx.keys),
         options.refreshToken,
-        { additionalParameters: { resource: options.resource }, ...wire },
+        { additionalParameters: resourceParameters(options.resource), ...wire },
       );
       return oauth.processRefreshTokenResponse(as, client, response);
     });

@@ -6,6 +6,7 @@
 import type { JWK } from "jose";
 import type { AuthorizationServerMetadata, ProtectedResourceMetadata } from "../../shared/metadata.js";
 import type { MetadataDiscovery } from "../protocol/discovery.js";
+import type { CompatibilitySettingName } from "../protocol/issuer-compat.js";
 
 /** A client registration, bound to the issuer that issued it (never sent to another). */
 export interface StoredClient {
@@ -67,6 +68,11 @@ export interface StoredServer {
    */
   discovered_via?: MetadataDiscovery;
   fetched_at: number;
+  /**
+   * The issuer compatibility settings (protocol/issuer-compat.ts) applied when this metadata was
+   * accepted (`assume_s256`, `issuer_alias`, `tenant_issuer`); absent when none was.
+   */
+  compatibility?: CompatibilitySettingName[];
 }
 
 export interface StoreRecords {
