@@ -9,14 +9,26 @@ import type {
   NextFunction,
   RequestHandler,
 } from "express";
-import type { AuthInfo, BearerVerdict, RequiredScopes, ResourceServer } from "../resource-server/index.js";
+import {
+  type AuthInfo,
+  type BearerVerdict,
+  BODY_TOO_LARGE,
+  type OperationContext,
+  type OperationGate,
+  type ReadBody,
+  type RequiredScopes,
+  type ResourceServer,
+} from "../resource-server/index.js";
 import { webRequestHead } from "./node-listener.js";
 import { NodeRequestHead, originResolver, writeChallenge } from "./node-require-bearer.js";
+import { filterNodeResponse, readNodeBody } from "./node-require-operation.js";
 
 declare module "express-serve-static-core" {
   interface Request {
     /** Set by {@link requireBearerAuth}: the verified token's facts (never the raw token). */
     auth?: AuthInfo;
+    /** Set by {@link requireOperationAuth}: the gate's context (token facts, parsed body, messages). */
+    mcp?: OperationContext;
   }
 }
 
@@ -79,5 +91,54 @@ export function requireBearerAuth(
     const verdict = judge(head, toRequest);
     if (verdict instanceof Promise) verdict.then(decide).catch(next);
     else decide(verdict);
+  };
+}
+
+/** Express's own `trust proxy` setting: a hop count as such, anything else truthy as one proxy. */
+function trustsProxy(req: ExpressRequest): boolean {
+  const setting: unknown = req.app.get("trust proxy");
+  const hops = Number.isInteger(setting) && (setting as number) >= 0 ? (setting as number) : Boolean(setting);
+  return hops !== false && hops !== 0;
+}
+
+/**
+ * Express middleware for an MCP endpoint: the operation gate (resource-server/operations/gate.ts)
+ * judges the token and every JSON-RPC message of the body against the policy. The body is the one
+ * a body parser already read (`express.json()`: its value is judged as parsed), or else read here
+ * once, bounded by the gate's cap, its bytes put back. On success `req.auth` is the token's facts,
+ * `req.body` the parsed JSON-RPC body (hand it to the SDK's `handleRequest(req, res, req.body)`)
+ * and `req.mcp` the gate's context; with the listing filter on, the answer to a listing request is
+ * filtered on its way out.
+ */
+export function requireOperationAuth(gate: OperationGate): RequestHandler {
+  const resolveOrigin = originResolver();
+  const judge = async (req: ExpressRequest, res: ExpressResponse, next: NextFunction) => {
+    const started = performance.now();
+    const form = parsedForm(req);
+    const head = new ExpressRequestHead(req, form);
+    if (!resolveOrigin(req, head, trustsProxy(req))) return void res.status(400).end();
+    const parsed: unknown = req.body;
+    let body: ReadBody;
+    if (req.method !== "POST") body = undefined;
+    // A parser ran first: its limit bounded the read; a declared length over the gate's cap is
+    // still refused, as the gate would have refused reading it.
+    else if (parsed !== undefined && Number(req.get("content-length")) > gate.maxBodyBytes)
+      body = BODY_TOO_LARGE;
+    else if (parsed === undefined) body = await readNodeBody(req, gate.maxBodyBytes);
+    else if (typeof parsed === "string") body = parsed;
+    else if (Buffer.isBuffer(parsed)) body = parsed.toString("utf8");
+    // A form is not JSON-RPC: judged as a value, it is an invalid request (after the token check,
+    // which refuses a form carrying an access_token, RFC 6750 §2.2).
+    else body = { parsed };
+    const verdict = await gate.judge(head, body, started);
+    if (!verdict.ok) return writeChallenge(res, verdict.answer, req.method === "HEAD");
+    req.auth = verdict.auth;
+    req.mcp = verdict;
+    if (verdict.body !== undefined) req.body = verdict.body;
+    if (verdict.listings !== undefined) filterNodeResponse(res, gate, verdict);
+    next();
+  };
+  return (req, res, next) => {
+    judge(req, res, next).catch(next);
   };
 }

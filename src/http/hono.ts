@@ -13,9 +13,12 @@ import type {
   AuthInfo,
   BearerJudge,
   BearerVerdict,
+  OperationContext,
+  OperationGate,
   RequiredScopes,
   ResourceServer,
 } from "../resource-server/index.js";
+import { readBoundedText } from "../resource-server/operations/gate.js";
 
 /** Context variables the middleware sets. */
 export type BearerAuthVariables = { auth: AuthInfo };
@@ -84,5 +87,33 @@ export function withBearerAuth<
     const verdict = judge(c.req.raw);
     if (verdict instanceof Promise) return verdict.then((v) => decided(context, next, v));
     return decided(context, next, verdict);
+  };
+}
+
+/** Context variables {@link operationAuth} sets: the token's facts and the gate's context. */
+export type OperationAuthVariables = { auth: AuthInfo; mcp: OperationContext };
+
+/**
+ * Hono middleware for an MCP endpoint: the operation gate (resource-server/operations/gate.ts)
+ * reads the JSON-RPC body once (bounded), judges the token and every message against the policy,
+ * and answers the challenge or JSON-RPC error itself. On success `auth` and `mcp` (with the parsed
+ * body: hand it on as the SDK's `parsedBody`) are set, and `c.req.raw` is a request carrying the
+ * same bytes, so handlers that read the body still can; with the listing filter on, the answer to
+ * a listing request is filtered on its way out.
+ */
+export function operationAuth(gate: OperationGate): MiddlewareHandler<{ Variables: OperationAuthVariables }> {
+  return async (c, next) => {
+    const started = performance.now();
+    const raw = c.req.raw;
+    const body = raw.method === "POST" ? await readBoundedText(raw, gate.maxBodyBytes) : undefined;
+    const verdict = await gate.judge(headOfRequest(raw), body, started);
+    if (!verdict.ok) return challengePartsResponse(verdict.answer);
+    if (typeof body === "string") {
+      c.req.raw = new Request(raw, { body, duplex: "half" } as RequestInit & { duplex: "half" });
+    }
+    c.set("auth", verdict.auth);
+    c.set("mcp", verdict);
+    await next();
+    if (verdict.listings !== undefined) c.res = await gate.filterResponse(c.res, verdict);
   };
 }

@@ -66,7 +66,7 @@ function nodeHasContent(req: IncomingMessage): boolean {
   return rawHeader(req, "transfer-encoding") !== null;
 }
 
-class BodyReadError extends GatehouseError<"ERR_BODY_TOO_LARGE" | "ERR_BODY_ABORTED"> {
+export class BodyReadError extends GatehouseError<"ERR_BODY_TOO_LARGE" | "ERR_BODY_ABORTED"> {
   constructor(readonly reason: "too-large" | "aborted") {
     super(
       reason === "too-large" ? "ERR_BODY_TOO_LARGE" : "ERR_BODY_ABORTED",
@@ -81,7 +81,7 @@ class BodyReadError extends GatehouseError<"ERR_BODY_TOO_LARGE" | "ERR_BODY_ABOR
  * application still reads every byte from the same `IncomingMessage`. `req.complete` marks the
  * point where every byte has arrived.
  */
-function readBodyKeepingIt(req: IncomingMessage, limit: number): Promise<Buffer> {
+export function readBodyKeepingIt(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;

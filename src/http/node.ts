@@ -14,3 +14,4 @@ export {
   toNodeListener,
 } from "./node-listener.js";
 export { type NodeRequireBearerOptions, nodeRequireBearer } from "./node-require-bearer.js";
+export { type NodeRequireOperationOptions, nodeRequireOperation } from "./node-require-operation.js";

@@ -31,6 +31,7 @@ import {
   type McpMessage,
   malformedResponseBody,
   parseJsonRpcBody,
+  parseJsonRpcValue,
   tooLarge,
 } from "./messages.js";
 import { type CompiledPolicy, compileOperationPolicy, type OperationPolicy } from "./policy.js";
@@ -65,8 +66,11 @@ export type OperationVerdict =
   | ({ readonly ok: true } & OperationContext)
   | { readonly ok: false; readonly answer: ChallengeParts };
 
-/** The body as an adapter read it: text, or the marker that it went over the cap. */
-export type ReadBody = string | typeof BODY_TOO_LARGE | undefined;
+/**
+ * The body as an adapter read it: text, the marker that it went over the cap, or a value a
+ * framework already parsed as JSON (`{ parsed }`, e.g. Express's `req.body` after `express.json()`).
+ */
+export type ReadBody = string | typeof BODY_TOO_LARGE | { readonly parsed: unknown } | undefined;
 export const BODY_TOO_LARGE: unique symbol = Symbol("body too large");
 
 export interface OperationGate {
@@ -216,8 +220,8 @@ export function createOperationGate(
     let judgedHead = head;
     if (body === BODY_TOO_LARGE) malformed = tooLarge();
     else if (body !== undefined) {
-      judgedHead = new ReadHead(head, body);
-      const result = parseJsonRpcBody(body);
+      if (typeof body === "string") judgedHead = new ReadHead(head, body);
+      const result = typeof body === "string" ? parseJsonRpcBody(body) : parseJsonRpcValue(body.parsed);
       if (result.ok) {
         messages = result.messages;
         parsed = result.body;

@@ -119,6 +119,11 @@ export function parseJsonRpcBody(text: string): ParsedBody {
   } catch {
     return malformed(400, -32700, "Parse error");
   }
+  return parseJsonRpcValue(body);
+}
+
+/** {@link parseJsonRpcBody} for a body a framework has already parsed as JSON (`express.json()`). */
+export function parseJsonRpcValue(body: unknown): ParsedBody {
   const batch = Array.isArray(body);
   const items: unknown[] = batch ? (body as unknown[]) : [body];
   if (items.length === 0) return malformed(400, -32600, "Invalid Request");

@@ -61,7 +61,10 @@ export interface Reached {
   args: unknown;
 }
 
-export function mcpServerFactory(reached: Reached[]) {
+export function mcpServerFactory(
+  reached: Reached[],
+  tools: readonly string[] = ["test_simple_text", "echo_note", "admin_reset", "unlisted_tool"],
+) {
   return () => {
     const server = new McpServer({ name: "operation-gate-test", version: "1.0.0" });
     const tool = (name: string) =>
@@ -73,7 +76,7 @@ export function mcpServerFactory(reached: Reached[]) {
           return { content: [{ type: "text", text: `${name} ran` }] };
         },
       );
-    for (const name of ["test_simple_text", "echo_note", "admin_reset", "unlisted_tool"]) tool(name);
+    for (const name of tools) tool(name);
     server.registerResource("static", "test://static-text", { mimeType: "text/plain" }, async (uri) => ({
       contents: [{ uri: uri.href, text: "static text" }],
     }));
