@@ -18,13 +18,12 @@ import {
   issuerPath,
   newInteractionId,
 } from "../interaction.js";
+import { bindNewInteraction } from "../pages/bound-interaction.js";
 import { isUntrustedClient } from "../pages/client-info.js";
-import { readCookie, serializeCookie } from "../pages/cookies.js";
 import { errorPage, oauthErrorPage, unexpectedErrorPage } from "../pages/error-page.js";
 import { readFormPairs } from "../pages/form.js";
 import { seeOther } from "../pages/security-headers.js";
 import { currentSession } from "../pages/session.js";
-import { randomToken } from "../random.js";
 import { ENDPOINT_PATHS } from "./paths.js";
 import { requestQuery } from "./request-url.js";
 
@@ -351,8 +350,9 @@ function promptDemands(prompt: Set<string>): Array<"login" | "consent"> {
  * Step 5. A signed-in user whose consent (for this client and redirect URI) already covers the
  * requested scopes through the hierarchy gets the code at once, when the client's identity is
  * assured ({@link maySkipConsent}). Otherwise the request is parked in an interaction bound to this
- * browser: a random binding cookie whose hash the interaction stores, and a CSRF token derived from
- * it; the consent page then shows what was allowed before.
+ * browser: a binding cookie of its own whose secret's hash the interaction stores
+ * (pages/bound-interaction.ts), and a CSRF token derived from it; the consent page then shows what
+ * was allowed before.
  */
 async function continueInteraction(
   request: Request,
@@ -386,10 +386,9 @@ async function continueInteraction(
     }
   }
 
-  const existingBinding = readCookie(request, "binding", ctx);
-  const binding = existingBinding ?? randomToken(32);
   const id = newInteractionId();
   const now = ctx.now();
+  const { binding, cookies } = bindNewInteraction(request, ctx, id, now);
   await ctx.store.createInteraction({
     id,
     browserBindingHash: sha256Base64url(binding),
@@ -410,7 +409,6 @@ async function continueInteraction(
     createdAt: now,
     expiresAt: now + INTERACTION_TTL_MS,
   });
-  const cookies = existingBinding ? [] : [serializeCookie("binding", binding, ctx)];
   const next = issuerPath(ctx, session ? ENDPOINT_PATHS.consent : ENDPOINT_PATHS.login, { interaction: id });
   return seeOther(next, cookies);
 }

@@ -14,6 +14,7 @@ import {
   interactionCsrf,
   interactionCsrfValid,
   loadBoundInteraction,
+  releaseInteractionBinding,
 } from "./bound-interaction.js";
 import { clientFacts, describeClient } from "./client-info.js";
 import { errorPage } from "./error-page.js";
@@ -29,8 +30,9 @@ import { type CurrentSession, currentSession } from "./session.js";
  *
  * GET shows what the client asks for; for step-up, only the scopes not yet granted are "requested"
  * and the rest are listed as already granted. POST takes the decision: CSRF token (constant time
- * against the stored hash), the browser binding cookie, and the signed-in user must all match the
- * interaction. Consent is stored per user, client and registered redirect URI.
+ * against the stored hash), the interaction's binding cookie, and the signed-in user must all match
+ * the interaction; the answer deletes that cookie. Consent is stored per user, client and registered
+ * redirect URI.
  */
 export const handleConsent: Endpoint = formPage({
   where: "consent",
@@ -102,7 +104,9 @@ async function showConsent(request: Request, ctx: ServerContext): Promise<Respon
     // assured: no second question. Any other client is asked again, the page pre-filled.
     const consumed = await ctx.store.consumeInteraction(bound.interaction.id, ctx.now());
     if (!consumed) return alreadyCompleted();
-    return issueCodeAndRedirect(ctx, consumed, client, approvingSession(session));
+    return issueCodeAndRedirect(ctx, consumed, client, approvingSession(session), [
+      releaseInteractionBinding(consumed.id, ctx),
+    ]);
   }
   return renderConsent(ctx, state);
 }
@@ -200,6 +204,8 @@ async function submitConsent(request: Request, ctx: ServerContext): Promise<Resp
   // Atomic: a double submit (or a race of two tabs) answers once.
   const interaction = await ctx.store.consumeInteraction(bound.interaction.id, ctx.now());
   if (!interaction) return alreadyCompleted();
+  // Answered: the interaction's binding cookie goes with the answer (bound-interaction.ts).
+  const released = [releaseInteractionBinding(interaction.id, ctx)];
 
   if (decision === "deny") {
     ctx.audit?.({ type: "consent_denied", client_id: client.clientId, user_id: session.user.id });
@@ -209,6 +215,7 @@ async function submitConsent(request: Request, ctx: ServerContext): Promise<Resp
         errorDescription: "the user denied the request",
         state: interaction.state,
       }),
+      released,
     );
   }
   const now = ctx.now();
@@ -221,7 +228,7 @@ async function submitConsent(request: Request, ctx: ServerContext): Promise<Resp
     updatedAt: now,
   });
   ctx.audit?.({ type: "consent_granted", client_id: client.clientId, user_id: session.user.id });
-  return issueCodeAndRedirect(ctx, interaction, client, approvingSession(session));
+  return issueCodeAndRedirect(ctx, interaction, client, approvingSession(session), released);
 }
 
 function approvingSession(session: CurrentSession): { userId: string; idHash: string } {

@@ -8,6 +8,7 @@ import { randomToken, sha256Base64url, timingSafeEqualString } from "../../share
 import type { Endpoint, ServerContext } from "../config/context.js";
 import { ENDPOINT_PATHS, upstreamCallbackPath } from "../endpoints/paths.js";
 import { bindingMatches, issuerPath } from "../interaction.js";
+import { readInteractionBinding } from "../pages/bound-interaction.js";
 import { readCookie } from "../pages/cookies.js";
 import { errorPage, unexpectedErrorPage } from "../pages/error-page.js";
 import { seeOther } from "../pages/security-headers.js";
@@ -204,7 +205,11 @@ async function callback(
       failed("state_invalid", login ? "state of another provider" : "state unknown, used or expired"),
     );
   }
-  const binding = readCookie(request, "binding", ctx);
+  // The secret the sign-in was started with: its interaction's, or the browser's (account pages).
+  const binding =
+    login.interactionId !== undefined
+      ? readInteractionBinding(request, ctx, login.interactionId)
+      : readCookie(request, "binding", ctx);
   if (binding === undefined || !timingSafeEqualString(sha256Base64url(binding), login.browserBindingHash)) {
     return refuse(ctx, provider, failed("wrong_browser", "binding cookie missing or another browser's"));
   }

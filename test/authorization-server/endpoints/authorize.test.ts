@@ -311,11 +311,16 @@ describe("a valid request", () => {
     expect(location).toMatch(/^\/login\?interaction=[A-Za-z0-9_-]{22}$/);
     const cookies = response.headers.getSetCookie();
     expect(cookies).toHaveLength(1);
-    expect(cookies[0]).toMatch(/^gatehouse_binding=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Lax$/);
     const id = new URL(location, h.url).searchParams.get("interaction")!;
+    // A cookie of this interaction's own, living as long as it: the secret, then its creation time.
+    expect(cookies[0]).toMatch(
+      new RegExp(
+        `^gatehouse_interaction_${id}=[A-Za-z0-9_-]{43}\\.[0-9a-z]+; Path=/; HttpOnly; SameSite=Lax; Max-Age=600$`,
+      ),
+    );
     const stored = await h.store.getInteraction(id, Date.now());
-    const binding = cookies[0]!.split(";")[0]!.split("=")[1]!;
-    // Only hashes are stored: the binding cookie's, and the CSRF token's.
+    const binding = cookies[0]!.split(";")[0]!.split("=")[1]!.split(".")[0]!;
+    // Only hashes are stored: the binding secret's, and the CSRF token's.
     expect(stored!.browserBindingHash).toBe(sha256Base64url(binding));
     expect(JSON.stringify(stored)).not.toContain(binding);
     expect(stored).toMatchObject({

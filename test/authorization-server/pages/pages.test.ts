@@ -119,8 +119,12 @@ describe("security headers on every page and redirect", () => {
 describe("cookies", () => {
   it("plain-http loopback development: no __Host- prefix, no Secure", async () => {
     const agent = new Agent(h.url);
-    await freshConsent(agent, {});
-    expect([...agent.cookies.keys()].sort()).toEqual(["gatehouse_binding", "gatehouse_session"]);
+    const { fields } = await freshConsent(agent, {});
+    // The session, and the binding of the interaction in progress (one cookie per interaction).
+    expect([...agent.cookies.keys()].sort()).toEqual([
+      `gatehouse_interaction_${fields.interaction}`,
+      "gatehouse_session",
+    ]);
   });
 
   it("secure cookies: __Host- prefix, Secure, HttpOnly, SameSite=Lax, Path=/, no Domain", async () => {
@@ -130,7 +134,7 @@ describe("cookies", () => {
       const start = await agent.get(authorizeUrl(secure.url, {}));
       const [binding] = start.headers.getSetCookie();
       expect(binding).toMatch(
-        /^__Host-gatehouse_binding=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Lax; Secure$/,
+        /^__Host-gatehouse_interaction_[A-Za-z0-9_-]{22}=[A-Za-z0-9_-]{43}\.[0-9a-z]+; Path=\/; HttpOnly; SameSite=Lax; Secure; Max-Age=600$/,
       );
       const page = await agent.get(start.headers.get("location")!);
       const done = await agent.post("/login", {
