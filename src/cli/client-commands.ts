@@ -21,6 +21,7 @@ import { browserSession } from "../client/user-agent/browser.js";
 import type { AuthorizationSessionFactory } from "../client/user-agent/session.js";
 import { UsageError } from "./args.js";
 import { explainParseArgsError, urlArgumentProblem } from "./command-line-text.js";
+import { ISSUERS_FILE, loadIssuerCompatibility } from "./issuer-compat-file.js";
 
 /** `$GATEHOUSE_CONFIG_DIR`, else `$XDG_CONFIG_HOME/gatehouse`, else `~/.config/gatehouse`. */
 export function configDirectory(): string {
@@ -126,9 +127,11 @@ export function cliAuthClient(options: {
     directory: configDirectory(),
     keyLocation: storeKeyLocation(),
   });
+  const issuerCompatibility = loadIssuerCompatibility(configDirectory());
   return new AuthClient({
     store,
     clientName: "Gatehouse CLI",
+    ...(issuerCompatibility && { issuerCompatibility }),
     ...(options.device
       ? { deviceAuthorization: options.device }
       : {
@@ -168,6 +171,11 @@ export function cliAuthClient(options: {
         print(`Client identity at ${event.issuer}: ${event.source}`);
       } else if (event.type === "refreshed") {
         print(`Refreshed the access token for ${event.resource}`);
+      } else if (event.type === "compatibility") {
+        // Every use of an operator's issuers.json setting is said, each time (issuer-compat.ts).
+        print(
+          `Compatibility setting ${event.setting} for ${event.issuer} (${ISSUERS_FILE}): ${event.detail}`,
+        );
       }
     },
     ...options.extra,

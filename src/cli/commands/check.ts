@@ -8,6 +8,8 @@ import { formatHuman, formatJson, type LoginOptions, parseResourceUrl, runCheck 
 import type { Revision } from "../../check/types.js";
 import { browserSession } from "../../client/user-agent/browser.js";
 import { DEFAULT_REVISION } from "../../shared/revision.js";
+import { configDirectory } from "../client-commands.js";
+import { describeSettings, issuerCompatibilityPath, loadIssuerCompatibility } from "../issuer-compat-file.js";
 
 const USAGE = `Usage: gatehouse check <resource-url> [options]
 
@@ -97,14 +99,41 @@ export async function run(args: string[]): Promise<number> {
     request,
     ...(login && { login }),
   });
-  process.stdout.write(
-    values.json
-      ? formatJson(report)
-      : formatHuman(report, {
-          color: useColour(process.stdout, process.env),
-          verbose: values.verbose === true,
-        }),
-  );
+  // The operator's per-issuer compatibility settings (issuers.json) are shown, never applied: the
+  // audit reports the spec's rules as the server meets them.
+  let compatibility: ReturnType<typeof loadIssuerCompatibility>;
+  try {
+    compatibility = loadIssuerCompatibility(configDirectory());
+  } catch (error) {
+    return usageError(error instanceof Error ? error.message : String(error));
+  }
+  const shown = Object.entries(compatibility ?? {}).map(([issuer, entry]) => ({
+    issuer,
+    settings: describeSettings(entry),
+  }));
+  if (values.json) {
+    const output = formatJson(report);
+    process.stdout.write(
+      shown.length
+        ? `${JSON.stringify({ ...JSON.parse(output), client_issuer_compatibility: shown }, null, 2)}\n`
+        : output,
+    );
+  } else {
+    process.stdout.write(
+      formatHuman(report, {
+        color: useColour(process.stdout, process.env),
+        verbose: values.verbose === true,
+      }),
+    );
+    if (shown.length) {
+      process.stdout.write(
+        `\nClient compatibility settings in ${issuerCompatibilityPath(configDirectory())} (shown, not applied by this check; gatehouse login and fetch apply each to its issuer alone):\n`,
+      );
+      for (const { issuer, settings } of shown) {
+        process.stdout.write(`  ${issuer}\n${settings.map((line) => `    ${line}\n`).join("")}`);
+      }
+    }
+  }
   return report.ok ? 0 : 1;
 }
 

@@ -2,12 +2,15 @@
  * `gatehouse status`: what the token store holds, without any token value.
  */
 import { parseArgs } from "node:util";
+import { compatibilityFor } from "../../client/protocol/issuer-compat.js";
 import { cliAuthClient, configDirectory, describeError, parseCommandLine } from "../client-commands.js";
+import { describeSettings, issuerCompatibilityPath, loadIssuerCompatibility } from "../issuer-compat-file.js";
 
 const HELP = `Usage: gatehouse status [--json]
 
-Shows what is stored: resources, their authorization servers, clients and token state.
-Never prints a token or a secret.
+Shows what is stored: resources, their authorization servers, clients and token state, and the
+per-issuer compatibility settings of issuers.json in the config directory (which of them were
+applied to each server's metadata). Never prints a token or a secret.
 `;
 
 export async function run(args: string[]): Promise<number> {
@@ -16,8 +19,20 @@ export async function run(args: string[]): Promise<number> {
   );
   if (typeof parsed === "number") return parsed;
   const { values } = parsed;
-  const store = cliAuthClient({}).store;
   try {
+    const store = cliAuthClient({}).store;
+    const settings = loadIssuerCompatibility(configDirectory()) ?? {};
+    const servers = await store.list("server");
+    // Per configured issuer: its settings, and which were applied to the metadata stored for it.
+    const compatibility = Object.entries(settings).map(([issuer, entry]) => {
+      const applied = new Set<string>();
+      for (const [key, record] of servers) {
+        if (key === issuer || compatibilityFor(settings, key)?.configured === issuer) {
+          for (const name of record.compatibility ?? []) applied.add(name);
+        }
+      }
+      return { issuer, settings: describeSettings(entry), applied_to_stored_metadata: [...applied] };
+    });
     const now = Date.now();
     const tokens = (await store.list("tokens")).map(([, t]) => ({
       resource: t.resource,
@@ -37,7 +52,9 @@ export async function run(args: string[]): Promise<number> {
       confidential: c.client_secret !== undefined,
     }));
     if (values.json) {
-      process.stdout.write(`${JSON.stringify({ directory: configDirectory(), tokens, clients }, null, 2)}\n`);
+      process.stdout.write(
+        `${JSON.stringify({ directory: configDirectory(), tokens, clients, issuer_compatibility: compatibility }, null, 2)}\n`,
+      );
       return 0;
     }
     process.stdout.write(`Store: ${configDirectory()}\n`);
@@ -52,6 +69,20 @@ export async function run(args: string[]): Promise<number> {
     if (clients.length) {
       process.stdout.write("\nRegistrations:\n");
       for (const c of clients) process.stdout.write(`  ${c.issuer}: ${c.client_id} (${c.source})\n`);
+    }
+    if (compatibility.length) {
+      process.stdout.write(
+        `\nCompatibility settings (${issuerCompatibilityPath(configDirectory())}), each for its issuer alone:\n`,
+      );
+      for (const c of compatibility) {
+        process.stdout.write(`  ${c.issuer}\n`);
+        for (const line of c.settings) process.stdout.write(`    ${line}\n`);
+        if (c.applied_to_stored_metadata.length) {
+          process.stdout.write(
+            `    applied to the stored metadata: ${c.applied_to_stored_metadata.join(", ")}\n`,
+          );
+        }
+      }
     }
     return 0;
   } catch (error) {
