@@ -71,6 +71,7 @@ import { sqliteUpstreamMethods } from "./upstream-methods.js";
 import {
   createWalSync,
   type SqliteSynchronous,
+  sqliteCheckpointerForTests,
   sqliteDurabilityForTests,
   type WalSync,
   type WalSyncStats,
@@ -158,7 +159,9 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
   // request path copies the WAL into the database file (./checkpointer.ts).
   const wal =
     !readonly && !db.memory && String(db.pragma("journal_mode", { simple: true })).toLowerCase() === "wal";
-  const checkpointer = wal ? createCheckpointer(db, options.path, busyTimeoutMs) : undefined;
+  const checkpointer = wal
+    ? createCheckpointer(db, options.path, busyTimeoutMs, sqliteCheckpointerForTests())
+    : undefined;
   // NORMAL: the WAL is synced here, off the event loop; the checkpointer is asked for work after
   // each of these fsyncs (SQLite's checkpoint also syncs the WAL before copying any frame), and
   // stops for good at a failed one. Not for a read-only or in-memory database: nothing to sync.

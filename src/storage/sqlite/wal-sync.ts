@@ -169,8 +169,18 @@ let overrideForTests: SqliteDurabilityForTests | undefined;
  *
  * @public
  */
-export function setSqliteDurabilityForTests(mode: SqliteDurabilityForTests | undefined): void {
+export function setSqliteDurabilityForTests(
+  mode: SqliteDurabilityForTests | undefined,
+  checkpointer?: { startAfterCommits: number; intervalMs: number },
+): void {
   overrideForTests = mode;
+  checkpointerForTests = checkpointer;
+}
+let checkpointerForTests: { startAfterCommits: number; intervalMs: number } | undefined;
+
+/** TEST ONLY: checkpointer options a test set (the power-loss test checkpoints often, under load). */
+export function sqliteCheckpointerForTests(): { startAfterCommits: number; intervalMs: number } | undefined {
+  return checkpointerForTests;
 }
 
 /** The TEST ONLY mode, when a test set one. */

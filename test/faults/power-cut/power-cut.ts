@@ -6,7 +6,7 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { open, readdir, readFile, rm } from "node:fs/promises";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { databaseArgs, RESOURCE, SCOPES, SHARED_ISSUER } from "../../support/instances.js";
 
@@ -43,6 +43,8 @@ export interface RestoreResult {
   durable: number;
   /** Sync records seen. */
   syncs: number;
+  /** Undo records per file (by base name): reverted, and covered by a sync. */
+  byFile: Record<string, { reverted: number; durable: number }>;
 }
 
 /**
@@ -85,9 +87,17 @@ export async function restoreAfterPowerCut(logPath: string, dir: string): Promis
     }
   }
   let reverted = 0;
+  const byFile: RestoreResult["byFile"] = {};
   for (let i = undos.length - 1; i >= 0; i--) {
     const undo = undos[i]!;
-    if (undo.index < (syncedBefore.get(undo.path) ?? 0)) continue;
+    const name = basename(undo.path);
+    const counts = byFile[name] ?? { reverted: 0, durable: 0 };
+    byFile[name] = counts;
+    if (undo.index < (syncedBefore.get(undo.path) ?? 0)) {
+      counts.durable++;
+      continue;
+    }
+    counts.reverted++;
     const file = await open(undo.path, "r+");
     try {
       if (undo.oldBytes.length > 0) await file.write(undo.oldBytes, 0, undo.oldBytes.length, undo.offset);
@@ -100,7 +110,7 @@ export async function restoreAfterPowerCut(logPath: string, dir: string): Promis
   for (const name of await readdir(dir)) {
     if (name.endsWith("-shm")) await rm(join(dir, name), { force: true });
   }
-  return { reverted, durable: undos.length - reverted, syncs };
+  return { reverted, durable: undos.length - reverted, syncs, byFile };
 }
 
 export interface PoweredServer {
