@@ -269,6 +269,34 @@ export function storeTargetFromArgs(parsed: ParsedArgs, defaultData = ".gatehous
   });
 }
 
+/**
+ * True when nothing chose the store (no --data, --database-url, --config or GATEHOUSE_DATABASE_URL):
+ * the command uses ./.gatehouse in the current directory, and says so.
+ */
+export function storeIsDefault(parsed: ParsedArgs): boolean {
+  return (
+    stringValue(parsed, "data") === undefined &&
+    stringValue(parsed, "database-url") === undefined &&
+    stringValue(parsed, "config") === undefined &&
+    !process.env.GATEHOUSE_DATABASE_URL
+  );
+}
+
+/**
+ * The flags that name the same store again, for a command a message suggests: `--config`,
+ * `--data` (absolute) as given; a database URL given as a flag is not repeated (it may hold a
+ * password), the message says to give the same one.
+ */
+export function storeFlags(parsed: ParsedArgs): string {
+  const flags: string[] = [];
+  const config = stringValue(parsed, "config");
+  const data = stringValue(parsed, "data");
+  if (config !== undefined) flags.push(`--config ${config}`);
+  if (data !== undefined) flags.push(`--data ${resolve(data)}`);
+  if (stringValue(parsed, "database-url") !== undefined) flags.push("--database-url <the same URL>");
+  return flags.join(" ");
+}
+
 function splitScopes(values: string[]): string[] {
   const out = values.flatMap((v) => v.split(/[\s,]+/)).filter((s) => s !== "");
   for (const s of out)

@@ -3,14 +3,15 @@
  * handler over node:http or node:https with request logs, and a graceful shutdown on SIGTERM /
  * SIGINT (stop accepting, let in-flight requests finish, then close the store).
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { createServer as createHttpServer, type Server } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { type FetchHandler, toNodeListener } from "../http/node.js";
 import type { Logger } from "../shared/log.js";
 import type { AuthorizationStore } from "../storage/contract.js";
-import type { StoreTarget } from "./config.js";
+import type { ParsedArgs } from "./args.js";
+import { type StoreTarget, storeIsDefault, storeTargetFromArgs } from "./config.js";
 
 /**
  * Opens and migrates the store: a SQLite file, or PostgreSQL for a `postgres://` URL
@@ -239,6 +240,35 @@ export const STORE_OPTIONS = {
   json: { type: "boolean", description: "machine-readable output (one JSON object)" },
   help: { type: "boolean", short: "h", description: "show this help" },
 } as const;
+
+/** Where an admin command reads and writes, as it tells the operator (issue 26). */
+export interface StoreLocation {
+  target: StoreTarget;
+  /** `SQLite <path>` or `PostgreSQL host:port/database` (never a password). */
+  description: string;
+  /** The line a command that wrote prints: the store, and whether it was the default or new. */
+  note: string;
+}
+
+/**
+ * The store an admin command's flags name, looked at before it is opened: a SQLite file that does
+ * not exist yet is about to be created, which a command that writes says, as it says when no flag
+ * chose the store (./.gatehouse in the current directory), so a user added to the wrong store is
+ * seen at once rather than at the next sign-in.
+ */
+export function locateStore(parsed: ParsedArgs): StoreLocation {
+  const target = storeTargetFromArgs(parsed);
+  const description = describeStore(target);
+  const notes = [
+    ...(storeIsDefault(parsed) ? ["the default: no --data, --database-url or --config given"] : []),
+    ...(target.kind === "sqlite" && !existsSync(target.path) ? ["a new database, created now"] : []),
+  ];
+  return {
+    target,
+    description,
+    note: `store: ${description}${notes.length ? ` (${notes.join("; ")})` : ""}`,
+  };
+}
 
 /** Opens the store, runs `body`, and always closes the store. */
 export async function withStore<T>(

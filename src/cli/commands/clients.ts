@@ -23,7 +23,7 @@ import {
 } from "../args.js";
 import { storeTargetFromArgs } from "../config.js";
 import { isoTime, out, outJson, printUsage, runSubcommand, table } from "../output.js";
-import { STORE_OPTIONS, withStore } from "../server-runtime.js";
+import { locateStore, STORE_OPTIONS, withStore } from "../server-runtime.js";
 
 const ADD_OPTIONS: OptionSpecs = {
   name: {
@@ -185,7 +185,8 @@ async function add(args: string[]): Promise<number> {
     },
     createdAt: Date.now(),
   };
-  await withStore(storeTargetFromArgs(parsed), async (store) => {
+  const where = locateStore(parsed);
+  await withStore(where.target, async (store) => {
     if (await store.getClient(clientId)) throw new Error(`a client with id ${clientId} already exists`);
     await store.createClient(record);
   });
@@ -196,6 +197,7 @@ async function add(args: string[]): Promise<number> {
       token_endpoint_auth_method: method,
       redirect_uris: redirectUris,
       grant_types: grantTypes,
+      store: where.description,
     });
   } else {
     out(`client_id: ${clientId}`);
@@ -205,6 +207,7 @@ async function add(args: string[]): Promise<number> {
         redirectUris.length ? `; redirect URIs: ${redirectUris.join(" ")}` : ""
       }`,
     );
+    out(where.note);
   }
   return 0;
 }
@@ -252,15 +255,16 @@ async function remove(args: string[]): Promise<number> {
   const parsed = parseCommandArgs(args, REMOVE_OPTIONS);
   if (flag(parsed, "help")) return printUsage(USAGE);
   const clientId = onePositional(parsed, "a client_id");
-  const removed = await withStore(storeTargetFromArgs(parsed), async (store) => {
+  const where = locateStore(parsed);
+  const removed = await withStore(where.target, async (store) => {
     // End what the client holds before it disappears: its grants carry its tokens.
     for (const grant of await store.listGrants({ clientId }))
       await store.revokeGrant(grant.grantId, Date.now());
     return store.deleteClient(clientId);
   });
-  if (!removed) throw new Error(`no client with id ${clientId}`);
-  if (flag(parsed, "json")) outJson({ client_id: clientId, removed: true });
-  else out(`removed client ${clientId} (its grants are revoked)`);
+  if (!removed) throw new Error(`no client with id ${clientId} in ${where.description}`);
+  if (flag(parsed, "json")) outJson({ client_id: clientId, removed: true, store: where.description });
+  else out(`removed client ${clientId} (its grants are revoked)\n${where.note}`);
   return 0;
 }
 

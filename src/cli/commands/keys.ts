@@ -38,7 +38,7 @@ import {
   withKeyEncryptionHint,
 } from "../key-encryption.js";
 import { err, isoTime, out, outJson, printUsage, runSubcommand, table } from "../output.js";
-import { STORE_OPTIONS, withStore } from "../server-runtime.js";
+import { locateStore, STORE_OPTIONS, withStore } from "../server-runtime.js";
 import { rewrapSigningKeys } from "../signing-key-rewrap.js";
 
 const ROTATE_OPTIONS: OptionSpecs = {
@@ -143,7 +143,8 @@ async function rotate(args: string[]): Promise<number> {
     integerValue(parsed, "access-token-ttl") ??
     (configPath ? loadConfigFile(configPath).accessTokenTtlSeconds : undefined) ??
     300;
-  const target = storeTargetFromArgs(parsed);
+  const where = locateStore(parsed);
+  const target = where.target;
   const kid = await withStore(target, async (store) => {
     const keys = await keyEncryptionKeysFromArgs(parsed, store, target.kind === "postgres");
     refuseForeignConfiguration(await store.listSigningKeys(), keys);
@@ -159,8 +160,8 @@ async function rotate(args: string[]): Promise<number> {
     });
     return manager.rotate();
   });
-  if (flag(parsed, "json")) outJson({ kid, rotated: true });
-  else out(`new signing key ${kid}; the previous key stays published for ${ttl + 300} s`);
+  if (flag(parsed, "json")) outJson({ kid, rotated: true, store: where.description });
+  else out(`new signing key ${kid}; the previous key stays published for ${ttl + 300} s\n${where.note}`);
   return 0;
 }
 
@@ -205,7 +206,8 @@ async function rewrap(args: string[]): Promise<number> {
   const parsed = parseCommandArgs(args, REWRAP_OPTIONS);
   if (flag(parsed, "help")) return printUsage(USAGE);
   noPositionals(parsed);
-  const target = storeTargetFromArgs(parsed);
+  const where = locateStore(parsed);
+  const target = where.target;
   const { keys, keyring, result } = await withStore(target, async (store) => {
     const keys = await keyEncryptionKeysFromArgs(parsed, store, target.kind === "postgres");
     const keyring = await createKeyEncryptionKeyring(keys.keys);
@@ -215,12 +217,13 @@ async function rewrap(args: string[]): Promise<number> {
       result: await withKeyEncryptionHint(keys, () => rewrapSigningKeys(store, keyring)),
     };
   });
-  if (flag(parsed, "json")) outJson({ kek: keyring.currentId, ...result });
+  if (flag(parsed, "json")) outJson({ kek: keyring.currentId, ...result, store: where.description });
   else {
     out(
       `${result.rewrapped.length} signing key(s) re-encrypted under key-encryption key ${keyring.currentId} ` +
         `(from ${describeKeySource(keys.source)}); ${result.unchanged.length} already were`,
     );
+    out(where.note);
     for (const { kid, from } of result.rewrapped) out(`  ${kid}  was ${from}`);
   }
   if (result.changedMeanwhile.length) {

@@ -4,12 +4,22 @@
  * PostgreSQL (`--database-url` / GATEHOUSE_DATABASE_URL). Logs are JSON lines on stderr; one ready
  * line goes to stdout.
  */
+
+import { dirname } from "node:path";
 import { OPTION_LIMITS } from "../../authorization-server/config/resolve-options.js";
 import { createAuthorizationServer } from "../../authorization-server/index.js";
+import type { Logger } from "../../shared/log.js";
 import { jsonLogger } from "../../shared/log.js";
 import type { AuthorizationStore } from "../../storage/contract.js";
-import { flag, formatUsage, noPositionals, type OptionSpecs, parseCommandArgs } from "../args.js";
-import { buildServeConfig } from "../config.js";
+import {
+  flag,
+  formatUsage,
+  noPositionals,
+  type OptionSpecs,
+  type ParsedArgs,
+  parseCommandArgs,
+} from "../args.js";
+import { buildServeConfig, type ServeConfig, storeFlags } from "../config.js";
 import {
   announceKeyEncryptionKeys,
   configuredKeyEncryptionKeys,
@@ -151,6 +161,31 @@ const USAGE = formatUsage(
   ].join("\n"),
 );
 
+/**
+ * Without upstream providers only local users can sign in: a store with none is most often the
+ * wrong store (issue 26: `users add` wrote to ./.gatehouse, `serve --data …` read another), so say
+ * where this server looked and the command that adds a user there.
+ */
+async function warnWhenNoUsers(
+  store: AuthorizationStore,
+  config: ServeConfig,
+  parsed: ParsedArgs,
+  log: Logger,
+): Promise<void> {
+  if (config.server.upstreamSignIn) return;
+  if ((await store.listUsers()).length > 0) return;
+  const where = describeStore(config.store);
+  const flags =
+    storeFlags(parsed) ||
+    (config.store.kind === "sqlite"
+      ? `--data ${dirname(config.store.path)}`
+      : "(with GATEHOUSE_DATABASE_URL set as for this server)");
+  log.warn("no_users", {
+    message: `No users in ${where}: nobody can sign in yet. Add one there with: gatehouse users add <username> ${flags}`,
+    store: where,
+  });
+}
+
 /** What an embedding program may change about `serve` (tests wrap the store; the CLI changes nothing). */
 export interface ServeHooks {
   /** Wraps the store the server uses, once it is open (it must keep the storage contract). */
@@ -210,6 +245,7 @@ export async function serve(args: string[], hooks: ServeHooks = {}): Promise<num
       // The node listener knows the client address (honouring --trust-proxy); the server takes it
       // as an input of fetch, the key of its registration and login rate limits.
       http.setHandler(server.fetch);
+      await warnWhenNoUsers(store, config, parsed, log);
       if (config.insecureLoopback && new URL(issuer).protocol === "http:") err(INSECURE_BANNER);
       log.info("ready", { issuer, host: config.host, port: http.port, store: describeStore(config.store) });
       if (json)

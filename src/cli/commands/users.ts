@@ -27,7 +27,7 @@ import {
   runSubcommand,
   table,
 } from "../output.js";
-import { STORE_OPTIONS, withStore } from "../server-runtime.js";
+import { locateStore, STORE_OPTIONS, withStore } from "../server-runtime.js";
 
 const ADD_OPTIONS: OptionSpecs = {
   "password-stdin": { type: "boolean", description: "read the password from standard input (first line)" },
@@ -77,7 +77,7 @@ async function add(args: string[]): Promise<number> {
   const parsed = parseCommandArgs(args, ADD_OPTIONS);
   if (flag(parsed, "help")) return printUsage(USAGE);
   const username = usernameArg(parsed);
-  const target = storeTargetFromArgs(parsed);
+  const where = locateStore(parsed);
   const { password, generated } = await choosePassword(flag(parsed, "password-stdin"));
   const user: UserRecord = {
     id: randomUUID(),
@@ -86,15 +86,22 @@ async function add(args: string[]): Promise<number> {
     isAdmin: flag(parsed, "admin"),
     createdAt: Date.now(),
   };
-  await withStore(target, async (store) => {
+  await withStore(where.target, async (store) => {
     if (await store.getUserByUsername(username))
-      throw new Error(`user ${username} already exists (use users passwd)`);
+      throw new Error(`user ${username} already exists in ${where.description} (use users passwd)`);
     await store.createUser(user);
   });
   if (flag(parsed, "json")) {
-    outJson({ id: user.id, username, admin: user.isAdmin, ...(generated ? { password } : {}) });
+    outJson({
+      id: user.id,
+      username,
+      admin: user.isAdmin,
+      ...(generated ? { password } : {}),
+      store: where.description,
+    });
   } else {
     out(`created user ${username}${user.isAdmin ? " (admin)" : ""}`);
+    out(where.note);
     if (generated) out(`password: ${password}\n(shown once; store it now)`);
   }
   return 0;
@@ -104,17 +111,19 @@ async function passwd(args: string[]): Promise<number> {
   const parsed = parseCommandArgs(args, PASSWD_OPTIONS);
   if (flag(parsed, "help")) return printUsage(USAGE);
   const username = usernameArg(parsed);
-  const target = storeTargetFromArgs(parsed);
+  const where = locateStore(parsed);
   const { password, generated } = await choosePassword(flag(parsed, "password-stdin"));
   const hash = await hashPassword(password);
-  await withStore(target, async (store) => {
+  await withStore(where.target, async (store) => {
     const user = await store.getUserByUsername(username);
-    if (!user) throw new Error(`no user named ${username}`);
+    if (!user) throw new Error(`no user named ${username} in ${where.description}`);
     await store.setUserPassword(user.id, hash);
   });
-  if (flag(parsed, "json")) outJson({ username, ...(generated ? { password } : {}) });
+  if (flag(parsed, "json"))
+    outJson({ username, ...(generated ? { password } : {}), store: where.description });
   else {
     out(`password changed for ${username}`);
+    out(where.note);
     if (generated) out(`password: ${password}\n(shown once; store it now)`);
   }
   return 0;

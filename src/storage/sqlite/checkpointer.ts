@@ -12,9 +12,15 @@
  * from its beginning, so it stays small.
  *
  * What does not change:
- * - Durability: a commit is durable when its COMMIT returns (synchronous = FULL syncs the WAL).
- *   A checkpoint only copies committed pages into the database file, with its own fsyncs; a crash
- *   in the middle of one is recovered from the WAL when the database is next opened.
+ * - Durability: a commit is durable when its COMMIT returns (synchronous = FULL) or when the
+ *   store's own fsync of the WAL that began after it completed (NORMAL, ./wal-sync.ts). A
+ *   checkpoint only copies committed pages into the database file, and keeps the order a power cut
+ *   needs under either setting: SQLite syncs the WAL before it copies the first frame and syncs the
+ *   database file before the WAL may start over (wal.c `walCheckpoint`, `CKPT_SYNC_FLAGS`, which
+ *   NORMAL keeps). Under NORMAL the worker is asked only after one of the store's fsyncs completed
+ *   ({@link Checkpointer.committed} is called there), and never after a failed one (the store then
+ *   closes it). A crash in the middle of a checkpoint is recovered from the WAL when the database is
+ *   next opened; test/faults/power-loss.test.ts cuts power under load with the worker running.
  * - The WAL stays bounded: the store's connection keeps an automatic checkpoint as a backstop at
  *   {@link BACKSTOP_PAGES}, reached only when the worker falls behind (a slow disk, a reader on an
  *   old snapshot); if the worker cannot run, the default {@link DEFAULT_AUTOCHECKPOINT_PAGES}
@@ -62,7 +68,10 @@ export interface CheckpointerStats {
 }
 
 export interface Checkpointer {
-  /** After each durable commit: asks the worker for a checkpoint when one is due. */
+  /**
+   * After each durable commit (FULL), or each completed fsync of the WAL (NORMAL): asks the worker
+   * for a checkpoint when one is due.
+   */
   committed(): void;
   /** Stops the worker and closes its connection (call after closing the store's connection). */
   close(): Promise<void>;
