@@ -172,7 +172,8 @@ async function resolveClient(ctx: ServerContext, clientId: string | undefined): 
 
 /**
  * Spec "Redirect URIs and state" / OAuth 2.1 §4.1.1: exact string comparison with the registered
- * values (only a loopback IP literal's port may vary, RFC 8252 §7.3); omitted only when exactly one
+ * values (only the port of an http localhost or loopback IP redirect may vary, RFC 8252 §7.3: see
+ * clients/redirect-uri.ts); omitted only when exactly one
  * is registered. Dangerous schemes never match (`redirectUriProblem`). Any failure is a page.
  */
 function resolveRedirectUri(
