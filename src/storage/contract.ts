@@ -224,6 +224,11 @@ export interface GrantRecord {
    * are bound to (public clients); a refresh must prove possession of this key.
    */
   dpopJkt?: string;
+  /**
+   * RFC 8693: the grant whose access token this grant was exchanged from. Revoking a grant revokes
+   * every grant exchanged from it, down the chain ({@link AuthorizationStore.revokeGrant}).
+   */
+  exchangedFrom?: string;
 }
 
 /**
@@ -557,7 +562,11 @@ export interface AuthorizationStore {
    * it; a store written before it existed keeps retiring superseded grants).
    */
   listSupersedeCandidates?(key: SignInGrantKey): Promise<SupersedeCandidate[]>;
-  /** Revokes the grant, its refresh tokens and its access tokens, and deletes its upstream token sets. */
+  /**
+   * Revokes the grant, its refresh tokens and its access tokens, and deletes its upstream token
+   * sets; and the same for every grant exchanged from it, down the chain (`exchangedFrom`, RFC
+   * 7009 §2.1). An earlier revocation time is kept. True when the grant exists.
+   */
   revokeGrant(grantId: string, now: number): Promise<boolean>;
   /**
    * Sets `stepUpRequestedAt = now` on the live (not revoked) grant of access token `jti`: a

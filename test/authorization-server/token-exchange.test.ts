@@ -304,6 +304,32 @@ describe("token exchange: hostile requests", () => {
     expect(await exchange(subject)).toMatchObject({ status: 400, body: { error: "invalid_request" } });
   });
 
+  it("refuses exchanging again a token exchanged from a grant since revoked; the derived token is revoked too", async () => {
+    const subject = await userToken();
+    const first = await exchange(subject);
+    expect(first.status).toBe(200);
+    const derived = first.body.access_token as string;
+    // The user's grant goes (the account page, the admin page, a reused refresh token...).
+    const origin = await store.getAccessToken(tokenId(subject));
+    expect(await store.revokeGrant(origin!.grantId, clock.now)).toBe(true);
+    // RFC 7009 §2.1: what was derived from the grant goes with it.
+    expect((await store.getAccessToken(tokenId(derived)))?.revokedAt).toBeDefined();
+    const again = await post(
+      "/token",
+      {
+        grant_type: TOKEN_EXCHANGE,
+        subject_token: derived,
+        subject_token_type: ACCESS_TOKEN_TYPE,
+        resource: ARCHIVE,
+        client_id: STORAGE_SERVICE,
+        client_secret: STORAGE_SECRET,
+      },
+      {},
+    );
+    expect(again).toMatchObject({ status: 400, body: { error: "invalid_request" } });
+    expect(again.body.access_token).toBeUndefined();
+  });
+
   it("refuses an expired subject token", async () => {
     const subject = await userToken();
     clock.now += 301_000;
@@ -454,3 +480,8 @@ describe("token exchange is off by default", () => {
     ).rejects.toMatchObject({ code: "ERR_INVALID_OPTION" });
   });
 });
+
+/** The `jti` of one of this server's access tokens (read without verification: the store has the record). */
+function tokenId(token: string): string {
+  return JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString("utf8")).jti as string;
+}

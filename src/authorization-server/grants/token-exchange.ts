@@ -42,9 +42,26 @@ function actorChain(value: unknown, depth = 1): ActorClaim | undefined {
 }
 
 /**
+ * Whether a grant this server exchanged from `origin` (a grant id, or undefined for a grant made
+ * otherwise) descends from a revoked or vanished grant: each origin up the chain must be live (RFC
+ * 7009 §2.1: what was derived from a revoked grant goes with it). The store revokes down the chain
+ * (AuthorizationStore.revokeGrant); this walk up it also covers a revocation that ran before the
+ * derived grant was written. A chain longer than the deepest `act` accepted is refused.
+ */
+async function revokedUpstream(ctx: ServerContext, origin: string | undefined): Promise<boolean> {
+  for (let depth = 0; origin !== undefined; depth++) {
+    if (depth > MAX_ACTOR_DEPTH) return true;
+    const grant = await ctx.store.getGrant(origin);
+    if (!grant || grant.revokedAt !== undefined) return true;
+    origin = grant.exchangedFrom;
+  }
+  return false;
+}
+
+/**
  * The subject token as this server issued it: signature with one of our keys, `typ`, `iss` and
- * `exp` (KeyManager.verifyAccessToken), then its record: not revoked, not expired, and its grant
- * not revoked (the same judgement as introspection).
+ * `exp` (KeyManager.verifyAccessToken), then its record: not revoked, not expired, its grant not
+ * revoked (the same judgement as introspection), nor any grant it was exchanged from.
  */
 async function verifySubjectToken(ctx: ServerContext, token: string) {
   const claims = await ctx.keys.verifyAccessToken(token);
@@ -53,8 +70,7 @@ async function verifySubjectToken(ctx: ServerContext, token: string) {
   if (!record || record.revokedAt !== undefined || record.expiresAt <= ctx.now()) {
     throw refusedSubject("subject_token is not active");
   }
-  const grant = await ctx.store.getGrant(record.grantId);
-  if (!grant || grant.revokedAt !== undefined) throw refusedSubject("subject_token is not active");
+  if (await revokedUpstream(ctx, record.grantId)) throw refusedSubject("subject_token is not active");
   // The signature is verified above, so its payload can be read for the one claim not returned.
   const act = actorChain(decodeJwt(token).act);
   return { claims, record, act };
@@ -168,9 +184,18 @@ export async function tokenExchangeGrant(
       resource: target,
       createdAt: now,
       expiresAt,
+      // Revoking the subject token's grant revokes this one (RFC 7009 §2.1; the store follows the link).
+      exchangedFrom: subject.record.grantId,
     },
     access,
   );
+  // A revocation of the chain that ran between the check above and this write found no derived
+  // grant to revoke: look again now that it is written. Either that revocation sees this grant, or
+  // this look sees the revocation.
+  if (await revokedUpstream(ctx, subject.record.grantId)) {
+    await ctx.store.revokeGrant(grantId, now);
+    throw refusedSubject("subject_token is not active");
+  }
   // RFC 8693 §4.1: the current actor outermost, earlier actors nested inside it.
   const act: ActorClaim = { sub: client.clientId, ...(subject.act ? { act: subject.act } : {}) };
   const claims: AccessTokenClaims = {

@@ -60,12 +60,16 @@ export interface GrantIndex {
   refreshTokensOf(grantId: string): ReadonlySet<string>;
   /** `jti`s of a grant's access tokens. */
   accessTokensOf(grantId: string): ReadonlySet<string>;
+  /** Ids of the grants exchanged from a grant (RFC 8693; `GrantRecord.exchangedFrom`). */
+  exchangedFrom(grantId: string): ReadonlySet<string>;
 }
 
 export function createGrantIndex(): GrantIndex {
   const activeBySignIn = new Map<string, Set<string>>();
   const refreshByGrant = new Map<string, Set<string>>();
   const accessByGrant = new Map<string, Set<string>>();
+  // As the SQL stores' grants_exchanged_from: revoking a grant finds the grants derived from it.
+  const derivedByOrigin = new Map<string, Set<string>>();
   const leaveSignIn = (grant: GrantRecord) => {
     const key = grantSignInKey(grant);
     if (key !== undefined) removeFrom(activeBySignIn, key, grant.grantId);
@@ -74,9 +78,13 @@ export function createGrantIndex(): GrantIndex {
     grantStored(grant) {
       const key = grantSignInKey(grant);
       if (key !== undefined && grant.revokedAt === undefined) addTo(activeBySignIn, key, grant.grantId);
+      if (grant.exchangedFrom !== undefined) addTo(derivedByOrigin, grant.exchangedFrom, grant.grantId);
     },
     grantRevoked: leaveSignIn,
-    grantDropped: leaveSignIn,
+    grantDropped(grant) {
+      leaveSignIn(grant);
+      if (grant.exchangedFrom !== undefined) removeFrom(derivedByOrigin, grant.exchangedFrom, grant.grantId);
+    },
     activeGrantsOf: (key) => activeBySignIn.get(signInKey(key)) ?? NONE,
     refreshStored: (grantId, tokenHash) => addTo(refreshByGrant, grantId, tokenHash),
     refreshDropped: (grantId, tokenHash) => removeFrom(refreshByGrant, grantId, tokenHash),
@@ -84,5 +92,6 @@ export function createGrantIndex(): GrantIndex {
     accessDropped: (grantId, jti) => removeFrom(accessByGrant, grantId, jti),
     refreshTokensOf: (grantId) => refreshByGrant.get(grantId) ?? NONE,
     accessTokensOf: (grantId) => accessByGrant.get(grantId) ?? NONE,
+    exchangedFrom: (grantId) => derivedByOrigin.get(grantId) ?? NONE,
   };
 }

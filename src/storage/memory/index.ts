@@ -123,7 +123,20 @@ export function createMemoryStore(): AuthorizationStore {
     }
   }
 
+  /** Revokes the grant and, down the chain, every grant exchanged from it (RFC 7009 §2.1). */
   function revokeGrantNow(grantId: string, now: number): boolean {
+    if (!revokeOneGrant(grantId, now)) return false;
+    const seen = new Set([grantId]);
+    const pending = [...index.exchangedFrom(grantId)];
+    for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+      if (seen.has(next)) continue;
+      seen.add(next);
+      if (revokeOneGrant(next, now)) pending.push(...index.exchangedFrom(next));
+    }
+    return true;
+  }
+
+  function revokeOneGrant(grantId: string, now: number): boolean {
     const grant = grants.get(grantId);
     if (!grant) return false;
     index.grantRevoked(grant);

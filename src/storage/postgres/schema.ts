@@ -264,4 +264,15 @@ ALTER TABLE refresh_tokens ADD COLUMN rotated_from text;
 ALTER TABLE refresh_tokens ADD COLUMN successor_used_at bigint;
 `,
   },
+  {
+    version: 8,
+    description: "grants: exchanged_from (token exchange chains) and its index",
+    // A grant made by token exchange (RFC 8693) names the grant it was exchanged from; revoking a
+    // grant revokes down the chain (sql/statements.ts revokeGrantStatements), found through the
+    // index. Only exchanged grants have the column set, so the index holds only them.
+    sql: `
+ALTER TABLE grants ADD COLUMN exchanged_from text;
+CREATE INDEX grants_exchanged_from ON grants (exchanged_from) WHERE exchanged_from IS NOT NULL;
+`,
+  },
 ];

@@ -165,6 +165,7 @@ export function rowToGrant(row: Row): GrantRecord {
     sessionHash: optStr(row.session_hash),
     stepUpRequestedAt: optNum(row.step_up_requested_at),
     dpopJkt: optStr(row.dpop_jkt),
+    exchangedFrom: optStr(row.exchanged_from),
   });
 }
 
@@ -294,6 +295,7 @@ export function grantInsert(grant: GrantRecord): RowInsert {
       "session_hash",
       "step_up_requested_at",
       "dpop_jkt",
+      "exchanged_from",
     ],
     values: [
       grant.grantId,
@@ -307,6 +309,7 @@ export function grantInsert(grant: GrantRecord): RowInsert {
       grant.sessionHash ?? null,
       grant.stepUpRequestedAt ?? null,
       grant.dpopJkt ?? null,
+      grant.exchangedFrom ?? null,
     ],
   };
 }

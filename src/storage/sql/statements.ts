@@ -47,13 +47,27 @@ export function render(
 }
 
 /**
+ * The grant `:grantId` and every grant exchanged from it, down the chain (RFC 8693 token exchange,
+ * `grants.exchanged_from`, found through the grants_exchanged_from index). UNION, not UNION ALL:
+ * a row is visited once, so even a cycle a damaged database might hold ends.
+ */
+const EXCHANGE_CHAIN = `WITH RECURSIVE chain(grant_id) AS (
+  SELECT CAST(:grantId AS TEXT)
+  UNION
+  SELECT g.grant_id FROM grants g JOIN chain c ON g.exchanged_from = c.grant_id
+) `;
+
+/**
  * Revokes a grant and every token of it (OAuth 2.1 §4.1.3 on a replayed code, RFC 9700 §4.14.2 on
- * a reused refresh token, RFC 7009 §2.1 on revocation), in this order: the grant row first, then
- * its tokens, the lock order every PostgreSQL transaction keeps. The first statement's change count
- * says whether the grant exists. An earlier revocation time is kept.
+ * a reused refresh token, RFC 7009 §2.1 on revocation), and the same for every grant exchanged
+ * from it (RFC 7009 §2.1: what was derived from a revoked grant goes with it), in this order: the
+ * grant row first, then the derived grants' rows, then the tokens, the lock order every PostgreSQL
+ * transaction keeps. The first statement's change count says whether the grant exists. An earlier
+ * revocation time is kept.
  */
 export function revokeGrantStatements(style: PlaceholderStyle, grantId: string, now: number): Statement[] {
   const params = { grantId, now };
+  const inChain = "grant_id IN (SELECT grant_id FROM chain)";
   return [
     render(
       "UPDATE grants SET revoked_at = coalesce(revoked_at, :now) WHERE grant_id = :grantId",
@@ -61,17 +75,26 @@ export function revokeGrantStatements(style: PlaceholderStyle, grantId: string, 
       style,
     ),
     render(
-      "UPDATE refresh_tokens SET revoked_at = coalesce(revoked_at, :now) WHERE grant_id = :grantId",
+      `${EXCHANGE_CHAIN}UPDATE grants SET revoked_at = coalesce(revoked_at, :now) WHERE ${inChain} AND grant_id <> :grantId`,
       params,
       style,
     ),
     render(
-      "UPDATE access_tokens SET revoked_at = coalesce(revoked_at, :now) WHERE grant_id = :grantId",
+      `${EXCHANGE_CHAIN}UPDATE refresh_tokens SET revoked_at = coalesce(revoked_at, :now) WHERE ${inChain}`,
       params,
       style,
     ),
-    // The upstream provider's tokens kept for this grant die with it (sql/upstream-tokens.ts).
-    render("DELETE FROM upstream_token_sets WHERE holder = 'grant:' || :grantId", { grantId }, style),
+    render(
+      `${EXCHANGE_CHAIN}UPDATE access_tokens SET revoked_at = coalesce(revoked_at, :now) WHERE ${inChain}`,
+      params,
+      style,
+    ),
+    // The upstream provider's tokens kept for these grants die with them (sql/upstream-tokens.ts).
+    render(
+      `${EXCHANGE_CHAIN}DELETE FROM upstream_token_sets WHERE holder IN (SELECT 'grant:' || grant_id FROM chain)`,
+      { grantId },
+      style,
+    ),
   ];
 }
 

@@ -263,4 +263,16 @@ ALTER TABLE refresh_tokens ADD COLUMN rotated_from TEXT;
 ALTER TABLE refresh_tokens ADD COLUMN successor_used_at INTEGER;
 `,
   },
+  {
+    version: 8,
+    description: "grants: exchanged_from (token exchange chains) and its index",
+    // A grant made by token exchange (RFC 8693) names the grant it was exchanged from; revoking a
+    // grant revokes down the chain (sql/statements.ts revokeGrantStatements), found through the
+    // index. Only exchanged grants have the column set, so the index holds only them. Rows written
+    // before this migration have none: they were never linked, and stay as they were.
+    sql: `
+ALTER TABLE grants ADD COLUMN exchanged_from TEXT;
+CREATE INDEX grants_exchanged_from ON grants (exchanged_from) WHERE exchanged_from IS NOT NULL;
+`,
+  },
 ];

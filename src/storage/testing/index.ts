@@ -10,6 +10,7 @@ import { codeContract } from "./codes.js";
 import type { StoreContext } from "./context.js";
 import { deviceContract } from "./devices.js";
 import { dpopContract } from "./dpop.js";
+import { exchangeChainContract } from "./exchange-chain.js";
 import { grantContract } from "./grants.js";
 import { markerContract } from "./markers.js";
 import { recordContract } from "./records.js";
@@ -90,6 +91,7 @@ export function runStorageContract(options: StorageContractOptions): void {
     codeContract(context);
     sealedCodeContract(context);
     grantContract(context);
+    exchangeChainContract(context);
     supersedeContract(context);
     refreshContract(context);
     dpopContract(context);

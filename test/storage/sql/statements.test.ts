@@ -44,12 +44,15 @@ describe("render", () => {
 });
 
 describe("shared statements", () => {
-  it("revocation touches the grant first, then its refresh and access tokens, then deletes its upstream tokens", () => {
+  it("revocation touches the grant first, then the grants exchanged from it, then their refresh and access tokens, then deletes their upstream tokens", () => {
     const statements = revokeGrantStatements("$n", "grant-1", 5);
-    const tables = statements.map((s) => s.text.split(" ")[s.text.startsWith("DELETE") ? 2 : 1]);
-    expect(tables).toEqual(["grants", "refresh_tokens", "access_tokens", "upstream_token_sets"]);
-    for (const s of statements.slice(0, 3)) expect(s.values).toEqual([5, "grant-1"]);
-    expect(statements[3]?.values).toEqual(["grant-1"]);
+    const tables = statements.map((s) => /(?:UPDATE|DELETE FROM) (\w+)/.exec(s.text)?.[1]);
+    expect(tables).toEqual(["grants", "grants", "refresh_tokens", "access_tokens", "upstream_token_sets"]);
+    expect(statements[0]?.values).toEqual([5, "grant-1"]);
+    // The chain's statements name the grant once ($1 in the CTE and the filter), then the time.
+    for (const s of statements.slice(1, 4)) expect(new Set(s.values)).toEqual(new Set([5, "grant-1"]));
+    expect(statements.slice(1).every((s) => s.text.startsWith("WITH RECURSIVE chain"))).toBe(true);
+    expect(statements[4]?.values).toEqual(["grant-1"]);
   });
 
   it("the purge reports every PurgeResult count exactly once, tokens before their grants", () => {
