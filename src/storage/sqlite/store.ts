@@ -199,20 +199,24 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
    */
   async function read<T>(fn: () => T): Promise<T> {
     let value: T;
+    let seen = 0;
     try {
       const refused = walSync?.failure();
       if (refused) throw refused;
       value = fn();
+      if (walSync) {
+        const version = dataVersion!.get();
+        if (version !== seenDataVersion) {
+          // Another connection committed: what this read saw may not be on disk yet.
+          seenDataVersion = version;
+          walSync.committed();
+        }
+        seen = walSync.latest();
+      }
     } catch (error) {
       throw translate(error);
     }
-    if (!walSync) return value;
-    const version = dataVersion!.get();
-    if (version !== seenDataVersion) {
-      seenDataVersion = version;
-      walSync.committed();
-    }
-    await walSync.durable(walSync.latest());
+    if (walSync) await walSync.durable(seen);
     return value;
   }
 
