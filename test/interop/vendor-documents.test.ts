@@ -241,6 +241,29 @@ const chatgptKey: ClientAuth = async (clientId) => ({
     .sign(rsa.privateKey),
 });
 
+/** An authorization request for the notes resource with PKCE (OAuth 2.1 §4.1.1). */
+function authorizationUrl(p: {
+  clientId: string;
+  redirectUri: string;
+  scope: string;
+  challenge: string;
+  state: string;
+}): URL {
+  const url = new URL(`${server.issuer}/authorize`);
+  for (const [k, v] of Object.entries({
+    response_type: "code",
+    client_id: p.clientId,
+    redirect_uri: p.redirectUri,
+    code_challenge: p.challenge,
+    code_challenge_method: "S256",
+    resource: RESOURCE,
+    scope: p.scope,
+    state: p.state,
+  }))
+    url.searchParams.set(k, v);
+  return url;
+}
+
 interface Authorized {
   code: string;
   verifier: string;
@@ -258,18 +281,7 @@ async function authorizeInBrowser(
 ): Promise<Authorized> {
   const { verifier, challenge } = pkcePair();
   const state = randomBytes(12).toString("base64url");
-  const url = new URL(`${server.issuer}/authorize`);
-  for (const [k, v] of Object.entries({
-    response_type: "code",
-    client_id: clientId,
-    redirect_uri: redirectUri,
-    code_challenge: challenge,
-    code_challenge_method: "S256",
-    resource: RESOURCE,
-    scope,
-    state,
-  }))
-    url.searchParams.set(k, v);
+  const url = authorizationUrl({ clientId, redirectUri, scope, challenge, state });
   const arrived = callbacks.next(state);
   const visit = await new ChromiumUser(context, user).authorize(url, redirectUri);
   const callback = await arrived;
@@ -362,19 +374,13 @@ async function authorizeStatus(
   clientId: string,
   redirectUri: string,
 ): Promise<{ status: number; location: string | null }> {
-  const { challenge } = pkcePair();
-  const url = new URL(`${server.issuer}/authorize`);
-  for (const [k, v] of Object.entries({
-    response_type: "code",
-    client_id: clientId,
-    redirect_uri: redirectUri,
-    code_challenge: challenge,
-    code_challenge_method: "S256",
-    resource: RESOURCE,
+  const url = authorizationUrl({
+    clientId,
+    redirectUri,
     scope: READ,
+    challenge: pkcePair().challenge,
     state: "s",
-  }))
-    url.searchParams.set(k, v);
+  });
   const response = await fetch(url, { redirect: "manual" });
   await response.body?.cancel();
   return { status: response.status, location: response.headers.get("location") };
