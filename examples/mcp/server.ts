@@ -1,18 +1,21 @@
 /**
- * An MCP server (Streamable HTTP, stateless) behind Gatehouse's resource-server gate, with a scope
- * per tool:
+ * An MCP server (Streamable HTTP, stateless) behind Gatehouse's operation gate, with a scope per
+ * tool, declared as a policy:
  *
  * | MCP request | scopes needed |
  * |---|---|
  * | any request to the endpoint (initialize, tools/list, ...) | `notes:read` |
  * | `tools/call` of `notes.list` | `notes:read` |
  * | `tools/call` of `notes.add` | `notes:write` (which implies `notes:read`) |
+ * | anything else (another tool, resources, prompts, ...) | refused (403) |
  *
- * The scope check happens at the HTTP layer, before the JSON-RPC message is dispatched: the gate's
- * scopes-from-request function reads the `tools/call` name from the body, so a token without
- * `notes:write` gets a real `403 insufficient_scope` challenge naming the scopes needed (spec
- * "Insufficient scope"), which an MCP client can act on by stepping up. The tool handlers check the
- * same table again, as a second line of defence.
+ * The gate (`createOperationGate`) reads the JSON-RPC body once, before the message is
+ * dispatched, and judges every message of it against {@link NOTES_POLICY}: a token without
+ * `notes:write` calling `notes.add` gets a real `403 insufficient_scope` challenge naming the
+ * scopes needed (spec "Insufficient scope"), which an MCP client can act on by stepping up. The
+ * parsed body is handed to the SDK (`parsedBody`), which does not parse it again, and every
+ * decision is an audit line on stderr. The tool handlers check the same table again, as a second
+ * line of defence.
  *
  * The MCP side is the official SDK v2 (`@modelcontextprotocol/server`): `createMcpHandler` serves
  * both protocol eras (2026-07-28's per-request envelopes, and a stateless `initialize` for
@@ -26,25 +29,36 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { pathToFileURL } from "node:url";
 import { createMcpHandler, McpServer } from "@modelcontextprotocol/server";
-import { ScopeHierarchy } from "gatehouse-auth";
+import { jsonLogger, ScopeHierarchy } from "gatehouse-auth";
 import { listen } from "gatehouse-auth/node";
 import {
   type AuthInfo,
   cachedVerifier,
+  createOperationGate,
   createResourceServer,
   jwtVerifier,
+  type OperationPolicy,
   REVISIONS,
   type Revision,
 } from "gatehouse-auth/resource-server";
 import * as z from "zod";
 
-/** Every request to the MCP endpoint needs these. */
-export const ENDPOINT_SCOPES: readonly string[] = ["notes:read"];
-
-/** The scopes each tool needs: the one table both the HTTP gate and the tool handlers read. */
+/** The scopes each tool needs: the one table the policy and the tool handlers read. */
 export const TOOL_SCOPES: Readonly<Record<string, readonly string[]>> = {
   "notes.list": ["notes:read"],
   "notes.add": ["notes:write"],
+};
+
+/**
+ * The operation policy (the same document could be a YAML file, see docs/resource-server.md):
+ * every request needs `notes:read`, `tools/list` is open to it, each tool needs its scopes, and
+ * anything not named is refused.
+ */
+export const NOTES_POLICY: OperationPolicy = {
+  base: ["notes:read"],
+  default: "deny",
+  methods: { "tools/list": {} },
+  tools: Object.fromEntries(Object.entries(TOOL_SCOPES).map(([tool, scopes]) => [tool, { scopes }])),
 };
 
 /** `notes:write` implies `notes:read` (2026-07-28: the resource server MUST honour its hierarchy). */
@@ -72,41 +86,13 @@ export interface NotesMcpServer {
   close(): Promise<void>;
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 /**
- * The scopes a request needs: the endpoint's, plus those of every tool named by a `tools/call` in
- * the body (a single JSON-RPC message or a batch). A body that is not JSON needs only the
- * endpoint's scopes; the MCP transport then answers the parse error itself.
- */
-export async function requiredScopes(request: Request): Promise<string[]> {
-  const scopes = new Set(ENDPOINT_SCOPES);
-  if (request.method !== "POST") return [...scopes];
-  let body: unknown;
-  try {
-    // A clone, so the transport can still read the body after the gate.
-    body = await request.clone().json();
-  } catch {
-    return [...scopes];
-  }
-  for (const message of Array.isArray(body) ? body : [body]) {
-    if (!isRecord(message) || message.method !== "tools/call" || !isRecord(message.params)) continue;
-    const name = message.params.name;
-    if (typeof name !== "string" || !Object.hasOwn(TOOL_SCOPES, name)) continue;
-    for (const scope of TOOL_SCOPES[name] ?? []) scopes.add(scope);
-  }
-  return [...scopes];
-}
-
-/**
- * Creates the protected MCP endpoint. Options are checked now (a bad resource URI or issuer throws
- * at start-up, not on the first request).
+ * Creates the protected MCP endpoint. Options and the policy are checked now (a bad resource URI,
+ * issuer or policy throws at start-up, not on the first request).
  */
 export function createNotesMcpServer(options: NotesMcpServerOptions): NotesMcpServer {
   const hierarchy = new ScopeHierarchy(NOTES_HIERARCHY);
-  const gate = createResourceServer({
+  const resourceServer = createResourceServer({
     resource: options.resource,
     authorizationServers: [options.issuer],
     scopesSupported: ["notes:read", "notes:write"],
@@ -117,8 +103,9 @@ export function createNotesMcpServer(options: NotesMcpServerOptions): NotesMcpSe
       jwtVerifier({ issuer: options.issuer, audience: options.resource, jwksUri: options.jwksUri }),
     ),
   });
-  const endpointPath = new URL(gate.resource).pathname;
-  const protect = gate.requireBearer({ scopes: requiredScopes });
+  // One audit line per decision (user, client, tool, decision, missing scopes) on stderr.
+  const gate = createOperationGate(resourceServer, { policy: NOTES_POLICY, logger: jsonLogger() });
+  const endpointPath = new URL(resourceServer.resource).pathname;
   const notesBySubject = new Map<string, string[]>();
 
   /** Second line of defence: a tool never runs without its scopes, whatever the HTTP layer did. */
@@ -126,7 +113,6 @@ export function createNotesMcpServer(options: NotesMcpServerOptions): NotesMcpSe
     const missing = hierarchy.missing(auth.scopes, TOOL_SCOPES[tool] ?? []);
     if (missing.size > 0) throw new Error(`${tool} needs the scope ${[...missing].join(" ")}`);
   };
-
   /** One MCP server per request (the SDK's handler asks), knowing who is calling. */
   const mcpServerFor = (auth: AuthInfo): McpServer => {
     const owner = auth.subject ?? `client:${auth.clientId ?? "unknown"}`;
@@ -164,12 +150,15 @@ export function createNotesMcpServer(options: NotesMcpServerOptions): NotesMcpSe
   });
 
   return {
-    resourceMetadataUrl: gate.resourceMetadataUrl,
+    resourceMetadataUrl: resourceServer.resourceMetadataUrl,
     async fetch(request) {
       // RFC 9728 §3: the metadata document is public.
-      if (gate.handles(request)) return gate.metadataResponse(request);
+      if (resourceServer.handles(request)) return resourceServer.metadataResponse(request);
       if (new URL(request.url).pathname !== endpointPath) return new Response("not found", { status: 404 });
-      return protect(request, (verified, auth) => currentAuth.run(auth, () => mcp.fetch(verified)));
+      // The gate read and parsed the body once; the SDK takes the parsed value as it is.
+      return gate.handle(request, (forwarded, context) =>
+        currentAuth.run(context.auth, () => mcp.fetch(forwarded, { parsedBody: context.body })),
+      );
     },
     close: () => mcp.close(),
   };

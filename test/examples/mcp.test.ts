@@ -16,6 +16,8 @@ import {
   hashPassword,
 } from "../../src/authorization-server/index.js";
 import { type ListeningServer, listen } from "../../src/http/node.js";
+import { compileOperationPolicy } from "../../src/resource-server/index.js";
+import { requirementOf } from "../../src/resource-server/operations/decide.js";
 import { silentLogger } from "../../src/shared/log.js";
 import { parseWWWAuthenticate } from "../../src/shared/www-authenticate.js";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
@@ -257,43 +259,28 @@ describe.each(REVISIONS)("examples/mcp run as its README says (revision %s)", (r
   });
 });
 
-describe("examples/mcp: the scopes a request needs", () => {
-  let requiredScopes: ServerModule["requiredScopes"];
+describe("examples/mcp: the scopes a request needs (its operation policy)", () => {
+  let policy: ReturnType<typeof compileOperationPolicy>;
   beforeAll(async () => {
-    ({ requiredScopes } = await importExample<ServerModule>("examples/mcp/server.ts"));
+    const { NOTES_POLICY } = await importExample<ServerModule>("examples/mcp/server.ts");
+    policy = compileOperationPolicy(NOTES_POLICY);
   });
-  const post = (body: unknown) =>
-    new Request("http://127.0.0.1/mcp", {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: typeof body === "string" ? body : JSON.stringify(body),
-    });
-  const call = (name: unknown, id = 1) => ({ jsonrpc: "2.0", id, method: "tools/call", params: { name } });
+  const needs = (method: string, name?: string) => {
+    const target = name === undefined ? undefined : ({ kind: "tool", name } as const);
+    const requirement = requirementOf(policy, { kind: "request", method, id: 1, target });
+    return requirement.deny ? "denied" : [...requirement.scopes].sort();
+  };
 
-  it("every request needs the endpoint scope; each tools/call adds its tool's scopes", async () => {
-    expect(await requiredScopes(new Request("http://127.0.0.1/mcp"))).toEqual(["notes:read"]);
-    expect(await requiredScopes(post({ jsonrpc: "2.0", id: 1, method: "tools/list" }))).toEqual([
-      "notes:read",
-    ]);
-    expect(await requiredScopes(post(call("notes.list")))).toEqual(["notes:read"]);
-    expect((await requiredScopes(post(call("notes.add")))).sort()).toEqual(["notes:read", "notes:write"]);
+  it("every request needs the endpoint scope; each tools/call adds its tool's scopes", () => {
+    expect(needs("initialize")).toEqual(["notes:read"]);
+    expect(needs("tools/list")).toEqual(["notes:read"]);
+    expect(needs("tools/call", "notes.list")).toEqual(["notes:read"]);
+    expect(needs("tools/call", "notes.add")).toEqual(["notes:read", "notes:write"]);
   });
 
-  it("a batch needs the union of its calls' scopes", async () => {
-    const scopes = await requiredScopes(post([call("notes.list", 1), call("notes.add", 2)]));
-    expect(scopes.sort()).toEqual(["notes:read", "notes:write"]);
-  });
-
-  it("unknown tools, prototype names and bodies that are not JSON add nothing (and do not throw)", async () => {
-    expect(await requiredScopes(post(call("nope")))).toEqual(["notes:read"]);
-    expect(await requiredScopes(post(call("__proto__")))).toEqual(["notes:read"]);
-    expect(await requiredScopes(post(call(42)))).toEqual(["notes:read"]);
-    expect(await requiredScopes(post("{not json"))).toEqual(["notes:read"]);
-  });
-
-  it("reading the scopes leaves the body readable for the MCP transport", async () => {
-    const request = post(call("notes.add"));
-    await requiredScopes(request);
-    expect(((await request.json()) as { params: { name: string } }).params.name).toBe("notes.add");
+  it("unknown tools, prototype names and unnamed methods are refused", () => {
+    expect(needs("tools/call", "nope")).toBe("denied");
+    expect(needs("tools/call", "__proto__")).toBe("denied");
+    expect(needs("resources/list")).toBe("denied");
   });
 });
