@@ -19,6 +19,7 @@
  */
 import { createLocalJWKSet, errors, type JWK, type JWTVerifyGetKey } from "jose";
 import { type GuardedFetch, GuardedFetchError, guardedFetch } from "../../shared/guarded-fetch.js";
+import { traceOutboundFetch } from "../../shared/telemetry.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
 import { publicJwkProblem } from "./metadata-document.js";
@@ -29,7 +30,7 @@ export const JWKS_MAX_BYTES = 16 * 1024;
 /** Most keys a client's set may hold (as a document's inline `jwks`). */
 const MAX_KEYS = 10;
 /** A cached set is refetched for an unknown `kid` only when at least this old. */
-export const REFETCH_COOLDOWN_MS = 30_000;
+const REFETCH_COOLDOWN_MS = 30_000;
 /** Key sets kept per server; the oldest entry leaves first (bounded memory whatever strangers send). */
 const MAX_ENTRIES = 1000;
 
@@ -64,7 +65,7 @@ const PUBLIC_REASONS: Partial<Record<string, string>> = {
 };
 
 /** Parses and checks a fetched key set: 1 to 10 public asymmetric keys, else the whole set is refused. */
-export function parseClientKeySet(body: string): { keys: JWK[] } {
+function parseClientKeySet(body: string): { keys: JWK[] } {
   let json: unknown;
   try {
     json = JSON.parse(body);
@@ -87,7 +88,7 @@ export function parseClientKeySet(body: string): { keys: JWK[] } {
 }
 
 /** Key sets of document clients for one server, keyed by `client_id`. */
-export class DocumentKeySets {
+class DocumentKeySets {
   readonly #entries = new Map<string, Entry>();
   readonly #settings: ResolvedDocumentSettings;
   readonly #fetch: GuardedFetch;
@@ -128,12 +129,16 @@ export class DocumentKeySets {
     const settings = this.#settings;
     let response: Awaited<ReturnType<GuardedFetch>>;
     try {
-      response = await this.#fetch(jwksUri, {
-        maxBytes: JWKS_MAX_BYTES,
-        timeoutMs: settings.timeoutMs,
-        allowLoopback: settings.allowLoopback,
-        accept: "application/jwk-set+json, application/json",
-      });
+      // The document validated jwks_uri as an https URL (fetchUrlProblem), so it parses.
+      const host = new URL(jwksUri).hostname;
+      response = await traceOutboundFetch("client_jwks", host, () =>
+        this.#fetch(jwksUri, {
+          maxBytes: JWKS_MAX_BYTES,
+          timeoutMs: settings.timeoutMs,
+          allowLoopback: settings.allowLoopback,
+          accept: "application/jwk-set+json, application/json",
+        }),
+      );
     } catch (error) {
       // A failure is never cached: the next request fetches again.
       if (error instanceof GuardedFetchError) {
@@ -174,7 +179,7 @@ export class DocumentKeySets {
 const perServer = new WeakMap<ServerContext, DocumentKeySets>();
 
 /** The document key sets of the server behind `ctx` (created on first use from its settings). */
-export function documentKeySets(ctx: ServerContext): DocumentKeySets {
+function documentKeySets(ctx: ServerContext): DocumentKeySets {
   let sets = perServer.get(ctx);
   if (!sets) {
     sets = new DocumentKeySets({
