@@ -77,8 +77,44 @@ function isConnectionFailure(error: unknown): boolean {
   );
 }
 
-/** Turns driver errors into the contract's types; errors thrown by a caller's `check` pass as is. */
-export function translate(error: unknown): unknown {
+/**
+ * Where the pool connects, for messages: host, port, database and user from the connection
+ * string, never the password (PostgresStoreOptions: the string itself is never logged). A host
+ * given as the `host` query parameter (a Unix socket directory) is named as such.
+ */
+export function describeTarget(connectionString: string): string {
+  let url: URL;
+  try {
+    url = new URL(connectionString);
+  } catch {
+    return "PostgreSQL (connection string not a URL)";
+  }
+  const host = url.searchParams.get("host") ?? (url.hostname || "localhost");
+  const port = url.port || "5432";
+  const user = decodeURIComponent(url.username);
+  const database = decodeURIComponent(url.pathname.replace(/^\//, "")) || user;
+  return `PostgreSQL at ${host}:${port}/${database}${user ? ` (user ${user})` : ""}`;
+}
+
+/**
+ * PostgreSQL's own reason for a failure to connect or to run (its message names the database or
+ * role it refused, never a password), or the driver's for the network, with the SQLSTATE or errno.
+ */
+function reason(error: unknown): string {
+  const code = sqlState(error);
+  const message = errorMessage(error)
+    // One line in a log or on a terminal: control characters become spaces.
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping control characters
+    .replace(/[\u0000-\u001f\u007f]/g, " ")
+    .slice(0, 300);
+  return `${message || "no reason given"}${code && !message.includes(code) ? ` (${code})` : ""}`;
+}
+
+/**
+ * Turns driver errors into the contract's types; errors thrown by a caller's `check` pass as is.
+ * `target` ({@link describeTarget}) names where a connection failed.
+ */
+export function translate(error: unknown, target = "PostgreSQL"): unknown {
   if (error instanceof StorageUnavailableError || error instanceof StorageConflictError) return error;
   const code = sqlState(error);
   if (code === "23505") return new StorageConflictError("record already exists", { cause: error });
@@ -88,7 +124,7 @@ export function translate(error: unknown): unknown {
     });
   }
   if (isConnectionFailure(error)) {
-    return new StorageUnavailableError(`PostgreSQL unavailable${code ? ` (${code})` : ""}`, { cause: error });
+    return new StorageUnavailableError(`${target} unavailable: ${reason(error)}`, { cause: error });
   }
   return error;
 }
@@ -105,6 +141,7 @@ export function openPool(options: PostgresStoreOptions): Db {
   if (!Number.isInteger(statementTimeoutMs) || statementTimeoutMs < 0) {
     throw new GatehouseTypeError("ERR_INVALID_OPTION", "statementTimeoutMs must be a non-negative integer");
   }
+  const target = describeTarget(options.connectionString);
   const pool = new pg.Pool({
     connectionString: options.connectionString,
     max: options.max ?? 10,
@@ -128,11 +165,11 @@ export function openPool(options: PostgresStoreOptions): Db {
     try {
       return await pool.query(text, params);
     } catch (error) {
-      if (!isConnectionFailure(error) || sqlState(error) === "57014") throw translate(error);
+      if (!isConnectionFailure(error) || sqlState(error) === "57014") throw translate(error, target);
       try {
         return await pool.query(text, params);
       } catch (again) {
-        throw translate(again);
+        throw translate(again, target);
       }
     }
   }
@@ -148,10 +185,12 @@ export function openPool(options: PostgresStoreOptions): Db {
       } catch (error) {
         // Whatever stops us getting a connection (refused, shutting down, not accepting
         // connections, pool ended) means the database is unavailable for this request.
-        const translated = translate(error);
+        // PostgreSQL's reason tells a missing database (3D000) from an unknown role (28000) or a
+        // refused connection (ECONNREFUSED); the target says where it was tried.
+        const translated = translate(error, target);
         throw translated instanceof StorageConflictError || translated instanceof StorageUnavailableError
           ? translated
-          : new StorageUnavailableError("PostgreSQL unavailable (no connection)", { cause: error });
+          : new StorageUnavailableError(`${target} unavailable: ${reason(error)}`, { cause: error });
       }
       const tx = {
         query: async (text: string, params?: unknown[]) => (await client.query(text, params)).rows as Row[],
@@ -169,7 +208,7 @@ export function openPool(options: PostgresStoreOptions): Db {
           attempt--;
           continue;
         }
-        throw translate(error);
+        throw translate(error, target);
       }
       try {
         const result = await fn(tx);
@@ -185,7 +224,7 @@ export function openPool(options: PostgresStoreOptions): Db {
         // for a conflict can run again from the start.
         const code = sqlState(error);
         if (code !== undefined && RETRYABLE.has(code) && attempt < 5) continue;
-        throw translate(error);
+        throw translate(error, target);
       }
     }
   }
