@@ -618,6 +618,7 @@ async function measure(server, { seconds, states, init, op }) {
     serverCpuMsPerOp: round((after.cpuMs - before.cpuMs) / n, 3),
     loadGeneratorCpuMsPerOp: round((loadCpu.user + loadCpu.system) / 1000 / n, 3),
     p50Ms: round(percentile(latencies, 50), 1),
+    p95Ms: round(percentile(latencies, 95), 1),
     p99Ms: round(percentile(latencies, 99), 1),
     peakRssMiB: round(peakRss / 1048576, 1),
     ...(commits
@@ -736,6 +737,7 @@ function summarize(runs) {
     "serverCpuMsPerOp",
     "loadGeneratorCpuMsPerOp",
     "p50Ms",
+    "p95Ms",
     "p99Ms",
     "commitsPerOp",
     "walSyncsPerOp",
@@ -895,7 +897,7 @@ async function main() {
     return;
   }
   const row = (name, r) =>
-    `  ${name.padEnd(34)} ${String(r.perSecond).padStart(8)}/s  server CPU ${String(r.serverCpuMsPerOp).padStart(6)} ms/op  load gen CPU ${r.loadGeneratorCpuMsPerOp} ms/op  p50 ${r.p50Ms} ms  p99 ${r.p99Ms} ms  peak RSS ${r.peakRssMiB} MiB  errors ${r.errors}` +
+    `  ${name.padEnd(34)} ${String(r.perSecond).padStart(8)}/s  server CPU ${String(r.serverCpuMsPerOp).padStart(6)} ms/op  load gen CPU ${r.loadGeneratorCpuMsPerOp} ms/op  p50 ${r.p50Ms} ms  p95 ${r.p95Ms} ms  p99 ${r.p99Ms} ms  peak RSS ${r.peakRssMiB} MiB  errors ${r.errors}` +
     (r.commitsPerOp === undefined ? "" : `  commits/op ${r.commitsPerOp}`) +
     (r.walSyncsPerOp === undefined ? "" : `  WAL fsyncs/op ${r.walSyncsPerOp}`) +
     (r.checkpointsPer1kOps === undefined
