@@ -23,7 +23,12 @@ import { traceOutboundFetch } from "../../shared/telemetry.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
 import { publicJwkProblem } from "./metadata-document.js";
-import { cacheLifetimeSeconds, type ResolvedDocumentSettings, resolveDocumentSettings } from "./resolver.js";
+import {
+  cacheLifetimeSeconds,
+  hostAllowed,
+  type ResolvedDocumentSettings,
+  resolveDocumentSettings,
+} from "./resolver.js";
 
 /** Cap on a key set's body: a few RSA keys with certificate chains fit; a document's 5 KiB may not. */
 export const JWKS_MAX_BYTES = 16 * 1024;
@@ -127,10 +132,19 @@ class DocumentKeySets {
 
   async #load(clientId: string, jwksUri: string): Promise<Entry> {
     const settings = this.#settings;
+    // The document validated jwks_uri as an https URL (fetchUrlProblem), so it parses.
+    const host = new URL(jwksUri).hostname;
+    // An operator who allow-listed the hosts that may be clients expects no fetch elsewhere: the key
+    // set's host must be on the list too. (A callback policy judges the client_id URL only.)
+    if (settings.trust.kind === "allow-list" && !hostAllowed(host, settings.trust.hosts)) {
+      throw new DocumentKeysError(
+        "untrusted_host",
+        "the jwks_uri host is not allowed by this server's policy",
+        "jwks_uri host not on the trust allow-list",
+      );
+    }
     let response: Awaited<ReturnType<GuardedFetch>>;
     try {
-      // The document validated jwks_uri as an https URL (fetchUrlProblem), so it parses.
-      const host = new URL(jwksUri).hostname;
       response = await traceOutboundFetch("client_jwks", host, () =>
         this.#fetch(jwksUri, {
           maxBytes: JWKS_MAX_BYTES,

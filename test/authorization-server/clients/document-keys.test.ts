@@ -291,6 +291,35 @@ describe("hostile key sets and jwks_uri destinations are refused", () => {
     expect(JSON.stringify(logs)).not.toContain(String(privateJwk.d));
   });
 
+  it("with an allow-list trust policy, a jwks_uri on a host off the list is refused and never asked", async () => {
+    jwksHandlers.set("/jwks/listed", serveJson({ keys: [publicJwk] }));
+    jwksHandlers.set("/jwks/unlisted", serveJson({ keys: [publicJwk] }));
+    // The documents are on 127.0.0.1 (listed); `localhost` reaches the same server but is not listed.
+    documentJwksUri.set("unlisted", `https://localhost:${documents.port}/jwks/unlisted`);
+    const main = server;
+    server = await startFlowServer({
+      extra: {
+        clientMetadataDocuments: {
+          enabled: true,
+          trust: { kind: "allow-list", hosts: ["127.0.0.1"] },
+          dangerouslyAllowLoopbackForTesting: { ca: [testTls().ca] },
+        },
+      },
+    });
+    try {
+      expect(await withKey("listed")).toMatchObject(AUTHENTICATED);
+      const answer = await withKey("unlisted");
+      expect(answer).toMatchObject(REFUSED);
+      expect(answer.description).toBe(
+        "client keys could not be used: the jwks_uri host is not allowed by this server's policy",
+      );
+      expect(hits.get("/jwks/unlisted")).toBeUndefined();
+    } finally {
+      await server.close();
+      server = main;
+    }
+  });
+
   it("a jwks_uri on a private address is refused before any connection (a real server listens there)", async () => {
     documentJwksUri.set("private-address", `${privateServer.origin}/jwks`);
     const answer = await withKey("private-address");
