@@ -1,6 +1,8 @@
 /**
- * Sliding-window rate limits on top of the store's fixed-window counters (`store.hitRateLimit`),
- * shared by every instance.
+ * Rate limits on top of the store's fixed-window counters (`store.hitRateLimit`), shared by every
+ * instance: the pages' limits never pass more than their number in any window
+ * ({@link hitBoundedWindow}); the token endpoint's, a high budget on a hot path, is the cheaper
+ * sliding-window estimate below, which may pass up to about twice its number across a boundary.
  *
  * A plain fixed window forgets everything at its boundary: ten guesses at 4:59 and ten more at 5:01
  * all pass, and a test (or a person) whose attempts straddle the boundary sees the count reset. The
@@ -100,11 +102,68 @@ export async function hitSlidingWindow(
   };
 }
 
+/** Sub-windows per window of {@link hitBoundedWindow}: a refused caller waits at most one longer. */
+export const BOUNDED_WINDOW_BUCKETS = 5;
+
+/** What {@link hitBoundedWindow} found. */
+export interface BoundedWindowResult {
+  /** Attempts counted (this one included): every attempt since the start of the oldest sub-window. */
+  count: number;
+  /** True when `count` is above the limit (the attempt is refused; it still counts). */
+  limited: boolean;
+  /** Seconds until an attempt would pass if nothing else came in (0 when not limited). */
+  retryAfterSeconds: number;
+}
+
 /**
- * Counts one attempt against each of `limits` (sliding windows of `windowMs`, every attempt
- * counted as {@link hitSlidingWindow} does) and returns the seconds to wait when any of them is
- * over, the longest wait of those, or undefined when none is. For the pages' limits that key one
- * attempt several ways (sign-in: username and address; device code entry: sign-in and address).
+ * Counts one attempt against `key` and refuses it when more than `limit` attempts fall in the last
+ * `windowMs` or a little more: never more than `limit` pass in ANY window of `windowMs`, across
+ * window boundaries, on every store and across instances (the counts are the store's). The sliding
+ * estimate above cannot promise that: it assumes the previous window's attempts were spread evenly,
+ * so a caller who spends the whole budget just before a boundary and waits half a window gets half
+ * a budget more (issue 22: about twice the documented number across a boundary).
+ *
+ * How, with a store that can only add a hit to a fixed-window counter and return its count: the
+ * window is cut into {@link BOUNDED_WINDOW_BUCKETS} sub-windows, and counter `j` spans sub-windows
+ * `j .. j + BUCKETS`. An attempt in sub-window `b` hits the BUCKETS + 1 counters that span it; the
+ * oldest, `b - BUCKETS`, then holds every attempt since the start of sub-window `b - BUCKETS`, a
+ * span at least `windowMs` long, so it never counts fewer attempts than the last `windowMs` holds.
+ * The price: a refused caller may wait up to one sub-window longer than a perfect log would say,
+ * and an attempt costs BUCKETS + 1 counter writes (these limits guard pages people type into, not
+ * the token endpoint).
+ */
+export async function hitBoundedWindow(
+  store: Pick<AuthorizationStore, "hitRateLimit">,
+  key: string,
+  options: { now: number; windowMs: number; limit: number },
+): Promise<BoundedWindowResult> {
+  const { now, windowMs, limit } = options;
+  const n = BOUNDED_WINDOW_BUCKETS;
+  const bucketMs = Math.ceil(windowMs / n);
+  const b = Math.floor(now / bucketMs);
+  // spans[i]: counter b - n + i, the attempts from the start of sub-window b - n + i until now.
+  const spans = await Promise.all(
+    Array.from({ length: n + 1 }, (_, i) => {
+      const j = b - n + i;
+      return store.hitRateLimit(`${key}:s${j}`, j * bucketMs, (n + 1) * bucketMs);
+    }),
+  );
+  const count = spans[0]!;
+  if (count <= limit) return { count, limited: false, retryAfterSeconds: 0 };
+  // After m sub-window boundaries the counted span starts at sub-window b - n + m, whose counter
+  // (spans[m]) holds the attempts already made in it: the first m where one more fits is the wait.
+  let m = 1;
+  while (m <= n && spans[m]! + 1 > limit) m++;
+  const retryMs = (b + m) * bucketMs - now;
+  return { count, limited: true, retryAfterSeconds: Math.max(1, Math.ceil(retryMs / 1000)) };
+}
+
+/**
+ * Counts one attempt against each of `limits` ({@link hitBoundedWindow}: at most `limit` in any
+ * window of `windowMs`, every attempt counted, refused ones too) and returns the seconds to wait
+ * when any of them is over, the longest wait of those, or undefined when none is. For the pages'
+ * limits that key one attempt several ways (sign-in: username and address; device code entry:
+ * sign-in and address).
  */
 export async function hitSlidingWindows(
   store: Pick<AuthorizationStore, "hitRateLimit">,
@@ -112,7 +171,7 @@ export async function hitSlidingWindows(
   window: { now: number; windowMs: number },
 ): Promise<number | undefined> {
   const results = await Promise.all(
-    limits.map(({ key, limit }) => hitSlidingWindow(store, key, { ...window, limit })),
+    limits.map(({ key, limit }) => hitBoundedWindow(store, key, { ...window, limit })),
   );
   const limited = results.filter((r) => r.limited);
   return limited.length ? Math.max(...limited.map((r) => r.retryAfterSeconds)) : undefined;

@@ -11,6 +11,7 @@ import { SORTABLE_ID } from "../../src/authorization-server/ids.js";
 import {
   DEVICE_CODE_ATTEMPTS_PER_ADDRESS,
   DEVICE_CODE_ATTEMPTS_PER_SESSION,
+  DEVICE_CODE_WINDOW_MS,
 } from "../../src/authorization-server/pages/device.js";
 import { hashPassword } from "../../src/authorization-server/password.js";
 import { sha256Base64url } from "../../src/shared/crypto.js";
@@ -453,6 +454,31 @@ describe("verification page (RFC 8628 §3.3, §5.1, §5.4)", () => {
     expect(limited.status).toBe(429);
     expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0);
     expect(await limited.text()).not.toContain("Living-room TV");
+  });
+
+  it("the per-sign-in limit holds across a window boundary: never more than the limit in any window", async () => {
+    const agent = await signedInAgent();
+    const entry = hiddenFields(await (await agent.get("/device")).text());
+    const W = DEVICE_CODE_WINDOW_MS;
+    const boundary = Math.ceil(server.clock.now / W) * W + W;
+    const enter = async (at: number) => {
+      server.clock.now = at;
+      return (await agent.post("/device", { ...entry, user_code: "BBBB-BBBB" })).status;
+    };
+    const admitted: number[] = [];
+    // The whole budget just before a window boundary...
+    for (let i = 0; i < DEVICE_CODE_ATTEMPTS_PER_SESSION; i++) {
+      if ((await enter(boundary - 1_000)) === 400) admitted.push(boundary - 1_000);
+    }
+    expect(admitted).toHaveLength(DEVICE_CODE_ATTEMPTS_PER_SESSION);
+    // ...then half a window later, still inside five minutes of those: nothing more passes.
+    for (let i = 0; i < DEVICE_CODE_ATTEMPTS_PER_SESSION; i++) {
+      if ((await enter(boundary + W / 2)) === 400) admitted.push(boundary + W / 2);
+    }
+    expect(admitted).toHaveLength(DEVICE_CODE_ATTEMPTS_PER_SESSION);
+    // Refused entries count too; a full window after the last of them (and a minute for the
+    // counting's granularity), entries pass again.
+    expect(await enter(boundary + W / 2 + W + 60_000)).toBe(400);
   });
 
   it("limits code entries per address, across sign-ins", async () => {

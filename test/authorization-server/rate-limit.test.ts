@@ -1,16 +1,26 @@
 /**
- * The sliding-window limiter behind the login limits: attempts on both sides of a window boundary
- * add up (a fixed window would reset), the previous window's weight decays as it slides out, and
- * Retry-After is the real wait until one more attempt would pass.
+ * The rate limiters. The token endpoint's sliding-window estimate: attempts on both sides of a
+ * window boundary add up (a fixed window would reset), the previous window's weight decays as it
+ * slides out, and Retry-After is the real wait until one more attempt would pass. The pages' limits
+ * (sign-in, device code entry): never more than the documented number in any window, across a
+ * boundary, on every store and across instances (issue 22: the estimate admitted about twice).
  */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   hitSlidingWindow,
+  hitSlidingWindows,
   retryAfterMs,
   slidingEstimate,
 } from "../../src/authorization-server/rate-limit.js";
+import type { AuthorizationStore } from "../../src/storage/contract.js";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
+import { createPostgresStore } from "../../src/storage/postgres/index.js";
+import { createSqliteStore } from "../../src/storage/sqlite/index.js";
+import { POSTGRES_URL, requirePostgres, schemaNamer } from "../storage/postgres-support.js";
 
 const W = 300_000;
 const LIMIT = 10;
@@ -104,3 +114,106 @@ describe("retryAfterMs", () => {
     );
   });
 });
+
+describe("hitSlidingWindows (the pages' limits): the documented number holds in every window", () => {
+  /** Whether an attempt at `now` passes a limit of `limit` per W on `key`. */
+  const passes = async (
+    store: Parameters<typeof hitSlidingWindows>[0],
+    key: string,
+    now: number,
+    limit = 30,
+  ) => (await hitSlidingWindows(store, [{ key, limit }], { now, windowMs: W })) === undefined;
+
+  it("thirty just before a boundary and none half a window later (the sliding estimate let fifteen more through)", async () => {
+    const store = createMemoryStore();
+    const boundary = 4_000 * W;
+    let admitted = 0;
+    for (let i = 0; i < 30; i++) if (await passes(store, "addr", boundary - 1_000)) admitted++;
+    // Nothing tried in between (every attempt counts, so hammering would lock the caller out).
+    for (let i = 0; i < 30; i++) if (await passes(store, "addr", boundary + W / 2)) admitted++;
+    expect(admitted).toBe(30);
+  });
+
+  it("property: in any window of W, at most the limit of attempts pass, however they are spread", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        // Bursts: a caller who waits for the right moments, not one who hammers.
+        fc.array(fc.record({ at: fc.integer({ min: 0, max: 3 * W }), n: fc.integer({ min: 1, max: 12 }) }), {
+          minLength: 1,
+          maxLength: 8,
+        }),
+        async (bursts) => {
+          const store = createMemoryStore();
+          const start = 7_000 * W + 12_345; // not aligned to any window
+          const times = bursts.flatMap((b) => Array<number>(b.n).fill(start + b.at)).sort((a, b) => a - b);
+          const admitted: number[] = [];
+          for (const t of times) if (await passes(store, "k", t, LIMIT)) admitted.push(t);
+          for (const t of admitted) {
+            expect(admitted.filter((u) => u > t - W && u <= t).length).toBeLessThanOrEqual(LIMIT);
+          }
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it("Retry-After is a wait after which an attempt passes, and never more than a window and a minute", async () => {
+    const store = createMemoryStore();
+    const start = 9_000 * W;
+    for (let i = 0; i < LIMIT; i++) await passes(store, "k", start + 30_000, LIMIT);
+    const wait = await hitSlidingWindows(store, [{ key: "k", limit: LIMIT }], {
+      now: start + 90_000,
+      windowMs: W,
+    });
+    expect(wait).toBeGreaterThan(0);
+    expect(wait! * 1000).toBeLessThanOrEqual(W + 60_000);
+    expect(await passes(store, "k", start + 90_000 + wait! * 1000, LIMIT)).toBe(true);
+  });
+
+  it.each([
+    ["SQLite, two instances on one file", "sqlite"],
+    ["PostgreSQL, two instances on one schema", "postgres"],
+  ] as const)("holds across instances: %s", async (_name, kind) => {
+    const { stores, close } = await twoInstances(kind);
+    try {
+      const boundary = 5_000 * W;
+      let admitted = 0;
+      for (let i = 0; i < 30; i++) if (await passes(stores[i % 2]!, "addr", boundary - 1_000)) admitted++;
+      for (let i = 0; i < 30; i++) if (await passes(stores[i % 2]!, "addr", boundary + W / 2)) admitted++;
+      expect(admitted).toBe(30);
+    } finally {
+      await close();
+    }
+  });
+});
+
+/** Two stores on one database, as two instances of the server; migrated; `close` drops them. */
+async function twoInstances(
+  kind: "sqlite" | "postgres",
+): Promise<{ stores: AuthorizationStore[]; close(): Promise<void> }> {
+  let stores: AuthorizationStore[];
+  let cleanup: () => Promise<void>;
+  if (kind === "sqlite") {
+    const dir = await mkdtemp(join(tmpdir(), "gatehouse-rate-limit-"));
+    const path = join(dir, "gatehouse.db");
+    stores = [createSqliteStore({ path }), createSqliteStore({ path })];
+    cleanup = () => rm(dir, { recursive: true, force: true });
+  } else {
+    await requirePostgres();
+    const schemas = schemaNamer("rate_limit");
+    const schema = schemas.next();
+    stores = [
+      createPostgresStore({ connectionString: POSTGRES_URL, schema }),
+      createPostgresStore({ connectionString: POSTGRES_URL, schema }),
+    ];
+    cleanup = () => schemas.dropSchemas();
+  }
+  for (const store of stores) await store.migrate();
+  return {
+    stores,
+    async close() {
+      for (const store of stores) await store.close();
+      await cleanup();
+    },
+  };
+}
