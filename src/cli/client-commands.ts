@@ -18,6 +18,7 @@ import {
 import { explainNetworkError } from "../client/protocol/network-errors.js";
 import { EncryptedFileTokenStore } from "../client/stores/encrypted-file.js";
 import { browserSession } from "../client/user-agent/browser.js";
+import { isCallbackPort } from "../client/user-agent/loopback-listener.js";
 import type { AuthorizationSessionFactory } from "../client/user-agent/session.js";
 import { UsageError } from "./args.js";
 import { explainParseArgsError, urlArgumentProblem } from "./command-line-text.js";
@@ -112,6 +113,8 @@ export function cliAuthClient(options: {
   device?: DeviceAuthorizationOptions;
   /** Printed just before the browser login shows its URL (why no browser will open, say). */
   browserNotice?: string;
+  /** `--callback-port`: the browser login's loopback port, for a server that registered it exactly. */
+  callbackPort?: number;
   clientMetadataUrl?: string;
   clientId?: string;
   clientSecret?: string;
@@ -143,6 +146,7 @@ export function cliAuthClient(options: {
                   timeoutHint:
                     "run the command again, use --print-url to open the URL yourself, or log in with 'gatehouse login --device <url>'",
                   ...(options.printOnly && { printOnly: true }),
+                  ...(options.callbackPort !== undefined && { callbackPort: options.callbackPort }),
                 }),
                 options.browserNotice,
                 print,
@@ -331,6 +335,29 @@ export function urlArgument(command: string, positionals: string[], what: string
     return undefined;
   }
   return value;
+}
+
+/**
+ * `--callback-port N` of the browser login (login, fetch): a decimal port from 1 to 65535, never
+ * with `--device` (which listens on nothing). Returns the port, undefined when not given, or null
+ * after a usage error on stderr: the command exits with status 2.
+ */
+export function callbackPortOption(
+  command: string,
+  text: string | undefined,
+  device: boolean,
+): number | undefined | null {
+  if (text === undefined) return undefined;
+  if (device) {
+    usageError(command, "--callback-port is for the browser login; --device listens on no port");
+    return null;
+  }
+  const port = /^\d{1,5}$/.test(text) ? Number(text) : Number.NaN;
+  if (!isCallbackPort(port)) {
+    usageError(command, `--callback-port must be a port number from 1 to 65535, got ${JSON.stringify(text)}`);
+    return null;
+  }
+  return port;
 }
 
 /** How long the CLI's own probes (below) wait: they only add a hint, so they give up early. */

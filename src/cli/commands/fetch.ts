@@ -4,6 +4,7 @@
 import { parseArgs } from "node:util";
 import {
   authorizationServerGivenHint,
+  callbackPortOption,
   cliAuthClient,
   cliDeviceAuthorization,
   describeError,
@@ -31,6 +32,8 @@ Options (curl-like):
   -d, --data BODY        request body ("@file" reads a file, "@-" standard input)
   -i, --include          print the status line and response headers
   --print-url            never open a browser; print the authorization URL instead
+  --callback-port N      authorizing in the browser, receive its redirect on port N (1-65535):
+                         http://127.0.0.1:N/callback, for a server that registered that port
   --no-browser           never authorize interactively: fail when a login is needed
   --device               authorize by approving a code on another device (RFC 8628)
 
@@ -75,6 +78,8 @@ export async function run(args: string[]): Promise<number> {
     usageError("fetch", "--device is a way to log in: not with --print-url or --no-browser");
     return 2;
   }
+  const callbackPort = callbackPortOption("fetch", values["callback-port"], values.device === true);
+  if (callbackPort === null) return 2;
   // The response body goes to stdout: the device flow's address and code go to stderr.
   const device = values.device ? cliDeviceAuthorization(process.stderr) : undefined;
   const reason = device
@@ -83,6 +88,7 @@ export async function run(args: string[]): Promise<number> {
   const client = cliAuthClient({
     ...(device && { device: device.options }),
     ...(printOnly && { printOnly }),
+    ...(callbackPort !== undefined && { callbackPort }),
     ...(reason !== undefined && { refuseInteractive: { url, reason } }),
   });
   device?.listen();
@@ -133,6 +139,7 @@ function parse(args: string[]) {
       data: { type: "string", short: "d" },
       include: { type: "boolean", short: "i" },
       "print-url": { type: "boolean" },
+      "callback-port": { type: "string" },
       "no-browser": { type: "boolean" },
       device: { type: "boolean" },
     },

@@ -6,6 +6,7 @@
 import { parseArgs } from "node:util";
 import {
   authorizationServerGivenHint,
+  callbackPortOption,
   cliAuthClient,
   cliDeviceAuthorization,
   describeError,
@@ -34,6 +35,9 @@ offer the device flow (RFC 8628: device_authorization_endpoint in its metadata).
 Options:
   --device                    log in by approving a code on another device (RFC 8628)
   --print-url                 do not open a browser; print the URL to open
+  --callback-port N           receive the browser's redirect on port N (1-65535) instead of a
+                              random one: http://127.0.0.1:N/callback, for an authorization
+                              server that registered the redirect URI with that exact port
   --client-metadata-url URL   use this Client ID Metadata Document URL as the client id
   --client-id ID              pre-registered client id (with --issuer)
   --client-secret SECRET      pre-registered client secret (prefer GATEHOUSE_CLIENT_SECRET)
@@ -54,6 +58,8 @@ export async function run(args: string[]): Promise<number> {
     usageError("login", "--print-url is for the browser login; --device prints its own address and code");
     return 2;
   }
+  const callbackPort = callbackPortOption("login", values["callback-port"], values.device === true);
+  if (callbackPort === null) return 2;
   // The address and code on stdout, where the result of a login goes too.
   const device = values.device ? cliDeviceAuthorization(process.stdout) : undefined;
   const noBrowser = values.device ? undefined : noBrowserReason({ printOnly: values["print-url"] === true });
@@ -66,6 +72,7 @@ export async function run(args: string[]): Promise<number> {
       browserNotice: `No browser can be opened here (${noBrowser}): open the address below where you can, or press Ctrl-C and run 'gatehouse login --device ${resource}'.`,
     }),
     ...(values["print-url"] && { printOnly: true }),
+    ...(callbackPort !== undefined && { callbackPort }),
     ...(values["client-metadata-url"] && { clientMetadataUrl: values["client-metadata-url"] }),
     ...(values["client-id"] && { clientId: values["client-id"] }),
     ...((values["client-secret"] ?? process.env.GATEHOUSE_CLIENT_SECRET) && {
@@ -112,6 +119,7 @@ function parse(args: string[]) {
       help: { type: "boolean", short: "h" },
       device: { type: "boolean" },
       "print-url": { type: "boolean" },
+      "callback-port": { type: "string" },
       "client-metadata-url": { type: "string" },
       "client-id": { type: "string" },
       "client-secret": { type: "string" },

@@ -5,7 +5,12 @@
  */
 import { spawn } from "node:child_process";
 import { assertOpenableAuthorizationUrl } from "../protocol/authorization.js";
-import { type ExpectedResponseIssuer, formatWait, startLoopbackListener } from "./loopback-listener.js";
+import {
+  assertCallbackPort,
+  type ExpectedResponseIssuer,
+  formatWait,
+  startLoopbackListener,
+} from "./loopback-listener.js";
 import type { AuthorizationSessionFactory } from "./session.js";
 
 function browserCommand(): string | undefined {
@@ -56,14 +61,23 @@ export function browserSession(
     /** What the timeout error tells the user to do next. */
     timeoutHint?: string;
     open?: (url: URL) => Promise<boolean>;
+    /**
+     * Listen for the redirect on this port (1-65535) instead of a random one: the redirect URI is
+     * then `http://127.0.0.1:<port>/callback`, for an authorization server that registered it with
+     * an exact port. A port in use fails the login with `user_agent_failed`, naming the port.
+     */
+    callbackPort?: number;
   } = {},
 ): AuthorizationSessionFactory {
   const print = options.print ?? ((m: string) => process.stderr.write(`${m}\n`));
   const timeoutMs = options.timeoutMs ?? 300_000;
+  // Checked here, when the session is configured, not at the first login.
+  assertCallbackPort(options.callbackPort, "callbackPort");
   return async () => {
     const listener = await startLoopbackListener({
       timeoutMs,
       ...(options.timeoutHint && { timeoutHint: options.timeoutHint }),
+      ...(options.callbackPort !== undefined && { port: options.callbackPort }),
     });
     return {
       redirectUri: listener.redirectUri,

@@ -1,13 +1,43 @@
 /**
- * A one-shot loopback redirect listener (RFC 8252 §7.3): binds 127.0.0.1 only on a random port,
- * accepts the first callback whose `state` matches, then closes; a timeout closes it too.
- * Requests with another path or a wrong state get an error page and do not end the wait.
+ * A one-shot loopback redirect listener (RFC 8252 §7.3): binds 127.0.0.1 only, on a random port
+ * unless one is pinned, accepts the first callback whose `state` matches, then closes; a timeout
+ * closes it too. Requests with another path or a wrong state get an error page and do not end the
+ * wait.
  */
 import { createHash } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { timingSafeEqualString } from "../../shared/crypto.js";
+import { GatehouseTypeError } from "../../shared/errors.js";
 import { AuthorizationFlowError } from "../errors.js";
+
+const LISTENER_STEP = "user agent (loopback redirect listener, RFC 8252 §7.3)";
+
+/** Whether `port` can be pinned for the listener: an integer from 1 to 65535 (0 means a random one). */
+export function isCallbackPort(port: number): boolean {
+  return Number.isInteger(port) && port >= 1 && port <= 65535;
+}
+
+/** Refuses a pinned port out of range (misuse: `GatehouseTypeError` `ERR_INVALID_OPTION`). */
+export function assertCallbackPort(port: number | undefined, option = "port"): void {
+  if (port === undefined || port === 0 || isCallbackPort(port)) return;
+  throw new GatehouseTypeError(
+    "ERR_INVALID_OPTION",
+    `${option} must be an integer from 1 to 65535 (or 0 for a random port), got ${String(port)}`,
+  );
+}
+
+/** Why a pinned port could not be bound, in words naming it; `undefined` for other failures. */
+function bindProblem(error: unknown, port: number): string | undefined {
+  const code = (error as NodeJS.ErrnoException | null)?.code;
+  if (code === "EADDRINUSE") {
+    return `port ${port} on 127.0.0.1 is already in use (another program, or another login waiting on it): stop it or pin another port`;
+  }
+  if (code === "EACCES") {
+    return `port ${port} on 127.0.0.1 may not be opened by this user (ports below 1024 need privileges): pin a port from 1024 up`;
+  }
+  return undefined;
+}
 
 /** "5 min", "90 s": how long a wait lasts, for the messages that mention it. */
 export function formatWait(ms: number): string {
@@ -177,11 +207,16 @@ export async function startLoopbackListener(
   options: {
     path?: string;
     timeoutMs?: number;
+    /**
+     * The port to listen on, for an authorization server that registered the redirect URI with an
+     * exact port; default (or 0) a random free one, which RFC 8252 §7.3 lets the server accept.
+     */
     port?: number;
     /** What the timeout error tells the user to do next. */
     timeoutHint?: string;
   } = {},
 ): Promise<LoopbackListener> {
+  assertCallbackPort(options.port);
   const path = options.path ?? "/callback";
   const timeoutMs = options.timeoutMs ?? 300_000;
   let expected: string | undefined;
@@ -232,6 +267,13 @@ export async function startLoopbackListener(
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port ?? 0, "127.0.0.1", () => resolve());
+  }).catch((error: unknown) => {
+    const problem = options.port ? bindProblem(error, options.port) : undefined;
+    throw new AuthorizationFlowError(
+      "user_agent_failed",
+      problem ?? `cannot listen on 127.0.0.1 for the redirect: ${(error as Error).message}`,
+      { kind: "action", step: LISTENER_STEP, cause: error },
+    );
   });
   const port = (server.address() as AddressInfo).port;
   let timer: NodeJS.Timeout | undefined;
@@ -272,7 +314,7 @@ export async function startLoopbackListener(
                 `no authorization callback within ${formatWait(timeoutMs)}: ${
                   options.timeoutHint ?? "start the authorization again"
                 }`,
-                { kind: "action", step: "user agent (loopback redirect listener, RFC 8252 §7.3)" },
+                { kind: "action", step: LISTENER_STEP },
               ),
             ),
           );
