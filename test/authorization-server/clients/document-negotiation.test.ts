@@ -6,6 +6,7 @@
  * bounded, keys are public and asymmetric. The documents below carry the vendors' published values
  * with the hosts moved to an example domain.
  */
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   publicJwkProblem,
@@ -121,6 +122,66 @@ describe("grant and response types are negotiated, not fatal", () => {
       refusal(doc({ token_endpoint_auth_methods_supported: Array.from({ length: 10_000 }, () => "none") }))
         .code,
     ).toBe("invalid_client");
+  });
+});
+
+describe("property: whatever a document lists, the stored client holds only what it can use", () => {
+  it("grant types ⊆ {code, refresh, device} plus jwt-bearer only with private_key_jwt; response types are [code]", () => {
+    const grant = fc.oneof(
+      fc.constantFrom(
+        "authorization_code",
+        "refresh_token",
+        DEVICE,
+        JWT_BEARER,
+        "client_credentials",
+        "implicit",
+        "password",
+        "urn:ietf:params:oauth:grant-type:token-exchange",
+      ),
+      fc.string({ minLength: 1, maxLength: 40 }),
+    );
+    const method = fc.constantFrom(
+      "none",
+      "private_key_jwt",
+      "tls_client_auth",
+      "self_signed_tls_client_auth",
+    );
+    fc.assert(
+      fc.property(
+        fc.array(grant, { maxLength: 19 }),
+        fc.option(fc.array(method, { minLength: 1, maxLength: 4 }), { nil: undefined }),
+        fc.boolean(),
+        (grants, methods, keyed) => {
+          const json = doc({
+            grant_types: ["authorization_code", ...grants],
+            response_types: ["code", "token"],
+            ...(methods ? { token_endpoint_auth_methods_supported: methods } : {}),
+            ...(keyed ? { jwks_uri: "https://vendor.example/jwks.json" } : {}),
+          });
+          let record: ReturnType<typeof validateClientMetadataDocument>;
+          try {
+            record = validateClientMetadataDocument(URL_ID, json);
+          } catch (e) {
+            // Refused only when no method both sides support is offered.
+            expect(e).toBeInstanceOf(OAuthError);
+            expect(methods?.includes("none")).not.toBe(true);
+            return;
+          }
+          const allowed = new Set(["authorization_code", "refresh_token", DEVICE]);
+          if (record.tokenEndpointAuthMethod === "private_key_jwt") allowed.add(JWT_BEARER);
+          expect(record.grantTypes.every((g) => allowed.has(g))).toBe(true);
+          expect(record.grantTypes[0]).toBe("authorization_code");
+          expect(new Set(record.grantTypes).size).toBe(record.grantTypes.length);
+          expect(record.responseTypes).toEqual(["code"]);
+          // private_key_jwt only with keys, and then whenever it was offered.
+          const offered = methods ?? ["none"];
+          expect(record.tokenEndpointAuthMethod === "private_key_jwt").toBe(
+            keyed && offered.includes("private_key_jwt"),
+          );
+        },
+      ),
+      { numRuns: 500 },
+    );
   });
 });
 
