@@ -107,6 +107,25 @@ export const RESOURCE_DPOP_RULES: readonly Rule[] = [
     },
   },
   {
+    id: "prm.dpop-replay",
+    group: "prm",
+    level: "SHOULD",
+    spec: "RFC 9449 §11.1 (a resource server SHOULD refuse a proof's jti seen before, within the iat window)",
+    title: "A DPoP resource run as several instances shares one replay guard",
+    check(o) {
+      const prm = o.selectedPrm?.json;
+      if (!prm) return skip("no protected resource metadata");
+      if (prm.dpop_signing_alg_values_supported === undefined && !requiresDPoP(prm))
+        return skip("DPoP not advertised");
+      // Not observable from outside (it would take a real token and proof sent to two instances):
+      // said once, because Gatehouse's default guard lives in one process.
+      return info(
+        "DPoP proofs are single use per replay guard: if this resource runs as several instances, they must share one (Gatehouse: dpop.replayGuard = storeReplayGuard(store) on the shared SQLite or PostgreSQL store), or a proof replayed at another instance is accepted there. The auditor cannot see how many instances answer",
+        o.selectedPrm!.url,
+      );
+    },
+  },
+  {
     id: "challenge.dpop",
     group: "challenge",
     level: "MUST",
