@@ -4,11 +4,11 @@
  *   GET  /notes   needs notes:read
  *   POST /notes   needs notes:write (which implies notes:read)
  *
- * Run it against your authorization server (Node 22.6+ strips the types; `npm run build` first so
- * `gatehouse/*` resolves):
+ * Run it against your authorization server, on Node 20 or newer (`npm run build` first so
+ * `gatehouse-auth/*` resolves; README.md has the settings and the whole walk-through):
  *
- *   ISSUER=http://127.0.0.1:9000 JWKS_URI=http://127.0.0.1:9000/jwks.json \
- *     node --experimental-strip-types examples/notes/server.ts
+ *   ISSUER=http://localhost:9000 JWKS_URI=http://localhost:9000/jwks.json PORT=3000 \
+ *     node --import ./scripts/typescript.mjs examples/notes/server.ts
  *
  * or without one (SELF_ISSUE=1): the example then signs a sample token itself and prints it.
  */
