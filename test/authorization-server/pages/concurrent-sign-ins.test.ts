@@ -118,49 +118,66 @@ async function twoAtOnce(context: BrowserContext, round: number): Promise<string
 }
 
 const ROUNDS = 10;
+/** Each round is two sign-ins in Chromium; generous, since timings are never asserted. */
+const TIMEOUT_MS = 240_000;
 
 describe("two sign-ins started together in one browser", () => {
-  it("both complete in a fresh profile, round after round", async () => {
-    const outcomes: string[][] = [];
-    for (let round = 0; round < ROUNDS; round++) {
+  it(
+    "both complete in a fresh profile, round after round",
+    async () => {
+      const outcomes: string[][] = [];
+      for (let round = 0; round < ROUNDS; round++) {
+        const context = await browser.newContext();
+        outcomes.push(await twoAtOnce(context, round));
+        await context.close();
+      }
+      expect(outcomes).toEqual(Array.from({ length: ROUNDS }, (_, round) => [`a-${round}`, `b-${round}`]));
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
+    "both complete round after round in the same profile, which keeps no binding cookie after",
+    async () => {
       const context = await browser.newContext();
-      outcomes.push(await twoAtOnce(context, round));
+      const outcomes: string[][] = [];
+      for (let round = 0; round < ROUNDS; round++) outcomes.push(await twoAtOnce(context, round));
+      expect(outcomes).toEqual(Array.from({ length: ROUNDS }, (_, round) => [`a-${round}`, `b-${round}`]));
+      // Each finished interaction's binding cookie is cleared with its answer.
+      const left = (await context.cookies(server.url)).filter((c) => c.name.includes("interaction"));
+      expect(left).toEqual([]);
       await context.close();
-    }
-    expect(outcomes).toEqual(Array.from({ length: ROUNDS }, (_, round) => [`a-${round}`, `b-${round}`]));
-  });
+    },
+    TIMEOUT_MS,
+  );
 
-  it("both complete round after round in the same profile, which keeps no binding cookie after", async () => {
-    const context = await browser.newContext();
-    const outcomes: string[][] = [];
-    for (let round = 0; round < ROUNDS; round++) outcomes.push(await twoAtOnce(context, round));
-    expect(outcomes).toEqual(Array.from({ length: ROUNDS }, (_, round) => [`a-${round}`, `b-${round}`]));
-    // Each finished interaction's binding cookie is cleared with its answer.
-    const left = (await context.cookies(server.url)).filter((c) => c.name.includes("interaction"));
-    expect(left).toEqual([]);
-    await context.close();
-  });
-
-  it("a continuation link of either opened in another browser is still refused", async () => {
-    const context = await browser.newContext();
-    const pages = [await context.newPage(), await context.newPage()];
-    holdAuthorizeRequests(2);
-    const [first, second] = [
-      await h.newClient({ redirectUris: [callback] }),
-      await h.newClient({ redirectUris: [callback] }),
-    ];
-    await Promise.all([pages[0]!.goto(flowUrl(first, "mine-1")), pages[1]!.goto(flowUrl(second, "mine-2"))]);
-    const other = await browser.newContext();
-    const stranger = await other.newPage();
-    for (const page of pages) {
-      const response = await stranger.goto(page.url());
-      expect(response!.status()).toBe(403);
-      await expect(stranger.locator("h1").textContent()).resolves.toBe("Wrong browser");
-      expect(await stranger.locator("form").count()).toBe(0);
-    }
-    // The browser that started them still can.
-    const user = await h.newUser();
-    expect([await finish(pages[0]!, user), await finish(pages[1]!, user)]).toEqual(["mine-1", "mine-2"]);
-    await Promise.all([context.close(), other.close()]);
-  });
+  it(
+    "a continuation link of either opened in another browser is still refused",
+    async () => {
+      const context = await browser.newContext();
+      const pages = [await context.newPage(), await context.newPage()];
+      holdAuthorizeRequests(2);
+      const [first, second] = [
+        await h.newClient({ redirectUris: [callback] }),
+        await h.newClient({ redirectUris: [callback] }),
+      ];
+      await Promise.all([
+        pages[0]!.goto(flowUrl(first, "mine-1")),
+        pages[1]!.goto(flowUrl(second, "mine-2")),
+      ]);
+      const other = await browser.newContext();
+      const stranger = await other.newPage();
+      for (const page of pages) {
+        const response = await stranger.goto(page.url());
+        expect(response!.status()).toBe(403);
+        await expect(stranger.locator("h1").textContent()).resolves.toBe("Wrong browser");
+        expect(await stranger.locator("form").count()).toBe(0);
+      }
+      // The browser that started them still can.
+      const user = await h.newUser();
+      expect([await finish(pages[0]!, user), await finish(pages[1]!, user)]).toEqual(["mine-1", "mine-2"]);
+      await Promise.all([context.close(), other.close()]);
+    },
+    TIMEOUT_MS,
+  );
 });
