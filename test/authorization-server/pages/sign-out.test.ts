@@ -15,13 +15,17 @@ import {
   approve,
   type FlowServer,
   publicClient,
+  RESOURCE,
   redeem,
   refresh,
   signIn,
   startFlowServer,
 } from "../support/flow-server.js";
+import { hiddenFields } from "./harness.js";
 
 const CLIENT = "cli";
+const DEVICE_CLIENT = "tv-app";
+const DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
 const REDIRECT = "http://127.0.0.1/callback";
 
 let server: FlowServer;
@@ -30,7 +34,15 @@ let audit: AuditEvent[];
 beforeEach(async () => {
   audit = [];
   server = await startFlowServer({
-    clients: [publicClient({ clientId: CLIENT })],
+    clients: [
+      publicClient({ clientId: CLIENT }),
+      publicClient({
+        clientId: DEVICE_CLIENT,
+        redirectUris: [],
+        responseTypes: [],
+        grantTypes: [DEVICE_GRANT, "refresh_token"],
+      }),
+    ],
     extra: { onAuditEvent: (event) => void audit.push(event) },
   });
 });
@@ -83,6 +95,59 @@ describe.each(["/account", "/logout"])("signing out at %s", (path) => {
     expect(audit.filter((e) => e.type === "consent_revoked")).toEqual([]);
   });
 });
+
+describe("signing out after approving a device", () => {
+  it("revokes the device's grant approved on the device page in that sign-in", async () => {
+    const { agent } = await approvedInNewBrowser();
+    const started = await tokenRequestTo("/device_authorization", {
+      client_id: DEVICE_CLIENT,
+      resource: RESOURCE,
+      scope: "notes:read",
+    });
+    const { device_code, user_code } = started as { device_code: string; user_code: string };
+    // The device page has one form (no action field to pick by).
+    const entry = hiddenFields(await (await agent.get("/device")).text());
+    const confirm = await agent.post("/device", { ...entry, user_code });
+    expect(confirm.status).toBe(200);
+    const decided = await agent.post("/device", {
+      ...hiddenFields(await confirm.text()),
+      decision: "approve",
+    });
+    expect(decided.status).toBe(200);
+    const tokens = await tokenRequestTo("/token", {
+      grant_type: DEVICE_GRANT,
+      device_code,
+      client_id: DEVICE_CLIENT,
+    });
+    const refreshToken = tokens.refresh_token as string;
+    expect(refreshToken).toBeDefined();
+
+    const out = await agent.post(
+      "/account",
+      formFor(await (await agent.get("/account")).text(), "logout").fields,
+    );
+    expect(out.status).toBe(303);
+    expect(await refresh(server.issuer, DEVICE_CLIENT, refreshToken)).toMatchObject({
+      status: 400,
+      body: { error: "invalid_grant" },
+    });
+    expect(audit).toContainEqual(expect.objectContaining({ type: "signed_out", grants_revoked: 2 }));
+  });
+});
+
+/** A form POST to the server without a browser (the device's side), its JSON answer. */
+async function tokenRequestTo(
+  path: string,
+  params: Record<string, string>,
+): Promise<Record<string, unknown>> {
+  const response = await fetch(`${server.issuer}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams(params).toString(),
+  });
+  expect(response.status).toBe(200);
+  return (await response.json()) as Record<string, unknown>;
+}
 
 describe("picking forms by purpose", () => {
   it("the account page has one form per purpose; a withdraw form is not the sign-out form", async () => {
