@@ -95,7 +95,7 @@ beforeAll(async () => {
       logger: jsonLogger((line) => logs.push(JSON.parse(line) as Record<string, unknown>)),
       clientMetadataDocuments: {
         enabled: true,
-        timeoutMs: 1500,
+        timeoutMs: 3000,
         dangerouslyAllowLoopbackForTesting: { ca: [testTls().ca] },
       },
     },
