@@ -7,7 +7,6 @@
  * The forms in these tests carry VALID CSRF tokens and cookies: the headers are the only thing
  * that differs, so each refusal is this defence's and nothing else's.
  */
-
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { crossSitePost } from "../../../src/authorization-server/pages/cross-site-post.js";

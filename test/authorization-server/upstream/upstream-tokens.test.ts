@@ -8,7 +8,6 @@
  * grant, an expired or forged subject token, a provider that keeps nothing, and no upstream token
  * in any log line, audit event or error.
  */
-
 import { request as httpsRequest } from "node:https";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UpstreamTokenError, upstreamTokenClient } from "../../../src/resource-server/index.js";
