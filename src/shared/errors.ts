@@ -177,8 +177,12 @@ export type SigningKeyDecryptionErrorCode =
   /** The decrypted (or stored plaintext) private key is not the pair of the published public key. */
   | "ERR_KEY_MISMATCH";
 
-/** The storage backend (`StorageUnavailableError`, `StorageConflictError`). */
-export type StorageErrorCode = "ERR_STORAGE_UNAVAILABLE" | "ERR_STORAGE_CONFLICT";
+/** The storage backend (`StorageUnavailableError`, `StorageConflictError`, a schema too new). */
+export type StorageErrorCode =
+  | "ERR_STORAGE_UNAVAILABLE"
+  | "ERR_STORAGE_CONFLICT"
+  /** The database was migrated by a newer Gatehouse than this one (`migrate()` refuses it). */
+  | "ERR_STORAGE_SCHEMA_TOO_NEW";
 
 /** The resource-server gate's signals that are not protocol errors (`MissingTokenError`, `HostNotAllowedError`). */
 export type GateErrorCode = "ERR_MISSING_TOKEN" | "ERR_HOST_NOT_ALLOWED";

@@ -50,6 +50,7 @@ import {
   signingKeyInsert,
   toJson,
 } from "../sql/rows.js";
+import { refuseNewerSchema } from "../sql/schema-version.js";
 import {
   purgeStatements,
   revokeAccessTokenStatement,
@@ -97,6 +98,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
         );
         const row = (await tx.query("SELECT coalesce(max(version), 0) AS v FROM schema_migrations"))[0];
         const applied = Number(row?.v ?? 0);
+        refuseNewerSchema(applied, POSTGRES_MIGRATIONS);
         for (const migration of POSTGRES_MIGRATIONS) {
           if (migration.version <= applied) continue;
           await tx.execute(migration.sql);

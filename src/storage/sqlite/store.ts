@@ -51,6 +51,7 @@ import {
   signingKeyInsert,
   toJson,
 } from "../sql/rows.js";
+import { refuseNewerSchema } from "../sql/schema-version.js";
 import {
   purgeStatements,
   revokeAccessTokenStatement,
@@ -281,6 +282,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
           db.exec(migration.sql);
           run(
             "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+        refuseNewerSchema(applied, SQLITE_MIGRATIONS);
             migration.version,
             Date.now(),
           );
