@@ -15,6 +15,9 @@ const COMMANDS: Record<string, { summary: string }> = {
   logout: { summary: "forget stored credentials" },
   status: { summary: "show stored credentials (never the tokens)" },
   check: { summary: "audit a deployed protected resource and its authorization server against the spec" },
+  gateway: {
+    summary: "protect an existing MCP server: metadata, challenges and a per-operation policy in front",
+  },
 };
 
 function usage(): string {

@@ -1,0 +1,229 @@
+/**
+ * `gatehouse gateway`: protects an existing Streamable HTTP MCP server without touching its code
+ * (src/gateway/http-gateway.ts): the protected resource metadata, the challenges and the
+ * operation policy in front, the client's token never passed on. Tokens are JWTs checked against
+ * the authorization server's keys (its RFC 8414 metadata names them, or `--jwks-uri`).
+ */
+import { readFileSync } from "node:fs";
+import { createHttpGateway } from "../../gateway/http-gateway.js";
+import { cachedVerifier } from "../../resource-server/cache.js";
+import { jwtVerifier } from "../../resource-server/jwt-verifier.js";
+import { createOperationGate } from "../../resource-server/operations/gate.js";
+import { parseOperationPolicy } from "../../resource-server/operations/policy.js";
+import { createResourceServer } from "../../resource-server/resource-server.js";
+import { jsonLogger } from "../../shared/log.js";
+import { isLoopbackHost } from "../../shared/resource-uri.js";
+import { authorizationServerMetadataUrls } from "../../shared/well-known.js";
+import {
+  flag,
+  formatUsage,
+  integerValue,
+  noPositionals,
+  type OptionSpecs,
+  parseCommandArgs,
+  stringList,
+  stringValue,
+  UsageError,
+} from "../args.js";
+import { out, outJson, printUsage, runCommand } from "../output.js";
+import { serveHttp, waitForShutdownSignal } from "../server-runtime.js";
+
+const OPTIONS: OptionSpecs = {
+  upstream: {
+    type: "string",
+    valueName: "url",
+    description: "the MCP server to protect (Streamable HTTP endpoint)",
+  },
+  resource: {
+    type: "string",
+    valueName: "url",
+    description: "the public URL clients call (the canonical resource URI tokens must name)",
+  },
+  "authorization-server": {
+    type: "string",
+    valueName: "url",
+    description: "the issuer whose access tokens are accepted (JWTs, RFC 9068)",
+  },
+  policy: { type: "string", valueName: "file", description: "the operation policy (YAML or JSON)" },
+  "jwks-uri": {
+    type: "string",
+    valueName: "url",
+    description: "the issuer's keys (default: jwks_uri from its RFC 8414 metadata)",
+  },
+  host: { type: "string", valueName: "addr", description: "address to listen on (default 127.0.0.1)" },
+  port: {
+    type: "string",
+    valueName: "n",
+    description: "port to listen on (default 8080; 0 = any free port)",
+  },
+  "user-header": {
+    type: "string",
+    valueName: "name",
+    description: "header telling the upstream the caller's sub (a client's own is dropped)",
+  },
+  "client-header": {
+    type: "string",
+    valueName: "name",
+    description: "header telling the upstream the client_id",
+  },
+  "scopes-header": {
+    type: "string",
+    valueName: "name",
+    description: "header telling the upstream the token's scopes",
+  },
+  "filter-listings": {
+    type: "boolean",
+    description: "show only what the token may call in tools/list, resources/list, prompts/list (SEP-1881)",
+  },
+  "max-body-bytes": { type: "string", valueName: "n", description: "largest request body (default 4194304)" },
+  "allowed-host": {
+    type: "string",
+    multiple: true,
+    valueName: "host[:port]",
+    description: "another Host clients may use (the resource's host is always allowed)",
+  },
+  "trust-proxy": {
+    type: "string",
+    valueName: "hops",
+    description: "trusted proxy hops in front (X-Forwarded-*)",
+  },
+  "session-key-file": {
+    type: "string",
+    valueName: "file",
+    description: "32+ bytes binding session ids to callers; share it between gateways (default: random)",
+  },
+  json: { type: "boolean", description: "print one JSON line when ready (url, resource, upstream)" },
+  help: { type: "boolean", short: "h", description: "show this help" },
+};
+
+const USAGE = formatUsage(
+  "gatehouse gateway --upstream <url> --resource <url> --authorization-server <url> --policy <file> [options]",
+  OPTIONS,
+  `
+Every request to --resource's path needs a valid access token for --resource, and each MCP operation
+what --policy says. The client's token is never sent upstream. Logs (one JSON line per decision, on
+stderr) never carry tokens or tool arguments. GET /health answers without a token.
+
+Example policy (every operation needs mcp:use, delete_file also files:admin; without
+"default" anything the policy does not name is refused):
+  base: [mcp:use]
+  default: {}
+  tools: { delete_file: { scopes: [files:admin] } }
+`,
+);
+
+function required(value: string | undefined, name: string): string {
+  if (value === undefined) throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+function absoluteUrl(value: string, name: string): URL {
+  try {
+    return new URL(value);
+  } catch {
+    throw new UsageError(`--${name} must be an absolute URL`);
+  }
+}
+
+/** The issuer's `jwks_uri` from its RFC 8414 metadata (bounded read, exact issuer check, §3.3). */
+async function discoverJwksUri(issuer: string): Promise<string> {
+  for (const { url } of authorizationServerMetadataUrls(issuer)) {
+    let response: Response;
+    try {
+      response = await fetch(url, { redirect: "error", signal: AbortSignal.timeout(10_000) });
+    } catch {
+      continue;
+    }
+    if (!response.ok) {
+      await response.body?.cancel();
+      continue;
+    }
+    const text = await response.text();
+    if (text.length > 256 * 1024) throw new Error(`the authorization server metadata at ${url} is too large`);
+    const metadata = JSON.parse(text) as { issuer?: unknown; jwks_uri?: unknown };
+    if (metadata.issuer !== issuer) {
+      throw new Error(`the metadata at ${url} names another issuer (RFC 8414 §3.3)`);
+    }
+    if (typeof metadata.jwks_uri !== "string") throw new Error(`the metadata at ${url} has no jwks_uri`);
+    return metadata.jwks_uri;
+  }
+  throw new Error(`no authorization server metadata found for ${issuer} (give --jwks-uri)`);
+}
+
+export async function run(args: string[]): Promise<number> {
+  return runCommand("gateway", async () => {
+    const parsed = parseCommandArgs(args, OPTIONS);
+    if (flag(parsed, "help")) return printUsage(USAGE);
+    noPositionals(parsed);
+    const upstream = absoluteUrl(required(stringValue(parsed, "upstream"), "upstream"), "upstream").href;
+    const resource = required(stringValue(parsed, "resource"), "resource");
+    const issuer = required(stringValue(parsed, "authorization-server"), "authorization-server");
+    const policyFile = required(stringValue(parsed, "policy"), "policy");
+    let policyText: string;
+    try {
+      policyText = readFileSync(policyFile, "utf8");
+    } catch (error) {
+      throw new Error(
+        `cannot read the policy ${policyFile}: ${(error as NodeJS.ErrnoException).code ?? "error"}`,
+      );
+    }
+    const policy = parseOperationPolicy(policyText, policyFile);
+    const port = integerValue(parsed, "port", 65535) ?? 8080;
+    const host = stringValue(parsed, "host") ?? "127.0.0.1";
+    const maxBodyBytes = integerValue(parsed, "max-body-bytes", 256 * 1024 * 1024);
+    if (maxBodyBytes !== undefined && maxBodyBytes < 1024)
+      throw new UsageError("--max-body-bytes must be at least 1024");
+    const trustProxy = integerValue(parsed, "trust-proxy", 10) ?? 0;
+    let sessionKey: Buffer | undefined;
+    const keyFile = stringValue(parsed, "session-key-file");
+    if (keyFile !== undefined) {
+      sessionKey = readFileSync(keyFile);
+      if (sessionKey.length < 32) throw new UsageError("--session-key-file must hold at least 32 bytes");
+    }
+    const log = jsonLogger();
+    const resourceUrl = absoluteUrl(resource, "resource");
+    const extraHosts = stringList(parsed, "allowed-host");
+    // DNS-rebinding defence on whatever the resource's host (a loopback resource's aliases by default).
+    const allowedHosts =
+      extraHosts.length === 0 && isLoopbackHost(resourceUrl.hostname)
+        ? undefined
+        : [resourceUrl.host, ...extraHosts];
+    const jwksUri = stringValue(parsed, "jwks-uri") ?? (await discoverJwksUri(issuer));
+    const resourceServer = createResourceServer({
+      resource,
+      authorizationServers: [issuer],
+      scopesSupported: policy.scopesNamed.length ? [...policy.scopesNamed] : undefined,
+      verifier: cachedVerifier(jwtVerifier({ issuer, audience: resource, jwksUri })),
+      allowedHosts,
+      logger: log,
+    });
+    const gate = createOperationGate(resourceServer, {
+      policy,
+      maxBodyBytes,
+      filterListings: flag(parsed, "filter-listings"),
+      logger: log,
+    });
+    const gateway = createHttpGateway({
+      upstream,
+      resourceServer,
+      gate,
+      sessionKey,
+      identityHeaders: {
+        subject: stringValue(parsed, "user-header"),
+        clientId: stringValue(parsed, "client-header"),
+        scopes: stringValue(parsed, "scopes-header"),
+      },
+      logger: log,
+    });
+    const running = await serveHttp({ host, port, trustProxy, log, name: "gateway", requestLog: false });
+    running.setHandler((request) => gateway.fetch(request));
+    const url = `http://${host.includes(":") ? `[${host}]` : host}:${running.port}`;
+    if (flag(parsed, "json")) outJson({ url, resource, upstream, authorization_server: issuer });
+    else out(`gatehouse gateway on ${url}: ${resource} -> ${upstream} (tokens from ${issuer})`);
+    await waitForShutdownSignal(log);
+    // Graceful: stop accepting, let in-flight requests and streams finish (10 s), then cut.
+    await running.close(10_000);
+    log.info("shutdown_complete", { server: "gateway" });
+    return 0;
+  });
+}

@@ -1,0 +1,268 @@
+/**
+ * The gateway: an existing Streamable HTTP MCP server, protected without touching its code. In
+ * front of it the gateway serves the protected resource metadata (RFC 9728), the challenges and
+ * the operation policy (resource-server/operations/gate.ts), and passes what the policy allows
+ * through, streaming both ways (an SSE answer is relayed as it comes).
+ *
+ * What never reaches the upstream: the client's token or DPoP proof (MCP spec, Security "Token
+ * passthrough": a server MUST NOT pass the token it received on), cookies, and any header the
+ * client sent under the names the operator uses to tell the upstream who called. Request headers
+ * are passed by an allow-list (the MCP transport's own: `Accept`, `Content-Type`, `Mcp-Session-Id`,
+ * `MCP-Protocol-Version`, `Last-Event-ID`, `Mcp-Method`, `Mcp-Name`), the body as the gate parsed
+ * and judged it (re-serialised, so the upstream cannot read another message out of the same bytes).
+ *
+ * Sessions: the upstream's `Mcp-Session-Id` is handed to the client bound to the caller (an HMAC of
+ * the subject and the id, under a key of the gateway's), and a request presenting a session of
+ * another subject gets 404, as an unknown session does (MCP transport spec, Session management).
+ * Stateless, so gateways sharing the key can stand side by side.
+ */
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import type { OperationContext, OperationGate } from "../resource-server/operations/gate.js";
+import type { ResourceServer } from "../resource-server/resource-server.js";
+import type { Logger } from "../shared/log.js";
+
+/** Headers the gateway sets for the upstream from the verified token (names are the operator's). */
+export interface IdentityHeaders {
+  /** The token's `sub`. */
+  subject?: string;
+  /** The token's `client_id`. */
+  clientId?: string;
+  /** The token's scopes, space-separated. */
+  scopes?: string;
+}
+
+export interface HttpGatewayOptions {
+  /** The upstream MCP endpoint (Streamable HTTP), e.g. `http://127.0.0.1:3000/mcp`. */
+  upstream: string;
+  resourceServer: Pick<ResourceServer, "resource" | "handles" | "metadataResponse">;
+  gate: OperationGate;
+  identityHeaders?: IdentityHeaders;
+  /** Key binding session ids to callers (32 bytes or more; default: random per process). */
+  sessionKey?: Uint8Array;
+  /** Time to wait for the upstream's response headers, in ms (default 30 000). */
+  upstreamTimeoutMs?: number;
+  logger?: Logger;
+}
+
+export interface HttpGateway {
+  fetch(request: Request): Promise<Response>;
+  /** Requests being relayed (streams included). */
+  readonly inFlight: number;
+}
+
+/** Request headers passed to the upstream (MCP transport spec, Streamable HTTP). */
+const PASSED_REQUEST_HEADERS = [
+  "accept",
+  "content-type",
+  "mcp-protocol-version",
+  "last-event-id",
+  "mcp-method",
+  "mcp-name",
+];
+/** Response headers never relayed: hop-by-hop (RFC 9110 §7.6.1), and those fetch has undone. */
+const DROPPED_RESPONSE_HEADERS = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "transfer-encoding",
+  "upgrade",
+  "te",
+  "trailer",
+  // fetch decodes the body: its encoding and length are no longer the upstream's.
+  "content-encoding",
+  "content-length",
+  "set-cookie",
+]);
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const SESSION_MAC_CHARS = 22;
+
+function jsonRpcError(status: number, message: string, id: unknown = null): Response {
+  return new Response(JSON.stringify({ jsonrpc: "2.0", id, error: { code: -32603, message } }), {
+    status,
+    headers: { "content-type": "application/json", "cache-control": "no-store" },
+  });
+}
+
+/** The id of a single request (for an error answer in its name), else `null`. */
+function singleId(context: OperationContext): unknown {
+  const only = context.messages.length === 1 ? context.messages[0] : undefined;
+  return only?.kind === "request" ? only.id : null;
+}
+
+/** Header values the verified token yields; a value a header cannot carry is left out. */
+function identityValue(value: string | undefined): string | undefined {
+  return value !== undefined && /^[\x20-\x7e]*$/.test(value) ? value : undefined;
+}
+
+export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
+  const upstream = new URL(options.upstream);
+  if (upstream.protocol !== "http:" && upstream.protocol !== "https:") {
+    throw new TypeError("upstream must be an http or https URL");
+  }
+  const identity = options.identityHeaders ?? {};
+  for (const name of Object.values(identity)) {
+    if (name !== undefined && !HEADER_NAME.test(name))
+      throw new TypeError(`invalid identity header name ${name}`);
+  }
+  const identityNames = new Set(
+    Object.values(identity)
+      .filter((n): n is string => n !== undefined)
+      .map((n) => n.toLowerCase()),
+  );
+  for (const name of identityNames) {
+    if (PASSED_REQUEST_HEADERS.includes(name) || name === "mcp-session-id" || name === "authorization") {
+      throw new TypeError(`identity header ${name} would replace a header of the MCP transport`);
+    }
+  }
+  const sessionKey = options.sessionKey ?? randomBytes(32);
+  if (sessionKey.length < 32) throw new TypeError("sessionKey must be at least 32 bytes");
+  const timeoutMs = options.upstreamTimeoutMs ?? 30_000;
+  const resourcePath = new URL(options.resourceServer.resource).pathname;
+  let inFlight = 0;
+
+  const mac = (subject: string, session: string) =>
+    createHmac("sha256", sessionKey)
+      .update(`${subject}\0${session}`)
+      .digest("base64url")
+      .slice(0, SESSION_MAC_CHARS);
+  const caller = (context: OperationContext) =>
+    `${context.auth.subject ?? ""}\0${context.auth.clientId ?? ""}`;
+  /** The upstream's session id inside the client's, when the client's was issued to this caller. */
+  const openSession = (presented: string, context: OperationContext): string | undefined => {
+    const dot = presented.lastIndexOf(".");
+    if (dot <= 0) return undefined;
+    const session = presented.slice(0, dot);
+    const expected = Buffer.from(mac(caller(context), session));
+    const given = Buffer.from(presented.slice(dot + 1));
+    return given.length === expected.length && timingSafeEqual(given, expected) ? session : undefined;
+  };
+
+  const relay = async (request: Request, context: OperationContext): Promise<Response> => {
+    const headers = new Headers();
+    for (const name of PASSED_REQUEST_HEADERS) {
+      const value = request.headers.get(name);
+      if (value !== null) headers.set(name, value);
+    }
+    const presented = request.headers.get("mcp-session-id");
+    if (presented !== null) {
+      const session = openSession(presented, context);
+      // MCP transport spec: an unknown session is 404 (the client starts a new one); a session
+      // issued to another caller is unknown to this one.
+      if (session === undefined) return jsonRpcError(404, "Session not found", singleId(context));
+      headers.set("mcp-session-id", session);
+    }
+    const put = (name: string | undefined, value: string | undefined) => {
+      if (name !== undefined && value !== undefined) headers.set(name, value);
+    };
+    put(identity.subject, identityValue(context.auth.subject));
+    put(identity.clientId, identityValue(context.auth.clientId));
+    put(identity.scopes, identityValue(context.auth.scopes.join(" ")));
+
+    const abort = new AbortController();
+    const onClientGone = () => abort.abort();
+    request.signal.addEventListener("abort", onClientGone, { once: true });
+    const timer = setTimeout(() => abort.abort(), timeoutMs);
+    inFlight++;
+    let settled = false;
+    const done = () => {
+      if (settled) return;
+      settled = true;
+      inFlight--;
+      request.signal.removeEventListener("abort", onClientGone);
+    };
+    let answer: Response;
+    try {
+      answer = await fetch(upstream, {
+        method: request.method,
+        headers,
+        body:
+          context.body === undefined || request.method !== "POST" ? undefined : JSON.stringify(context.body),
+        redirect: "manual",
+        signal: abort.signal,
+      });
+    } catch (error) {
+      done();
+      options.logger?.warn("gateway.upstream_failed", {
+        reason: abort.signal.aborted
+          ? "timeout_or_client_gone"
+          : error instanceof Error
+            ? error.name
+            : "error",
+      });
+      return jsonRpcError(502, "The MCP server behind the gateway did not answer", singleId(context));
+    } finally {
+      clearTimeout(timer);
+    }
+    const out = new Headers();
+    answer.headers.forEach((value, name) => {
+      if (!DROPPED_RESPONSE_HEADERS.has(name)) out.set(name, value);
+    });
+    const session = answer.headers.get("mcp-session-id");
+    if (session !== null) out.set("mcp-session-id", `${session}.${mac(caller(context), session)}`);
+    out.set("access-control-expose-headers", "Mcp-Session-Id, WWW-Authenticate");
+    if (answer.body === null) {
+      done();
+      return new Response(null, { status: answer.status, headers: out });
+    }
+    // The body streams through; the count ends when it ends, fails or is cancelled.
+    const reader = answer.body.getReader();
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        try {
+          const { done: end, value } = await reader.read();
+          if (end) {
+            done();
+            controller.close();
+          } else controller.enqueue(value);
+        } catch (error) {
+          done();
+          controller.error(error);
+        }
+      },
+      cancel(reason) {
+        done();
+        abort.abort();
+        return reader.cancel(reason);
+      },
+    });
+    return new Response(body, { status: answer.status, headers: out });
+  };
+
+  return {
+    get inFlight() {
+      return inFlight;
+    },
+    async fetch(request) {
+      const url = new URL(request.url);
+      if (options.resourceServer.handles(request)) return options.resourceServer.metadataResponse(request);
+      if (url.pathname === "/health" && resourcePath !== "/health") {
+        // Liveness for load balancers: no token, nothing about the upstream or the callers.
+        return new Response(JSON.stringify({ status: "ok", in_flight: inFlight }), {
+          headers: { "content-type": "application/json", "cache-control": "no-store" },
+        });
+      }
+      if (url.pathname !== resourcePath) return new Response("Not Found\n", { status: 404 });
+      if (request.method === "OPTIONS") {
+        // CORS preflight: no token to judge (browsers send none); the real request is judged.
+        return new Response(null, {
+          status: 204,
+          headers: {
+            "access-control-allow-origin": "*",
+            "access-control-allow-methods": "GET, POST, DELETE",
+            "access-control-allow-headers":
+              "authorization, dpop, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id, mcp-method, mcp-name",
+            "access-control-expose-headers": "Mcp-Session-Id, WWW-Authenticate",
+            "access-control-max-age": "600",
+          },
+        });
+      }
+      if (request.method !== "GET" && request.method !== "POST" && request.method !== "DELETE") {
+        return new Response("Method Not Allowed\n", {
+          status: 405,
+          headers: { allow: "GET, POST, DELETE, OPTIONS" },
+        });
+      }
+      return options.gate.handle(request, relay);
+    },
+  };
+}

@@ -1,0 +1,205 @@
+/**
+ * `gatehouse gateway` as a process (dist/cli/main.js): usage errors, a policy file with a bad line
+ * refused at start-up, and a running gateway with a three-line policy in front of a loopback MCP
+ * upstream: the metadata, a 401, a permitted call relayed, an audit line on stderr without the
+ * token, /health, and a graceful exit on SIGTERM.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensureBuilt, MAIN, runCli } from "../cli/helpers.js";
+import { startIssuer, type TestIssuer } from "../resource-server/fixtures.js";
+
+let issuer: TestIssuer;
+let upstream: Server;
+let upstreamUrl: string;
+let dir: string;
+beforeAll(async () => {
+  ensureBuilt();
+  issuer = await startIssuer();
+  dir = mkdtempSync(join(tmpdir(), "gatehouse-gateway-cli-"));
+  upstream = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c: Buffer) => {
+      body += c.toString();
+    });
+    req.on("end", () => {
+      const id = body ? (JSON.parse(body) as { id?: unknown }).id : null;
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({
+          jsonrpc: "2.0",
+          id,
+          result: {
+            saw_authorization: req.headers.authorization !== undefined,
+            user: req.headers["x-user"] ?? null,
+          },
+        }),
+      );
+    });
+  });
+  await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
+  upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/mcp`;
+});
+afterAll(async () => {
+  await issuer?.close();
+  await new Promise<void>((resolve) => upstream?.close(() => resolve()));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("gatehouse gateway", () => {
+  it("--help names every flag; a missing flag is a usage error (status 2)", async () => {
+    const help = await runCli(["gateway", "--help"]);
+    expect(help.code).toBe(0);
+    for (const f of [
+      "--upstream",
+      "--resource",
+      "--authorization-server",
+      "--policy",
+      "--user-header",
+      "--filter-listings",
+    ]) {
+      expect(help.stdout).toContain(f);
+    }
+    const missing = await runCli(["gateway", "--upstream", upstreamUrl]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain("--resource is required");
+  });
+
+  it("a policy with a bad value is refused at start-up, naming the file and the line", async () => {
+    const policy = join(dir, "bad.yaml");
+    writeFileSync(policy, 'base: [mcp:use]\ntools:\n  delete_file: { scopes: ["files admin"] }\n');
+    const result = await runCli([
+      "gateway",
+      "--upstream",
+      upstreamUrl,
+      "--resource",
+      "http://127.0.0.1:1/mcp",
+      "--authorization-server",
+      issuer.issuer,
+      "--jwks-uri",
+      issuer.jwksUri,
+      "--policy",
+      policy,
+    ]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      `operation policy ${policy} line 3: tools.delete_file.scopes[0] is not a valid scope token`,
+    );
+  });
+
+  it("runs with a three-line policy: metadata, 401, a relayed call, an audit line, /health, SIGTERM", async () => {
+    const policy = join(dir, "policy.yaml");
+    writeFileSync(
+      policy,
+      "base: [mcp:use]\ndefault: {}\ntools: { delete_file: { scopes: [files:admin] } }\n",
+    );
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, "127.0.0.1", () => {
+        const { port: p } = probe.address() as AddressInfo;
+        probe.close(() => resolve(p));
+      });
+    });
+    const resource = `http://127.0.0.1:${port}/mcp`;
+    const child: ChildProcess = spawn(
+      process.execPath,
+      [
+        MAIN,
+        "gateway",
+        "--upstream",
+        upstreamUrl,
+        "--resource",
+        resource,
+        "--authorization-server",
+        issuer.issuer,
+        "--jwks-uri",
+        issuer.jwksUri,
+        "--policy",
+        policy,
+        "--port",
+        String(port),
+        "--user-header",
+        "X-User",
+        "--json",
+      ],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    let stdout = "";
+    let stderr = "";
+    child.stdout!.on("data", (c: Buffer) => {
+      stdout += c.toString();
+    });
+    child.stderr!.on("data", (c: Buffer) => {
+      stderr += c.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`gateway did not start: ${stderr}`)), 20_000);
+        child.stdout!.on("data", () => {
+          if (stdout.includes("\n")) {
+            clearTimeout(timer);
+            resolve();
+          }
+        });
+      });
+      expect(JSON.parse(stdout.split("\n")[0]!)).toMatchObject({ resource, upstream: upstreamUrl });
+
+      const metadata = (await (
+        await fetch(`http://127.0.0.1:${port}/.well-known/oauth-protected-resource/mcp`)
+      ).json()) as Record<string, unknown>;
+      expect(metadata).toMatchObject({ resource, authorization_servers: [issuer.issuer] });
+      expect((metadata.scopes_supported as string[]).sort()).toEqual(["files:admin", "mcp:use"]);
+
+      const call = (token?: string, name = "read_file") =>
+        fetch(resource, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            accept: "application/json, text/event-stream",
+            ...(token ? { authorization: `Bearer ${token}` } : {}),
+          },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name } }),
+        });
+      expect((await call()).status).toBe(401);
+      const token = await issuer.sign({
+        aud: resource,
+        sub: "carol",
+        client_id: "cli-app",
+        scope: "mcp:use",
+      });
+      const relayed = await call(token);
+      expect(relayed.status).toBe(200);
+      expect(await relayed.json()).toMatchObject({ result: { saw_authorization: false, user: "carol" } });
+      const stepUp = await call(token, "delete_file");
+      expect(stepUp.status).toBe(403);
+      expect(stepUp.headers.get("www-authenticate")).toContain('scope="mcp:use files:admin"');
+
+      expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 50));
+      const audit = stderr.split("\n").filter((l) => l.includes('"mcp.operation"'));
+      expect(
+        audit.some(
+          (l) =>
+            l.includes('"target":"read_file"') &&
+            l.includes('"decision":"allowed"') &&
+            l.includes('"sub":"carol"'),
+        ),
+      ).toBe(true);
+      expect(
+        audit.some(
+          (l) => l.includes('"target":"delete_file"') && l.includes('"missing_scopes":["files:admin"]'),
+        ),
+      ).toBe(true);
+      expect(stderr).not.toContain(token.split(".")[2]!);
+    } finally {
+      child.kill("SIGTERM");
+    }
+    expect(await exited).toBe(0);
+    expect(stderr).toContain("shutdown_complete");
+  }, 40_000);
+});

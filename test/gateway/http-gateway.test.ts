@@ -1,0 +1,425 @@
+/**
+ * The gateway in front of real Streamable HTTP MCP servers: @modelcontextprotocol/server-everything
+ * (its own process, sessions, SSE) driven by the official SDK v2 client, and a recording upstream
+ * on loopback that shows exactly what the gateway sends: never the client's token, DPoP proof,
+ * cookies or forged identity headers; the identity headers the operator named; the body as judged.
+ * Hostile: Host rebinding, a session id of another user, mixed batches, oversized bodies.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import { createRequire } from "node:module";
+import type { AddressInfo } from "node:net";
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createHttpGateway } from "../../src/gateway/http-gateway.js";
+import { type ListeningServer, listen } from "../../src/http/node.js";
+import {
+  cachedVerifier,
+  createOperationGate,
+  createResourceServer,
+  jwtVerifier,
+  type OperationAuditEvent,
+  type OperationPolicy,
+} from "../../src/resource-server/index.js";
+import { startIssuer, type TestIssuer } from "../resource-server/fixtures.js";
+
+const POLICY: OperationPolicy = {
+  base: ["mcp:use"],
+  default: "deny",
+  methods: { "tools/list": {}, "resources/list": {}, "prompts/list": {}, "resources/templates/list": {} },
+  tools: { echo: {}, "get-sum": { scopes: ["math"] } },
+};
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** server-everything in Streamable HTTP mode, as `npx @modelcontextprotocol/server-everything streamableHttp` runs it. */
+async function startEverything(): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort();
+  const entry = createRequire(import.meta.url).resolve(
+    "@modelcontextprotocol/server-everything/dist/index.js",
+  );
+  const child = spawn(process.execPath, [entry, "streamableHttp"], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let text = "";
+    const timer = setTimeout(() => reject(new Error(`server-everything did not start: ${text}`)), 20_000);
+    child.stderr!.on("data", (chunk: Buffer) => {
+      text += chunk.toString();
+      if (text.includes("listening on port")) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once("exit", (code) => reject(new Error(`server-everything exited ${code}: ${text}`)));
+  });
+  child.stdout!.resume();
+  return { url: `http://127.0.0.1:${port}/mcp`, child };
+}
+
+interface Recorded {
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/** A plain upstream that records each request and answers every JSON-RPC request with `{}`. */
+async function startRecorder(): Promise<{ url: string; seen: Recorded[]; server: Server }> {
+  const seen: Recorded[] = [];
+  const server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c: Buffer) => {
+      body += c.toString();
+    });
+    req.on("end", () => {
+      seen.push({ headers: req.headers, body });
+      const message = body ? (JSON.parse(body) as { id?: unknown }) : {};
+      res.writeHead(200, {
+        "content-type": "application/json",
+        "set-cookie": "upstream=1",
+        "mcp-session-id": "up-session-1",
+      });
+      res.end(JSON.stringify({ jsonrpc: "2.0", id: message.id ?? null, result: {} }));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, seen, server };
+}
+
+interface Gateway {
+  url: string;
+  events: OperationAuditEvent[];
+  server: ListeningServer;
+}
+
+async function startGateway(issuer: TestIssuer, upstream: string, filterListings = false): Promise<Gateway> {
+  const events: OperationAuditEvent[] = [];
+  let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 });
+  const server = await listen((request) => handler(request));
+  const resource = `${server.url}/mcp`;
+  const resourceServer = createResourceServer({
+    resource,
+    authorizationServers: [issuer.issuer],
+    verifier: cachedVerifier(
+      jwtVerifier({ issuer: issuer.issuer, audience: resource, jwksUri: issuer.jwksUri }),
+    ),
+  });
+  const gate = createOperationGate(resourceServer, {
+    policy: POLICY,
+    filterListings,
+    maxBodyBytes: 32 * 1024,
+    onAuditEvent: (e) => events.push(e),
+  });
+  const gateway = createHttpGateway({
+    upstream,
+    resourceServer,
+    gate,
+    identityHeaders: {
+      subject: "X-Gatehouse-User",
+      clientId: "X-Gatehouse-Client",
+      scopes: "X-Gatehouse-Scopes",
+    },
+  });
+  handler = (request) => gateway.fetch(request);
+  return { url: resource, events, server };
+}
+
+let issuer: TestIssuer;
+beforeAll(async () => {
+  issuer = await startIssuer();
+});
+afterAll(async () => {
+  await issuer?.close();
+});
+
+describe("in front of @modelcontextprotocol/server-everything (HTTP), with the SDK v2 client", () => {
+  let everything: { url: string; child: ChildProcess };
+  let gateway: Gateway;
+  beforeAll(async () => {
+    everything = await startEverything();
+    gateway = await startGateway(issuer, everything.url, true);
+  }, 30_000);
+  afterAll(async () => {
+    await gateway?.server.close();
+    everything?.child.kill("SIGKILL");
+  });
+
+  const connect = async (scope: string, sub = "alice") => {
+    const token = await issuer.sign({ aud: gateway.url, sub, client_id: "app", scope });
+    const transport = new StreamableHTTPClientTransport(new URL(gateway.url), {
+      fetch: (url, init) => {
+        const headers = new Headers(init?.headers);
+        headers.set("authorization", `Bearer ${token}`);
+        return fetch(url, { ...init, headers });
+      },
+    });
+    const client = new Client({ name: "gateway-test", version: "1.0.0" });
+    await client.connect(transport);
+    return { client, transport, token };
+  };
+
+  it("lists only the permitted tools, calls echo through the gateway, refuses get-sum with 403", async () => {
+    const { client } = await connect("mcp:use");
+    try {
+      expect((await client.listTools()).tools.map((t) => t.name)).toEqual(["echo"]);
+      const echoed = await client.callTool({ name: "echo", arguments: { message: "through the gate" } });
+      expect(JSON.stringify(echoed.content)).toContain("through the gate");
+      await expect(client.callTool({ name: "get-sum", arguments: { a: 1, b: 2 } })).rejects.toThrow(
+        /insufficient scope|403/i,
+      );
+      expect(gateway.events.at(-1)).toMatchObject({
+        decision: "insufficient_scope",
+        target: "get-sum",
+        missing_scopes: ["math"],
+      });
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("with the second scope, get-sum answers", async () => {
+    const { client } = await connect("mcp:use math");
+    try {
+      const sum = await client.callTool({ name: "get-sum", arguments: { a: 2, b: 3 } });
+      expect(JSON.stringify(sum.content)).toContain("5");
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("a session id issued to one user is unknown to another (404), and works for its owner", async () => {
+    const { client, transport } = await connect("mcp:use");
+    try {
+      const session = transport.sessionId!;
+      expect(session).toMatch(/\.[A-Za-z0-9_-]{22}$/);
+      const other = await issuer.sign({
+        aud: gateway.url,
+        sub: "mallory",
+        client_id: "app",
+        scope: "mcp:use",
+      });
+      const owner = await issuer.sign({ aud: gateway.url, sub: "alice", client_id: "app", scope: "mcp:use" });
+      const ask = (token: string, id: string) =>
+        fetch(gateway.url, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${token}`,
+            "content-type": "application/json",
+            accept: "application/json, text/event-stream",
+            "mcp-session-id": id,
+            "mcp-protocol-version": "2025-11-25",
+          },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 9, method: "tools/list" }),
+        });
+      expect((await ask(other, session)).status).toBe(404);
+      // The bare upstream id (without the gateway's binding) is unknown too.
+      expect((await ask(owner, session.slice(0, session.lastIndexOf(".")))).status).toBe(404);
+      const mine = await ask(owner, session);
+      expect(mine.status).toBe(200);
+      await mine.body?.cancel();
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("GET opens the session's SSE stream through the gateway (streamed, not buffered)", async () => {
+    const token = await issuer.sign({ aud: gateway.url, sub: "alice", client_id: "app", scope: "mcp:use" });
+    const headers = {
+      authorization: `Bearer ${token}`,
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      "mcp-protocol-version": "2025-11-25",
+    };
+    const initialize = await fetch(gateway.url, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: {
+          protocolVersion: "2025-11-25",
+          capabilities: {},
+          clientInfo: { name: "raw", version: "1" },
+        },
+      }),
+    });
+    expect(initialize.status).toBe(200);
+    const session = initialize.headers.get("mcp-session-id")!;
+    await initialize.body?.cancel();
+    const initialized = await fetch(gateway.url, {
+      method: "POST",
+      headers: { ...headers, "mcp-session-id": session },
+      body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }),
+    });
+    expect(initialized.status).toBe(202);
+    const controller = new AbortController();
+    const stream = await fetch(gateway.url, {
+      headers: { ...headers, accept: "text/event-stream", "mcp-session-id": session },
+      signal: controller.signal,
+    });
+    // The headers arrive while the upstream keeps the stream open: relayed, not buffered.
+    expect(stream.status).toBe(200);
+    expect(stream.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    controller.abort();
+    const end = await fetch(gateway.url, {
+      method: "DELETE",
+      headers: { ...headers, "mcp-session-id": session },
+    });
+    expect(end.status).toBe(200);
+  });
+});
+
+describe("what reaches the upstream (a recording server)", () => {
+  let recorder: Awaited<ReturnType<typeof startRecorder>>;
+  let gateway: Gateway;
+  beforeAll(async () => {
+    recorder = await startRecorder();
+    gateway = await startGateway(issuer, recorder.url);
+  });
+  afterAll(async () => {
+    await gateway?.server.close();
+    await new Promise<void>((resolve) => recorder?.server.close(() => resolve()));
+  });
+
+  const send = (token: string | undefined, body: unknown, extra: Record<string, string> = {}) =>
+    fetch(gateway.url, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-11-25",
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        ...extra,
+      },
+      body: typeof body === "string" ? body : JSON.stringify(body),
+    });
+
+  it("never the token, DPoP, cookies or forged identity headers; the operator's identity headers instead", async () => {
+    const token = await issuer.sign({ aud: gateway.url, sub: "alice", client_id: "app-7", scope: "mcp:use" });
+    const response = await send(
+      token,
+      { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "echo", arguments: { message: "m" } } },
+      {
+        dpop: "proof-that-must-not-travel",
+        cookie: "session=secret",
+        "x-gatehouse-user": "admin",
+        "x-forwarded-for": "10.0.0.1",
+      },
+    );
+    expect(response.status).toBe(200);
+    expect(response.headers.get("set-cookie")).toBeNull();
+    const seen = recorder.seen.at(-1)!;
+    expect(seen.headers.authorization).toBeUndefined();
+    expect(seen.headers.dpop).toBeUndefined();
+    expect(seen.headers.cookie).toBeUndefined();
+    expect(seen.headers["x-forwarded-for"]).toBeUndefined();
+    expect(seen.headers["x-gatehouse-user"]).toBe("alice");
+    expect(seen.headers["x-gatehouse-client"]).toBe("app-7");
+    expect(seen.headers["x-gatehouse-scopes"]).toBe("mcp:use");
+    expect(JSON.stringify(seen)).not.toContain(token.split(".")[2]!);
+  });
+
+  it("the body the upstream reads is the one judged: duplicate keys cannot smuggle another tool", async () => {
+    const token = await issuer.sign({ aud: gateway.url, sub: "alice", scope: "mcp:use" });
+    // JSON.parse keeps the last "name"; a parser keeping the first would see get-sum.
+    const text = '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get-sum","name":"echo"}}';
+    expect((await send(token, text)).status).toBe(200);
+    expect(JSON.parse(recorder.seen.at(-1)!.body)).toEqual({
+      jsonrpc: "2.0",
+      id: 2,
+      method: "tools/call",
+      params: { name: "echo" },
+    });
+    expect(recorder.seen.at(-1)!.body).not.toContain("get-sum");
+  });
+
+  it("a batch mixing a permitted and a forbidden call never reaches the upstream", async () => {
+    const token = await issuer.sign({ aud: gateway.url, sub: "alice", scope: "mcp:use" });
+    const before = recorder.seen.length;
+    const response = await send(token, [
+      { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "echo" } },
+      { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "get-sum" } },
+    ]);
+    expect(response.status).toBe(403);
+    expect(response.headers.get("www-authenticate")).toContain('scope="mcp:use math"');
+    expect(recorder.seen.length).toBe(before);
+  });
+
+  it("an oversized body is 413 and never reaches the upstream; no token is 401", async () => {
+    const token = await issuer.sign({ aud: gateway.url, sub: "alice", scope: "mcp:use" });
+    const before = recorder.seen.length;
+    const big = {
+      jsonrpc: "2.0",
+      id: 3,
+      method: "tools/call",
+      params: { name: "echo", arguments: { message: "x".repeat(40_000) } },
+    };
+    expect((await send(token, big)).status).toBe(413);
+    expect((await send(undefined, { jsonrpc: "2.0", id: 4, method: "tools/list" })).status).toBe(401);
+    expect(recorder.seen.length).toBe(before);
+  });
+
+  it("Host rebinding: a request naming another host is refused before any token work", async () => {
+    const token = await issuer.sign({ aud: gateway.url, sub: "alice", scope: "mcp:use" });
+    const before = recorder.seen.length;
+    const port = new URL(gateway.url).port;
+    const { request } = await import("node:http");
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request(
+        {
+          host: "127.0.0.1",
+          port,
+          path: "/mcp",
+          method: "POST",
+          headers: {
+            host: `rebound.example:${port}`,
+            authorization: `Bearer ${token}`,
+            "content-type": "application/json",
+            accept: "application/json, text/event-stream",
+          },
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
+      req.once("error", reject);
+      req.end(JSON.stringify({ jsonrpc: "2.0", id: 5, method: "tools/list" }));
+    });
+    expect(status).toBe(403);
+    expect(recorder.seen.length).toBe(before);
+  });
+
+  it("/health answers without a token; an unreachable upstream is a 502 JSON-RPC error", async () => {
+    const health = await fetch(`${new URL(gateway.url).origin}/health`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toMatchObject({ status: "ok" });
+    const dead = await startGateway(issuer, `http://127.0.0.1:${await freePort()}/mcp`);
+    try {
+      const token = await issuer.sign({ aud: dead.url, sub: "alice", scope: "mcp:use" });
+      const response = await fetch(dead.url, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          accept: "application/json",
+        },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 6, method: "tools/list" }),
+      });
+      expect(response.status).toBe(502);
+      expect(await response.json()).toMatchObject({ jsonrpc: "2.0", id: 6, error: { code: -32603 } });
+    } finally {
+      await dead.server.close();
+    }
+  });
+});
