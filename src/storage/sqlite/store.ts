@@ -126,8 +126,13 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     prepareFile(options.path, readonly);
     db = new Database(options.path, { readonly, fileMustExist: readonly, timeout: busyTimeoutMs });
     db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
-    if (!readonly) db.pragma("journal_mode = WAL");
-    db.pragma(`synchronous = ${mode === "full" ? "FULL" : "NORMAL"}`);
+    const inWal =
+      !readonly && String(db.pragma("journal_mode = WAL", { simple: true })).toLowerCase() === "wal";
+    // NORMAL only in WAL mode, where ./wal-sync.ts makes up for it (an in-memory database has no
+    // WAL and nothing to lose to a power cut). A file SQLite kept in a rollback journal mode stays
+    // on FULL: NORMAL there skips syncs a commit needs.
+    const normal = mode === "unsafe-normal-without-fsync" || (mode === "normal" && (inWal || db.memory));
+    db.pragma(`synchronous = ${normal ? "NORMAL" : "FULL"}`);
     db.pragma("foreign_keys = ON");
     // Every write runs in its own SAVEPOINT (group-commit.ts). SQLite keeps a savepoint's journal
     // in memory only up to a spill size and then writes it to a temporary file it creates, writes
@@ -277,12 +282,12 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
           "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
         );
         const applied = Number(one("SELECT coalesce(max(version), 0) AS v FROM schema_migrations")?.v ?? 0);
+        refuseNewerSchema(applied, SQLITE_MIGRATIONS);
         for (const migration of SQLITE_MIGRATIONS) {
           if (migration.version <= applied) continue;
           db.exec(migration.sql);
           run(
             "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
-        refuseNewerSchema(applied, SQLITE_MIGRATIONS);
             migration.version,
             Date.now(),
           );
