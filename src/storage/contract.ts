@@ -445,21 +445,25 @@ export interface SignInGrantKey {
 }
 
 /**
- * The parts of an active grant the supersede decision reads: its scopes, and creation time and id
- * for the order. Resource and session are the key's (repeated so the decision can check them).
+ * The parts of an active grant the supersede decision reads: its scopes, creation time and id for
+ * the order, and what tells one instance of a client from another (its DPoP key, the step-up a
+ * resource asked of it). Resource and session are the key's (repeated so the decision can check
+ * them). `dpopJkt` and `stepUpRequestedAt` are present when the grant has them.
  */
 export type SupersedeCandidate = Pick<
   GrantRecord,
-  "grantId" | "scopes" | "resource" | "sessionHash" | "createdAt"
+  "grantId" | "scopes" | "resource" | "sessionHash" | "createdAt" | "dpopJkt" | "stepUpRequestedAt"
 >;
 
 /**
- * Whether a new grant supersedes `candidate`, one of the active grants of its sign-in (same user,
- * client, resource and session) that the store has committed before it. Pure and synchronous: the
- * store calls it inside the redemption's transaction (authorization-server/grants/superseded-grants.ts
- * decides; the store only applies it).
+ * Which of `candidates` a new grant retires: `candidates` are the active grants of its sign-in
+ * (same user, client, resource and session) that the store has committed before it, oldest first
+ * (creation time, then id); the answer is the ids of those to revoke (an id that is not a
+ * candidate is ignored). Offered all at once because the rule bounds how many grants one sign-in
+ * keeps. Pure and synchronous: the store calls it inside the redemption's transaction
+ * (authorization-server/grants/superseded-grants.ts decides; the store only applies it).
  */
-export type SupersedeDecision = (grant: GrantRecord, candidate: SupersedeCandidate) => boolean;
+export type SupersedeDecision = (grant: GrantRecord, candidates: readonly SupersedeCandidate[]) => string[];
 
 export interface AuthorizationStore {
   /** Creates or upgrades the schema; safe to call from several instances at once. */
@@ -511,10 +515,11 @@ export interface AuthorizationStore {
    * creates the grant and writes `tokens` in the same transaction. A code seen again revokes the
    * grant of its first redemption.
    *
-   * Optional `supersedes`: with a new grant that has a user and a session, the store offers it every
-   * active grant of that sign-in committed before this one (never the new grant) and revokes, in the
-   * same transaction, those it picks (`superseded` in the result). If it throws, the redemption
-   * still issues and nothing is retired. A store may ignore it (then `superseded` is absent).
+   * Optional `supersedes`: with a new grant that has a user and a session, the store offers it, in
+   * one call, every active grant of that sign-in committed before this one (never the new grant),
+   * oldest first, and revokes, in the same transaction, those it picks (`superseded` in the result).
+   * If it throws, the redemption still issues and nothing is retired. A store may ignore it (then
+   * `superseded` is absent).
    */
   redeemAuthorizationCode(
     codeHash: string,

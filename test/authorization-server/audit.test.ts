@@ -82,6 +82,9 @@ describe("audit events over a full flow and its failures", () => {
         await obtainCode({ ...flow, scope: "notes:read offline_access", browser: alice }),
       ),
     );
+    // The step-up is this instance's: a co-hosted resource refused its token for insufficient scope.
+    const narrowJti = JSON.parse(Buffer.from(narrow.access_token.split(".")[1]!, "base64url").toString()).jti;
+    expect(await t.server.requestStepUp(narrowJti)).toBe(true);
     const upCode = await obtainCode({ ...flow, scope: "notes:write offline_access", browser: alice });
     secrets.push(upCode.code, upCode.verifier, narrow.access_token, narrow.refresh_token ?? "");
     const wide = await tokenSet(await redeemCode(t.url, flow, upCode));

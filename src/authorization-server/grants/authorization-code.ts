@@ -10,7 +10,7 @@ import type { ServerContext } from "../config/context.js";
 import { approvedGrantResponse, drawTokens, tokensToWrite } from "./approved-grant.js";
 import { matchResource, required } from "./common.js";
 import { codeDPoPProblem, grantDPoPBinding, type TokenRequestDPoP } from "./dpop-binding.js";
-import { coveredInSignIn } from "./superseded-grants.js";
+import { supersededInSignIn } from "./superseded-grants.js";
 
 /** RFC 7636 §4.1: code_verifier = 43*128 unreserved characters. */
 const CODE_VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/;
@@ -97,7 +97,7 @@ export async function authorizationCodeGrant(
   const toWrite = (redeemed: AuthorizationCodeRecord) =>
     tokensToWrite(ctx, drawn, redeemed.scopes, bindGrantTo);
   // The grants the new one supersedes, retired in the same transaction (superseded-grants.ts).
-  const supersedes = coveredInSignIn(ctx);
+  const supersedes = supersededInSignIn(ctx);
   // A code this server sealed carries its record (sealed-code.ts); any other is looked up (a code
   // stored at issue, or one that is not a code of this server, which the store does not find).
   const sealed = ctx.codeSealer?.open(code, drawn.now);

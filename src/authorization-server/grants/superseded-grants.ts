@@ -1,5 +1,6 @@
 /**
- * Superseded grants: a step-up's new grant retires the older grants it covers.
+ * Superseded grants: a step-up's new grant retires the older grant of the same instance it covers,
+ * and a sign-in keeps a bounded number of active grants per client and resource.
  */
 import type { GrantRecord, SupersedeCandidate, SupersedeDecision } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
@@ -28,12 +29,22 @@ function revokeOnce(ctx: ServerContext, grantId: string, now: number): Promise<b
 }
 
 /**
- * Retires the grants a new one supersedes: same user, client and resource, approved in the same
- * browser sign-in, with scopes the new grant covers (through the scope hierarchy). A step-up
- * (spec "Client handling (scope upgrade)") creates a new grant with the union of the old and the
- * challenged scopes; the old one would otherwise stay active with a live refresh token that its
- * client no longer holds or revokes, and a logout would leave it behind (RFC 9700 §4.14: refresh
- * tokens are credentials to limit).
+ * At most this many active grants per user, client, resource and sign-in: a new grant beyond it
+ * retires the oldest. Why a bound: a step-up that cannot be told from a sibling instance (no
+ * step-up mark, no DPoP key) leaves its older grant active, and without a bound every such step-up
+ * would leave a live refresh token behind (RFC 9700 §4.14: refresh tokens are credentials to limit).
+ * Why 32: twice the 16 concurrent workers of one browser session measured in issue 21, so the
+ * clients people run (terminals of one CLI, windows of one app, agents' workers) never lose a
+ * chain to it.
+ */
+export const MAX_ACTIVE_GRANTS_PER_SIGN_IN = 32;
+
+/**
+ * Retires the grants a new one supersedes, among the active grants of its sign-in (same user,
+ * client and resource, approved in the same browser sign-in): see {@link supersededInSignIn} for
+ * which. A step-up (spec "Client handling (scope upgrade)") creates a new grant with the union of
+ * the old and the challenged scopes; the old one would otherwise stay active with a live refresh
+ * token that its client no longer holds or revokes, and a logout would leave it behind.
  *
  * "Same sign-in" keeps other installations apart: a client id shared by several installations (a
  * pre-registered client, a metadata document) signed in on another device or browser has its own
@@ -41,7 +52,7 @@ function revokeOnce(ctx: ServerContext, grantId: string, now: number): Promise<b
  * and ends by revocation or its idle lifetime.
  *
  * Where it runs: inside the code redemption's own transaction when the store supports it (the
- * store applies {@link coveredInSignIn} and reports `retired`; one write per flow instead of a
+ * store applies {@link supersededInSignIn} and reports `retired`; one write per flow instead of a
  * redemption, a read and a revocation); otherwise here, after the new grant is committed. A failure
  * here is logged and leaves the old grants as they were (they were valid a moment ago), never
  * fails the token response; so does a failing decision inside the store (it retires nothing there,
@@ -71,13 +82,14 @@ export async function retireSupersededGrants(
       ? await ctx.store.listSupersedeCandidates(key)
       : await ctx.store.listGrants({ ...key, active: true });
     const now = ctx.now();
+    // After the commit every grant of the sign-in is visible, its own and later ones included: the
+    // creation order decides what counts as before it (`old` is active: revoked grants are not listed).
+    const older = candidates.filter((old) => isOlder(old, grant));
     // All at once: the store's group commit (SQLite) puts them in one transaction.
     await Promise.all(
-      candidates
-        .filter((old) => supersedes(ctx, grant, old))
-        .map(async (old) => {
-          if (await revokeOnce(ctx, old.grantId, now)) auditSuperseded(ctx, grant, old.grantId);
-        }),
+      supersededInSignIn(ctx)(grant, older).map(async (grantId) => {
+        if (await revokeOnce(ctx, grantId, now)) auditSuperseded(ctx, grant, grantId);
+      }),
     );
   } catch (error) {
     ctx.log.warn("grant_supersede_failed", {
@@ -98,30 +110,57 @@ function auditSuperseded(ctx: ServerContext, grant: GrantRecord, grantId: string
 }
 
 /**
- * The decision a store applies inside the redemption: the new grant covers `old` (same resource
- * and sign-in, scopes satisfied through the hierarchy). No order check there: the store offers only
- * grants committed before the new one, so of two concurrent redemptions only the later one sees
- * (and retires) the other.
+ * The decision, over the active grants of the new grant's sign-in that came before it (the store
+ * applies it inside the redemption; {@link retireSupersededGrants} after the commit otherwise).
+ *
+ * Two instances of one client (two terminals of one CLI, two windows of one app, two installations
+ * of a metadata-document client: one `client_id`) authorizing in one browser session must not log
+ * each other out, so a covering grant is not enough: the new grant retires an older one only when
+ * it proves to come from the same instance ({@link sameInstance}). Then the bound: past
+ * {@link MAX_ACTIVE_GRANTS_PER_SIGN_IN} active grants (the new one included), the oldest go.
+ * No order check inside the store: it offers only grants committed before the new one, so of two
+ * concurrent redemptions only the later one sees (and may retire) the other.
  */
-export function coveredInSignIn(ctx: ServerContext): SupersedeDecision {
-  return (newer, old) =>
-    old.resource === newer.resource &&
-    old.sessionHash === newer.sessionHash &&
-    ctx.hierarchy.satisfies(newer.scopes, old.scopes);
+export function supersededInSignIn(ctx: ServerContext): SupersedeDecision {
+  return (newer, candidates) => {
+    const ofSignIn = candidates.filter(
+      (old) => old.resource === newer.resource && old.sessionHash === newer.sessionHash,
+    );
+    const retired = new Set(
+      ofSignIn.filter((old) => sameInstance(ctx, newer, old)).map((old) => old.grantId),
+    );
+    const kept = ofSignIn.filter((old) => !retired.has(old.grantId)).sort(byAge);
+    const excess = kept.length + 1 - MAX_ACTIVE_GRANTS_PER_SIGN_IN;
+    for (const old of kept.slice(0, Math.max(0, excess))) retired.add(old.grantId);
+    return [...retired];
+  };
 }
 
 /**
- * After the commit every grant of the sign-in is visible, its own included, so the creation order
- * decides. `old` is active: listSupersedeCandidates returns no revoked grant.
+ * Whether `newer` comes from the instance that holds `old`, as far as the server can tell, and
+ * covers it (its scopes satisfy the old ones through the hierarchy):
+ * - the same DPoP key (RFC 9449 §5): the key is the instance's own, and both grants are bound to it;
+ * - or a step-up of that grant: a co-hosted resource refused one of its access tokens for
+ *   insufficient scope (`stepUpRequestedAt`, set through `requestStepUp`), and the new grant is
+ *   strictly wider (spec "Client handling (scope upgrade)": the union of the old and the challenged
+ *   scopes). A sibling holding the same scopes was not asked to step up, and is not retired.
+ * Without either sign (a step-up at a resource that does not report to this server, a re-login of
+ * the same instance) the older grant stays, and the bound retires it in time.
  */
-function supersedes(ctx: ServerContext, newer: GrantRecord, old: SupersedeCandidate): boolean {
-  return isOlder(old, newer) && coveredInSignIn(ctx)(newer, old);
+function sameInstance(ctx: ServerContext, newer: GrantRecord, old: SupersedeCandidate): boolean {
+  if (!ctx.hierarchy.satisfies(newer.scopes, old.scopes)) return false;
+  if (newer.dpopJkt !== undefined && newer.dpopJkt === old.dpopJkt) return true;
+  return old.stepUpRequestedAt !== undefined && !ctx.hierarchy.satisfies(old.scopes, newer.scopes);
 }
 
 /**
  * Creation order, ties broken by id: a total order, so of two grants that cover each other (two
- * flows of one sign-in redeemed at the same moment) exactly one retires the other, never both.
+ * flows of one sign-in redeemed at the same moment) exactly one can retire the other, never both.
  */
 function isOlder(a: SupersedeCandidate, b: SupersedeCandidate): boolean {
   return a.createdAt < b.createdAt || (a.createdAt === b.createdAt && a.grantId < b.grantId);
+}
+
+function byAge(a: SupersedeCandidate, b: SupersedeCandidate): number {
+  return isOlder(a, b) ? -1 : isOlder(b, a) ? 1 : 0;
 }

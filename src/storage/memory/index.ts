@@ -51,6 +51,7 @@ import {
   rotationMarks,
   sameJsonValue,
   tokensForRefresh,
+  withoutUndefined,
 } from "../rules.js";
 import { copy } from "./copy.js";
 import { createGrantIndex } from "./grant-index.js";
@@ -98,15 +99,19 @@ export function createMemoryStore(): AuthorizationStore {
     for (const id of index.activeGrantsOf(key)) {
       const g = grants.get(id);
       if (g === undefined || g.revokedAt !== undefined) continue;
-      const { grantId, resource, createdAt } = g;
-      candidates.push({ grantId, scopes: [...g.scopes], resource, sessionHash: key.sessionHash, createdAt });
+      const { grantId, resource, createdAt, dpopJkt, stepUpRequestedAt } = g;
+      const scopes = [...g.scopes];
+      const sessionHash = key.sessionHash;
+      candidates.push(
+        withoutUndefined({ grantId, scopes, resource, sessionHash, createdAt, dpopJkt, stepUpRequestedAt }),
+      );
     }
     return candidates.sort(compareBy((g) => [g.createdAt, g.grantId]));
   }
 
   /**
-   * Inside a redemption (contract `supersedes`): decided over every candidate before anything is
-   * revoked, so a throwing decision retires nothing.
+   * Inside a redemption (contract `supersedes`): decided over all the candidates at once before
+   * anything is revoked, so a throwing decision retires nothing.
    */
   function retireSuperseded(grant: GrantRecord, supersedes: SupersedeDecision, now: number) {
     const { userId, sessionHash, clientId, resource, grantId } = grant;
@@ -115,7 +120,8 @@ export function createMemoryStore(): AuthorizationStore {
       const others = supersedeCandidates({ userId, clientId, resource, sessionHash }).filter(
         (c) => c.grantId !== grantId,
       );
-      const retired = others.filter((c) => supersedes(copy(grant), c)).map((c) => c.grantId);
+      const picked = new Set(supersedes(copy(grant), others.map(copy)));
+      const retired = others.filter((c) => picked.has(c.grantId)).map((c) => c.grantId);
       for (const id of retired) revokeGrantNow(id, now);
       return retired;
     } catch {

@@ -321,7 +321,8 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
     async listSupersedeCandidates(key) {
       // Only the columns the supersede decision reads; same order as listGrants.
       const rows = await query(
-        `SELECT grant_id, scopes, created_at FROM grants WHERE user_id = $1 AND client_id = $2
+        `SELECT grant_id, scopes, created_at, dpop_jkt, step_up_requested_at FROM grants
+         WHERE user_id = $1 AND client_id = $2
          AND resource = $3 AND session_hash = $4 AND revoked_at IS NULL
          ORDER BY created_at, grant_id COLLATE "C"`,
         [key.userId, key.clientId, key.resource, key.sessionHash],

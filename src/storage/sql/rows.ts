@@ -170,18 +170,20 @@ export function rowToGrant(row: Row): GrantRecord {
 }
 
 /**
- * A supersede candidate from a `grant_id, scopes, created_at` row of `key`'s active grants
- * (the SQL stores' `listSupersedeCandidates`): resource and session are the key's, which the
- * query matched on.
+ * A supersede candidate from a `grant_id, scopes, created_at, dpop_jkt, step_up_requested_at` row
+ * of `key`'s active grants (the SQL stores' `listSupersedeCandidates`): resource and session are
+ * the key's, which the query matched on.
  */
 export function rowToSupersedeCandidate(row: Row, key: SignInGrantKey): SupersedeCandidate {
-  return {
+  return withoutUndefined({
     grantId: str(row.grant_id),
     scopes: fromJson<string[]>(row.scopes),
     resource: key.resource,
     sessionHash: key.sessionHash,
     createdAt: num(row.created_at),
-  };
+    dpopJkt: optStr(row.dpop_jkt),
+    stepUpRequestedAt: optNum(row.step_up_requested_at),
+  });
 }
 
 function optBool(value: unknown): boolean | undefined {

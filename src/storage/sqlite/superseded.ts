@@ -12,7 +12,7 @@ import { type Row, rowToSupersedeCandidate } from "../sql/rows.js";
  * The active grants of one sign-in, oldest first, with the decision's columns only. The user's
  * index finds the rows; the unary `+` keeps client_id from competing for it (store.ts listGrants).
  */
-export const SUPERSEDE_CANDIDATES_SQL = `SELECT grant_id, scopes, created_at FROM grants
+export const SUPERSEDE_CANDIDATES_SQL = `SELECT grant_id, scopes, created_at, dpop_jkt, step_up_requested_at FROM grants
   WHERE user_id = ? AND +client_id = ? AND resource = ? AND session_hash = ? AND revoked_at IS NULL
   ORDER BY created_at, grant_id`;
 
@@ -54,7 +54,8 @@ export function retireSuperseded(
     for (const row of io.all(SUPERSEDE_CANDIDATES_SQL, ...candidateParams(key))) {
       if (row.grant_id !== grant.grantId) candidates.push(rowToSupersedeCandidate(row, key));
     }
-    const retired = candidates.filter((candidate) => supersedes(grant, candidate)).map((c) => c.grantId);
+    const picked = new Set(supersedes(grant, candidates));
+    const retired = candidates.filter((c) => picked.has(c.grantId)).map((c) => c.grantId);
     for (const grantId of retired) io.revokeGrantRows(grantId, now);
     io.run("RELEASE supersede");
     return retired;

@@ -133,15 +133,19 @@ export function signingKey(overrides: Partial<SigningKeyRecord> = {}): SigningKe
 
 const pass = () => undefined;
 
-/** Redeems a fresh code with a refresh token; returns what later tests need. */
+/**
+ * Redeems a fresh code with a refresh token; returns what later tests need. `issuance` adds to
+ * what the redemption writes (`grantDpopJkt`: the DPoP key the grant is bound to).
+ */
 export async function issueGrant(
   store: AuthorizationStore,
   now = T0,
   overrides: Partial<AuthorizationCodeRecord> = {},
+  issuance: Pick<IssuedTokens, "grantDpopJkt"> = {},
 ): Promise<{ code: AuthorizationCodeRecord; issued: ReturnType<typeof tokens>; grantId: string }> {
   const record = code({ createdAt: now, expiresAt: now + MINUTE, ...overrides });
   await store.insertAuthorizationCode(record);
-  const issued = tokens(now);
+  const issued = { ...tokens(now), ...issuance };
   const result = await store.redeemAuthorizationCode(record.codeHash, now, pass, issued);
   if (result.status !== "issued") throw new Error(`fixture redemption failed: ${result.status}`);
   return { code: record, issued, grantId: record.grantId };

@@ -216,6 +216,9 @@ export function grantContract(ctx: StoreContext): void {
       const tiedA = await issueGrant(store, T0 + 1, { ...key, scopes: ["notes:read", "notes:write"] });
       const tiedB = await issueGrant(store, T0 + 1, { ...key, scopes: ["notes:write"] });
       const later = await issueGrant(store, T0 + 2, { ...key, scopes: ["notes:read"] });
+      // What tells instances apart (superseded-grants.ts): a DPoP key and a step-up mark.
+      const bound = await issueGrant(store, T0 + 2, key, { grantDpopJkt: "jkt-of-one-instance" });
+      expect(await store.requestStepUp(bound.issued.accessToken.jti, T0 + 3)).toBe(true);
       // Each differs from the key in one field: none is a candidate.
       await issueGrant(store, T0 + 3, { ...key, userId: id("user") });
       await issueGrant(store, T0 + 3, { ...key, clientId: id("client") });
@@ -226,7 +229,13 @@ export function grantContract(ctx: StoreContext): void {
       const candidates = await listSupersedeCandidates(key);
       const full = await store.listGrants({ ...key, active: true });
       const tied = [tiedA, tiedB].sort((x, y) => (x.grantId < y.grantId ? -1 : 1));
-      expect(candidates.map((c) => c.grantId)).toEqual([tied[0]?.grantId, tied[1]?.grantId, later.grantId]);
+      const lastTwo = [later, bound].sort((x, y) => (x.grantId < y.grantId ? -1 : 1));
+      expect(candidates.map((c) => c.grantId)).toEqual([
+        tied[0]?.grantId,
+        tied[1]?.grantId,
+        lastTwo[0]?.grantId,
+        lastTwo[1]?.grantId,
+      ]);
       expect(candidates).toEqual(
         full.map((g) => ({
           grantId: g.grantId,
@@ -234,8 +243,16 @@ export function grantContract(ctx: StoreContext): void {
           resource: g.resource,
           sessionHash: g.sessionHash,
           createdAt: g.createdAt,
+          ...(g.dpopJkt !== undefined && { dpopJkt: g.dpopJkt }),
+          ...(g.stepUpRequestedAt !== undefined && { stepUpRequestedAt: g.stepUpRequestedAt }),
         })),
       );
+      expect(candidates.find((c) => c.grantId === bound.grantId)).toMatchObject({
+        dpopJkt: "jkt-of-one-instance",
+        stepUpRequestedAt: T0 + 3,
+      });
+      expect(candidates.find((c) => c.grantId === later.grantId)).not.toHaveProperty("dpopJkt");
+      expect(candidates.find((c) => c.grantId === later.grantId)).not.toHaveProperty("stepUpRequestedAt");
       expect(candidates.find((c) => c.grantId === tiedA.grantId)?.scopes).toEqual([
         "notes:read",
         "notes:write",

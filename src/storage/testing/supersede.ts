@@ -18,7 +18,8 @@ import type { StoreContext } from "./context.js";
 import { code, id, issueDeviceGrant, issueGrant, MINUTE, secret, T0, tokens } from "./fixtures.js";
 
 const pass = () => undefined;
-const every: SupersedeDecision = () => true;
+const every: SupersedeDecision = (_grant, candidates) => candidates.map((c) => c.grantId);
+const none: SupersedeDecision = () => [];
 
 function signInKey() {
   return {
@@ -45,7 +46,7 @@ async function redeemWith(
 
 /** Whether the store retires in the redemption; a test of a store that does not is skipped. */
 async function retiresInRedemption(store: AuthorizationStore): Promise<boolean> {
-  const { result } = await redeemWith(store, T0, { sessionHash: secret().hash }, () => false);
+  const { result } = await redeemWith(store, T0, { sessionHash: secret().hash }, none);
   return result.status === "issued" && result.superseded !== undefined;
 }
 
@@ -71,13 +72,18 @@ export function supersedeContract(ctx: StoreContext): void {
         await issueGrant(store, T0 + 5, { ...key, sessionHash: secret().hash }),
       ];
       const offered: [GrantRecord, SupersedeCandidate][] = [];
-      const { record, result } = await redeemWith(store, T0 + 10, key, (grant, candidate) => {
-        offered.push([grant, candidate]);
-        return candidate.grantId === picked.grantId;
+      let calls = 0;
+      const { record, result } = await redeemWith(store, T0 + 10, key, (grant, candidates) => {
+        calls++;
+        for (const candidate of candidates) offered.push([grant, candidate]);
+        // An id that is not a candidate is ignored.
+        return [picked.grantId, others[0]!.grantId, grant.grantId, "not-a-candidate"];
       });
       expect(result.status).toBe("issued");
       if (result.status !== "issued") return;
-      expect(offered.map(([, c]) => c.grantId).sort()).toEqual([picked.grantId, spared.grantId].sort());
+      // All at once, oldest first.
+      expect(calls).toBe(1);
+      expect(offered.map(([, c]) => c.grantId)).toEqual([picked.grantId, spared.grantId]);
       for (const [grant] of offered) expect(grant).toEqual(result.grant);
       expect(offered.find(([, c]) => c.grantId === spared.grantId)?.[1]).toEqual({
         grantId: spared.grantId,
@@ -96,15 +102,45 @@ export function supersedeContract(ctx: StoreContext): void {
       expect(await isActive(store, record.grantId)).toBe(true);
     });
 
+    it("the decision sees each candidate's DPoP key and step-up mark, and the new grant's DPoP key", async (test) => {
+      const store = ctx.store();
+      if (!(await retiresInRedemption(store))) return test.skip();
+      const key = signInKey();
+      const marked = await issueGrant(store, T0 + 1, key);
+      expect(await store.requestStepUp(marked.issued.accessToken.jti, T0 + 2)).toBe(true);
+      const bound = await issueGrant(store, T0 + 3, key, { grantDpopJkt: "jkt-a" });
+      const record = code({ ...key, createdAt: T0 + 10, expiresAt: T0 + 10 + MINUTE });
+      await store.insertAuthorizationCode(record);
+      let seen: { grant: GrantRecord; candidates: SupersedeCandidate[] } | undefined;
+      const result = await store.redeemAuthorizationCode(
+        record.codeHash,
+        T0 + 10,
+        pass,
+        { ...tokens(T0 + 10), grantDpopJkt: "jkt-b" },
+        (grant, candidates) => {
+          seen = { grant, candidates: [...candidates] };
+          return [];
+        },
+      );
+      expect(result).toMatchObject({ status: "issued", superseded: [] });
+      expect(seen?.grant.dpopJkt).toBe("jkt-b");
+      expect(seen?.candidates.find((c) => c.grantId === marked.grantId)?.stepUpRequestedAt).toBe(T0 + 2);
+      expect(seen?.candidates.find((c) => c.grantId === marked.grantId)).not.toHaveProperty("dpopJkt");
+      expect(seen?.candidates.find((c) => c.grantId === bound.grantId)?.dpopJkt).toBe("jkt-a");
+      expect(seen?.candidates.find((c) => c.grantId === bound.grantId)).not.toHaveProperty(
+        "stepUpRequestedAt",
+      );
+    });
+
     it("a grant a device poll issued in the same sign-in is offered and retired like a code's", async (test) => {
       const store = ctx.store();
       if (!(await retiresInRedemption(store))) return test.skip();
       const key = signInKey();
       const { device, issued: deviceTokens } = await issueDeviceGrant(store, key);
       const offered: string[] = [];
-      const { result } = await redeemWith(store, T0 + 10, key, (_grant, candidate) => {
-        offered.push(candidate.grantId);
-        return true;
+      const { result } = await redeemWith(store, T0 + 10, key, (_grant, candidates) => {
+        offered.push(...candidates.map((c) => c.grantId));
+        return candidates.map((c) => c.grantId);
       });
       expect(offered).toEqual([device.grantId]);
       expect(result).toMatchObject({ status: "issued", superseded: [device.grantId] });
@@ -117,9 +153,9 @@ export function supersedeContract(ctx: StoreContext): void {
       if (!(await retiresInRedemption(store))) return test.skip();
       const key = signInKey();
       const older = await issueGrant(store, T0 + 1, key);
-      const { record, result } = await redeemWith(store, T0 + 10, key, (_grant, candidate) => {
-        if (candidate.grantId === older.grantId) throw new Error("decision failed");
-        return true;
+      const { record, result } = await redeemWith(store, T0 + 10, key, (_grant, candidates) => {
+        if (candidates.some((c) => c.grantId === older.grantId)) throw new Error("decision failed");
+        return candidates.map((c) => c.grantId);
       });
       expect(result.status).toBe("issued");
       if (result.status !== "issued") return;
@@ -144,9 +180,9 @@ export function supersedeContract(ctx: StoreContext): void {
       const key = signInKey();
       await issueGrant(store, T0 + 1, key);
       let asked = 0;
-      const counting: SupersedeDecision = () => {
+      const counting: SupersedeDecision = (_grant, candidates) => {
         asked++;
-        return true;
+        return candidates.map((c) => c.grantId);
       };
       const { sessionHash: _none, ...sessionless } = key;
       const plain = await redeemWith(store, T0 + 10, sessionless, counting);

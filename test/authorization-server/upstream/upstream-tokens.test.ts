@@ -320,8 +320,13 @@ describe("the grant's end ends the upstream tokens", () => {
   it("a second flow in the same session supersedes the first grant, whose tokens go; the new grant keeps its own", async () => {
     const first = await flowThroughCorp("dan");
     const firstGrant = await grantOf(first.accessToken);
-    // The same browser session approves the same client again (no new sign-in at the provider).
-    const toConsent = await first.agent.get(mcp.authorizeUrl("again").replace(gatehouse.url, ""));
+    // The same instance steps up (superseded-grants.ts): a co-hosted resource refused its token for
+    // insufficient scope, and the same browser session approves the wider scope (no new sign-in at
+    // the provider).
+    const jti = JSON.parse(Buffer.from(first.accessToken.split(".")[1]!, "base64url").toString()).jti;
+    expect(await gatehouse.server.requestStepUp(jti)).toBe(true);
+    const wider = mcp.authorizeUrl("again").replace("scope=notes%3Aread", "scope=notes%3Aread+notes%3Awrite");
+    const toConsent = await first.agent.get(wider.replace(gatehouse.url, ""));
     expect(toConsent.status).toBe(303);
     const consent = await first.agent.get(toConsent.headers.get("location")!);
     const approved = await first.agent.post("/consent", {

@@ -1,0 +1,198 @@
+/**
+ * Two instances of one client log each other out (issue 21): a new grant for the same user, client,
+ * resource and browser sign-in retired every older grant it covered, so two terminals of one CLI,
+ * two windows of one app or two installations of a metadata-document client (one client_id)
+ * authorizing in one browser session revoked each other. The rule now (superseded-grants.ts
+ * `supersededInSignIn`): an older grant is retired only when the new one proves to come from the
+ * same instance (the same DPoP key, or a step-up a co-hosted resource asked of that grant), and a
+ * sign-in keeps at most MAX_ACTIVE_GRANTS_PER_SIGN_IN active grants, the oldest retired.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { MAX_ACTIVE_GRANTS_PER_SIGN_IN } from "../../../src/authorization-server/grants/superseded-grants.js";
+import { randomToken } from "../../../src/authorization-server/random.js";
+import { sha256Base64url } from "../../../src/shared/crypto.js";
+import { type ProofKey, proof, proofKey } from "../dpop-support.js";
+import {
+  codeRequest,
+  ISSUER,
+  makeServer,
+  PUBLIC_CLIENT,
+  pkcePair,
+  postToken,
+  REDIRECT,
+  RESOURCE,
+  type TestServer,
+} from "../helpers.js";
+import {
+  Agent,
+  approve,
+  type FlowServer,
+  publicClient,
+  redeem,
+  refresh,
+  signIn,
+  startAuthorization,
+  startFlowServer,
+  tokenId,
+} from "../support/flow-server.js";
+
+const REDIRECT_CLI = "http://127.0.0.1:40001/callback";
+
+let server: FlowServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+/** One instance's authorization in the browser `agent` (signed in already, or signing in now). */
+async function authorize(agent: Agent, scope: string, first = false) {
+  const attempt = { clientId: "cli", redirectUri: REDIRECT_CLI, scope };
+  return approve(agent, await (first ? signIn : startAuthorization)(agent, attempt));
+}
+
+async function activeGrants() {
+  return (await server!.store.listGrants({ clientId: "cli" })).filter((g) => g.revokedAt === undefined);
+}
+
+describe("instances of one client in one browser sign-in", () => {
+  it("two instances authorizing one after the other both keep their grants and both refresh", async () => {
+    server = await startFlowServer({ clients: [publicClient()] });
+    const browser = new Agent(server.http.url);
+    const one = await redeem(
+      server.issuer,
+      "cli",
+      await authorize(browser, "notes:read", true),
+      REDIRECT_CLI,
+    );
+    server.clock.now += 1000;
+    const two = await redeem(server.issuer, "cli", await authorize(browser, "notes:read"), REDIRECT_CLI);
+    expect([one.status, two.status]).toEqual([200, 200]);
+    expect(await activeGrants()).toHaveLength(2);
+    expect((await refresh(server.issuer, "cli", one.body.refresh_token!)).status).toBe(200);
+    expect((await refresh(server.issuer, "cli", two.body.refresh_token!)).status).toBe(200);
+  });
+
+  it("16 instances finishing their flows together all keep refreshing (the measured case)", async () => {
+    server = await startFlowServer({ clients: [publicClient()] });
+    const browser = new Agent(server.http.url);
+    const codes = [await authorize(browser, "notes:read", true)];
+    for (let i = 1; i < 16; i++) codes.push(await authorize(browser, "notes:read"));
+    const answers = await Promise.all(codes.map((code) => redeem(server!.issuer, "cli", code, REDIRECT_CLI)));
+    expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
+    const refreshed = await Promise.all(
+      answers.map((a) => refresh(server!.issuer, "cli", a.body.refresh_token!)),
+    );
+    expect(refreshed.map((r) => r.status)).toEqual(refreshed.map(() => 200));
+    expect(await activeGrants()).toHaveLength(16);
+  });
+
+  it("a step-up retires the older grant of the instance the resource asked to step up, not its sibling's", async () => {
+    server = await startFlowServer({ clients: [publicClient()] });
+    const browser = new Agent(server.http.url);
+    const stepping = await redeem(
+      server.issuer,
+      "cli",
+      await authorize(browser, "notes:read", true),
+      REDIRECT_CLI,
+    );
+    server.clock.now += 1000;
+    const sibling = await redeem(server.issuer, "cli", await authorize(browser, "notes:read"), REDIRECT_CLI);
+    // A co-hosted resource refused the first instance's token for insufficient scope.
+    expect(await server.as.requestStepUp(tokenId(stepping.body.access_token!))).toBe(true);
+    server.clock.now += 1000;
+    const wider = await redeem(
+      server.issuer,
+      "cli",
+      await authorize(browser, "notes:read notes:write"),
+      REDIRECT_CLI,
+    );
+    expect(wider.status).toBe(200);
+    const active = await activeGrants();
+    expect(active.map((g) => [...g.scopes].sort())).toEqual([["notes:read"], ["notes:read", "notes:write"]]);
+    expect((await refresh(server.issuer, "cli", stepping.body.refresh_token!)).body.error).toBe(
+      "invalid_grant",
+    );
+    expect((await refresh(server.issuer, "cli", sibling.body.refresh_token!)).status).toBe(200);
+    expect((await refresh(server.issuer, "cli", wider.body.refresh_token!)).status).toBe(200);
+  });
+
+  it("a grant of equal scopes does not retire a marked grant: only a strictly wider one is its step-up", async () => {
+    server = await startFlowServer({ clients: [publicClient()] });
+    const browser = new Agent(server.http.url);
+    const marked = await redeem(
+      server.issuer,
+      "cli",
+      await authorize(browser, "notes:read", true),
+      REDIRECT_CLI,
+    );
+    expect(await server.as.requestStepUp(tokenId(marked.body.access_token!))).toBe(true);
+    server.clock.now += 1000;
+    await redeem(server.issuer, "cli", await authorize(browser, "notes:read"), REDIRECT_CLI);
+    expect(await activeGrants()).toHaveLength(2);
+  });
+
+  it(`a sign-in keeps at most ${MAX_ACTIVE_GRANTS_PER_SIGN_IN} active grants of one client: the oldest is retired`, async () => {
+    server = await startFlowServer({ clients: [publicClient()] });
+    const browser = new Agent(server.http.url);
+    const first = await redeem(
+      server.issuer,
+      "cli",
+      await authorize(browser, "notes:read", true),
+      REDIRECT_CLI,
+    );
+    const rest: string[] = [];
+    for (let i = 1; i <= MAX_ACTIVE_GRANTS_PER_SIGN_IN; i++) {
+      server.clock.now += 1000;
+      const answer = await redeem(server.issuer, "cli", await authorize(browser, "notes:read"), REDIRECT_CLI);
+      rest.push(answer.body.refresh_token!);
+    }
+    expect(await activeGrants()).toHaveLength(MAX_ACTIVE_GRANTS_PER_SIGN_IN);
+    expect((await refresh(server.issuer, "cli", first.body.refresh_token!)).body.error).toBe("invalid_grant");
+    expect((await refresh(server.issuer, "cli", rest[0]!)).status).toBe(200);
+  });
+});
+
+/** Redeems a code of `sessionHash` for the public client with a DPoP proof of `key`. */
+async function redeemBound(t: TestServer, sessionHash: string, key: ProofKey) {
+  const { verifier, challenge } = pkcePair();
+  const code = randomToken();
+  await t.store.insertAuthorizationCode({
+    codeHash: sha256Base64url(code),
+    grantId: randomToken(16),
+    clientId: PUBLIC_CLIENT,
+    userId: "user-1",
+    redirectUri: REDIRECT,
+    redirectUriSent: true,
+    scopes: ["notes:read", "offline_access"],
+    resource: RESOURCE,
+    codeChallenge: challenge,
+    codeChallengeMethod: "S256",
+    refreshAllowed: true,
+    sessionHash,
+    createdAt: t.clock.now,
+    expiresAt: t.clock.now + 60_000,
+  });
+  const answer = await postToken(t, codeRequest(code, verifier), {
+    dpop: await proof(key, `${ISSUER}/token`, t.clock.now),
+  });
+  expect(answer.status).toBe(200);
+  return answer.body;
+}
+
+describe("the same DPoP key is the same instance (RFC 9449 §5)", () => {
+  it("a new grant bound to an older grant's key retires it; a grant of another key stays", async () => {
+    const t = await makeServer();
+    const session = sha256Base64url(randomToken());
+    const [keyA, keyB] = [await proofKey(), await proofKey()];
+    await redeemBound(t, session, keyA);
+    t.clock.advance(1);
+    await redeemBound(t, session, keyB);
+    expect(await t.store.listGrants({ clientId: PUBLIC_CLIENT, active: true })).toHaveLength(2);
+    t.clock.advance(1);
+    await redeemBound(t, session, keyA);
+    const active = await t.store.listGrants({ clientId: PUBLIC_CLIENT, active: true });
+    expect(active).toHaveLength(2);
+    expect(active.map((g) => g.dpopJkt).sort()).toEqual([keyA.jkt, keyB.jkt].sort());
+    expect(active.find((g) => g.dpopJkt === keyA.jkt)?.createdAt).toBe(t.clock.now);
+  });
+});
