@@ -192,6 +192,22 @@ describe("a setting applies to the issuer it names alone", () => {
     expect(events.every((e) => e.issuer === named.issuer)).toBe(true);
   });
 
+  it("resource omitted for one issuer: another issuer's requests still carry it (RFC 8707)", async () => {
+    const named = await start("cognito");
+    const other = await start("cognito");
+    const { auth, events } = client([named, other], {
+      [named.issuer]: { assumeS256: true, resource: "omit" },
+      [other.issuer]: { assumeS256: true },
+    });
+    expect((await auth.fetch(named.resourceUrl)).status).toBe(200);
+    expect((await auth.fetch(other.resourceUrl)).status).toBe(200);
+    expect(named.seen.authorize[0]!.has("resource")).toBe(false);
+    expect(named.seen.token[0]!.has("resource")).toBe(false);
+    expect(other.seen.authorize[0]!.get("resource")).toBe(`${other.base}/mcp`);
+    expect(other.seen.token[0]!.get("resource")).toBe(`${other.base}/mcp`);
+    expect(events.filter((e) => e.setting === "resource").map((e) => e.issuer)).toEqual([named.issuer]);
+  });
+
   it("an alias accepts that one string only: another spelling is still an issuer mismatch", async () => {
     const field = await start("google");
     const { auth } = client([field], { [field.issuer]: { issuerAlias: `${field.base}/other` } });

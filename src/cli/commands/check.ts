@@ -30,6 +30,9 @@ Options:
                        with --login: identify with this Client ID Metadata Document URL
   -h, --help           show this help
 
+Per-issuer client compatibility settings in issuers.json (the config directory) are listed after
+the report, never applied: the rules are checked as the spec states them.
+
 Without --login, only metadata requests, two deliberately bogus tokens (sent to the resource URL
 itself) and one anonymous authorization request for an unknown client (two when the first names a
 refusal of resource) leave this machine. Exit status: 0 every MUST holds, 1 a MUST fails, 2 usage error.

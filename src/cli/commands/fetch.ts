@@ -37,6 +37,10 @@ Options (curl-like):
   --no-browser           never authorize interactively: fail when a login is needed
   --device               authorize by approving a code on another device (RFC 8628)
 
+Per-issuer compatibility settings in issuers.json in the config directory (for authorization
+servers that break a rule, such as Entra ID or Cognito) apply to their issuer alone, each use said
+on stderr; see 'gatehouse status'.
+
 Exit status: 0 a 2xx response; 22 any other HTTP status (as curl --fail; the body still goes
 to stdout, the status line to stderr); 1 the request or the authorization failed; 2 usage;
 130 a --device login cancelled with Ctrl-C.

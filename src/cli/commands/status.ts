@@ -3,6 +3,7 @@
  */
 import { parseArgs } from "node:util";
 import { compatibilityFor } from "../../client/protocol/issuer-compat.js";
+import { UsageError } from "../args.js";
 import { cliAuthClient, configDirectory, describeError, parseCommandLine } from "../client-commands.js";
 import { describeSettings, issuerCompatibilityPath, loadIssuerCompatibility } from "../issuer-compat-file.js";
 
@@ -87,6 +88,7 @@ export async function run(args: string[]): Promise<number> {
     return 0;
   } catch (error) {
     process.stderr.write(`gatehouse status: ${describeError(error)}\n`);
-    return 1;
+    // A bad issuers.json is the user's to fix, as for every other command: a usage error.
+    return error instanceof UsageError ? 2 : 1;
   }
 }

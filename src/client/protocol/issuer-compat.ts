@@ -103,7 +103,7 @@ export function validateIssuerCompatibility(
   };
   const known = new Set(["assumeS256", "resource", "issuerAlias", "tenantIssuer"]);
   for (const [issuer, entry] of Object.entries(settings)) {
-    if (!urlOk(issuer)) throw invalid(issuer, "the issuer must be an https URL");
+    if (!urlOk(issuer)) throw invalid(issuer, "the issuer must be an https URL (http only on loopback)");
     if (typeof entry !== "object" || entry === null) throw invalid(issuer, "settings must be an object");
     for (const key of Object.keys(entry)) {
       if (!known.has(key)) throw invalid(issuer, `unknown setting ${JSON.stringify(key)}`);
