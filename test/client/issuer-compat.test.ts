@@ -124,6 +124,19 @@ describe("Entra ID-like: templated issuer, no PKCE list, resource refused (AADST
     expect(server?.compatibility).toEqual(expect.arrayContaining(["tenant_issuer", "assume_s256"]));
   });
 
+  it("a pre-registered client named under the configured issuer serves the tenant's issuer too", async () => {
+    const field = await start("entra");
+    const auth = new AuthClient({
+      store: new MemoryTokenStore(),
+      redirectUri: REDIRECT,
+      userAgent: followRedirect,
+      preregisteredClients: { [field.issuer]: { client_id: CLIENT_ID } },
+      issuerCompatibility: entra(field),
+    });
+    await callTwice(auth, field);
+    expect(field.seen.authorize[0]!.get("client_id")).toBe(CLIENT_ID);
+  });
+
   it("a user of another tenant signing in at the shared endpoint is refused", async () => {
     const field = await start("entra", { userTenant: OTHER_TENANT });
     const { auth } = client([field], entra(field));

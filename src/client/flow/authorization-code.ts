@@ -14,7 +14,14 @@ import { assertTenant, resourceParameter } from "../protocol/issuer-compat.js";
 import { resolveClient } from "../protocol/registration.js";
 import { exchangeAuthorizationCode } from "../protocol/tokens.js";
 import type { StoredServer, StoredTokens } from "../stores/types.js";
-import { type AuthState, compatibilityReporter, dpopFor, issuedTokens, keysFor } from "./state.js";
+import {
+  type AuthState,
+  compatibilityReporter,
+  dpopFor,
+  issuedTokens,
+  keysFor,
+  preregisteredClients,
+} from "./state.js";
 
 /** Tokens for `resource` through the user agent; fails with `no_interactive_authorization` without one. */
 export async function authorizationCode(
@@ -43,7 +50,9 @@ export async function authorizationCode(
       store: state.store,
       fetch: state.fetch,
       redirectUri: session.redirectUri,
-      ...(options.preregisteredClients && { preregistered: options.preregisteredClients }),
+      ...(preregisteredClients(state, metadata.issuer) && {
+        preregistered: preregisteredClients(state, metadata.issuer)!,
+      }),
       ...(options.clientMetadataUrl && { clientMetadataUrl: options.clientMetadataUrl }),
       ...(options.clientName && { clientName: options.clientName }),
       ...(options.registrationMetadata && {

@@ -18,7 +18,14 @@ import { assertTenant, resourceParameter } from "../protocol/issuer-compat.js";
 import { type ResolveClientOptions, registerDynamically, resolveClient } from "../protocol/registration.js";
 import { clientKey, type StoredServer, type StoredTokens } from "../stores/types.js";
 import type { DeviceAuthorizationOptions } from "./options.js";
-import { type AuthState, compatibilityReporter, dpopFor, issuedTokens, keysFor } from "./state.js";
+import {
+  type AuthState,
+  compatibilityReporter,
+  dpopFor,
+  issuedTokens,
+  keysFor,
+  preregisteredClients,
+} from "./state.js";
 
 /**
  * The redirect URI a device-flow registration carries. The device grant needs none, but a client
@@ -136,7 +143,9 @@ function registrationOptions(state: AuthState, server: StoredServer): ResolveCli
     store: state.store,
     fetch: state.fetch,
     redirectUri: DEVICE_REGISTRATION_REDIRECT_URI,
-    ...(options.preregisteredClients && { preregistered: options.preregisteredClients }),
+    ...(preregisteredClients(state, metadata.issuer) && {
+      preregistered: preregisteredClients(state, metadata.issuer)!,
+    }),
     ...(options.clientMetadataUrl && { clientMetadataUrl: options.clientMetadataUrl }),
     ...(options.clientName && { clientName: options.clientName }),
     registrationMetadata: {

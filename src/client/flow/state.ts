@@ -15,7 +15,7 @@ import {
   type CompatibilitySettingName,
   compatibilityFor,
 } from "../protocol/issuer-compat.js";
-import { preregisteredClient } from "../protocol/registration.js";
+import { type PreregisteredClient, preregisteredClient } from "../protocol/registration.js";
 import type { ScopeStrategy } from "../protocol/step-up.js";
 import { type ClientKeyMaterial, toStoredTokens } from "../protocol/tokens.js";
 import type {
@@ -128,6 +128,22 @@ export async function dpopFor(
   return signer;
 }
 
+/**
+ * The pre-registered clients, with the one configured for an issuer also found under the issuer
+ * its server really uses when a compatibility setting (an alias, a pinned tenant) made them differ:
+ * the operator names the issuer the resource names, and the credentials follow it.
+ */
+export function preregisteredClients(
+  state: AuthState,
+  issuer: string,
+): Readonly<Record<string, PreregisteredClient>> | undefined {
+  const configured = state.options.preregisteredClients;
+  if (!configured || Object.hasOwn(configured, issuer)) return configured;
+  const named = compatibilityFor(state.options.issuerCompatibility, issuer)?.configured;
+  const pre = named === undefined ? undefined : configured[named];
+  return pre ? { ...configured, [issuer]: pre } : configured;
+}
+
 export async function clientFor(
   state: AuthState,
   issuer: string,
@@ -135,7 +151,7 @@ export async function clientFor(
 ): Promise<StoredClient | undefined> {
   const cached = state.clients.get(issuer);
   if (cached?.client_id === clientId) return cached;
-  const pre = state.options.preregisteredClients?.[issuer];
+  const pre = preregisteredClients(state, issuer)?.[issuer];
   if (pre?.client_id === clientId) return preregisteredClient(issuer, pre);
   const stored = await state.store.get("client", issuer);
   return stored?.client_id === clientId && stored.issuer === issuer ? stored : undefined;
