@@ -186,6 +186,24 @@ describe.each(["SQLite", "PostgreSQL"] as const)("refresh races on %s (default o
     expect((await backend.store.getGrant(grantId))?.revokedAt).toBeDefined();
   }, 60_000);
 
+  it("with instance clocks 2 s apart: a race across them gets tokens, a replay after the successor's use revokes", async () => {
+    const base = served.http.url;
+    const behind = await serveInProcess(backend.store, { now: () => Date.now() - 2000 });
+    try {
+      const first = await login();
+      const a = await tokenSet(await refreshGrant(base, CLIENT_ID, first.refresh_token!));
+      // Rotated on the instance ahead, presented on the one behind (a negative elapsed time).
+      const b = await tokenSet(await refreshGrant(behind.http.url, CLIENT_ID, first.refresh_token!));
+      expect(b.refresh_token).not.toBe(a.refresh_token);
+      // The successor is used on the instance behind; the first token on the one ahead is reuse.
+      expect((await refreshGrant(behind.http.url, CLIENT_ID, a.refresh_token!)).status).toBe(200);
+      expect((await refreshGrant(base, CLIENT_ID, first.refresh_token!)).status).toBe(400);
+      expect((await refreshGrant(behind.http.url, CLIENT_ID, b.refresh_token!)).status).toBe(400);
+    } finally {
+      await behind.close();
+    }
+  }, 60_000);
+
   it("two client processes refreshing one token at once both stay logged in", async () => {
     const base = served.http.url;
     const first = await login();
