@@ -9,7 +9,8 @@
  * - `cognito`: Amazon Cognito: an exact issuer, PKCE enforced but not advertised.
  * - `google`: Google: the resource names `<base>/`, the OpenID configuration says `<base>` (the
  *   trailing slash differs between documents); it sends `iss` in the authorization response.
- * Everything seen (authorization and token requests) is recorded for the tests to inspect.
+ * Each also offers the device grant (RFC 8628), approved at once. Everything seen (authorization
+ * and device authorization requests, token requests) is recorded for the tests to inspect.
  */
 import { createHash, createSign, generateKeyPairSync } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
@@ -83,6 +84,7 @@ export async function startFieldServer(
     issuer,
     authorization_endpoint: `${base}/oauth2/authorize`,
     token_endpoint: `${base}/oauth2/token`,
+    device_authorization_endpoint: `${base}/oauth2/devicecode`,
     scopes_supported: ["openid", "notes.read", "offline_access"],
     response_types_supported: ["code"],
     id_token_signing_alg_values_supported: ["RS256"],
@@ -168,6 +170,26 @@ export async function startFieldServer(
       if (flavour === "google") target.searchParams.set("iss", serverIssuer);
       return res.writeHead(302, { location: target.href }).end();
     }
+    if (url.pathname === "/oauth2/devicecode") {
+      // RFC 8628 §3.1-3.2, approved at once: the first poll gets the tokens.
+      const form = new URLSearchParams(await body(req));
+      seen.authorize.push(form);
+      if (flavour === "entra" && form.has("resource")) {
+        return json(400, {
+          error: "invalid_target",
+          error_description: "AADSTS9010010: resource not allowed.",
+        });
+      }
+      const deviceCode = `field-device-${codes.size + 1}-${n}`;
+      codes.set(deviceCode, { challenge: "", scope: form.get("scope") ?? "" });
+      return json(200, {
+        device_code: deviceCode,
+        user_code: "ABCD-EFGH",
+        verification_uri: `${base}/device`,
+        expires_in: 60,
+        interval: 1,
+      });
+    }
     if (url.pathname === "/oauth2/token") {
       const form = new URLSearchParams(await body(req));
       seen.token.push(form);
@@ -185,6 +207,12 @@ export async function startFieldServer(
           return json(400, { error: "invalid_grant" });
         }
         codes.delete(form.get("code") ?? "");
+        return json(200, tokens(entry.scope));
+      }
+      if (form.get("grant_type") === "urn:ietf:params:oauth:grant-type:device_code") {
+        const entry = codes.get(form.get("device_code") ?? "");
+        if (!entry) return json(400, { error: "expired_token" });
+        codes.delete(form.get("device_code") ?? "");
         return json(200, tokens(entry.scope));
       }
       if (form.get("grant_type") === "refresh_token") {

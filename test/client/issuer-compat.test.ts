@@ -137,6 +137,33 @@ describe("Entra ID-like: templated issuer, no PKCE list, resource refused (AADST
     expect(field.seen.authorize[0]!.get("client_id")).toBe(CLIENT_ID);
   });
 
+  it("the device flow too: no resource in the device authorization request or the poll, the tenant checked", async () => {
+    const field = await start("entra");
+    const prompts: string[] = [];
+    const events: CompatEvent[] = [];
+    const auth = new AuthClient({
+      store: new MemoryTokenStore(),
+      deviceAuthorization: { onPrompt: (p) => void prompts.push(p.userCode) },
+      preregisteredClients: { [field.issuer]: { client_id: CLIENT_ID } },
+      issuerCompatibility: entra(field),
+      onEvent: (event) => {
+        if (event.type === "compatibility") events.push(event);
+      },
+    });
+    expect((await auth.fetch(field.resourceUrl)).status).toBe(200);
+    expect(prompts).toEqual(["ABCD-EFGH"]);
+    expect(field.seen.authorize[0]!.has("resource")).toBe(false);
+    expect(field.seen.authorize[0]!.get("scope")?.split(" ")).toContain("openid");
+    const poll = field.seen.token.find((f) => f.get("grant_type")?.endsWith("device_code"));
+    expect(poll?.has("resource")).toBe(false);
+    expect(events.map((e) => e.detail)).toEqual(
+      expect.arrayContaining([
+        expect.stringContaining("device authorization and polling: resource parameter omitted"),
+        `ID token of tenant ${TENANT} accepted`,
+      ]),
+    );
+  }, 30_000);
+
   it("a user of another tenant signing in at the shared endpoint is refused", async () => {
     const field = await start("entra", { userTenant: OTHER_TENANT });
     const { auth } = client([field], entra(field));
