@@ -17,7 +17,13 @@
  * Stateless, so gateways sharing the key can stand side by side.
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import type { OperationContext, OperationGate } from "../resource-server/operations/gate.js";
+import { headOfRequest } from "../resource-server/bearer-token.js";
+import { challengePartsResponse } from "../resource-server/challenge.js";
+import {
+  type OperationContext,
+  type OperationGate,
+  readBoundedText,
+} from "../resource-server/operations/gate.js";
 import type { ResourceServer } from "../resource-server/resource-server.js";
 import type { Logger } from "../shared/log.js";
 
@@ -46,7 +52,7 @@ export interface HttpGatewayOptions {
 
 export interface HttpGateway {
   fetch(request: Request): Promise<Response>;
-  /** Requests being relayed (streams included). */
+  /** Requests waiting for the upstream's answer. */
   readonly inFlight: number;
 }
 
@@ -164,11 +170,11 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
     const timer = setTimeout(() => abort.abort(), timeoutMs);
     inFlight++;
     let settled = false;
+    // The client-gone listener stays: a client leaving mid-stream aborts the upstream's stream too.
     const done = () => {
       if (settled) return;
       settled = true;
       inFlight--;
-      request.signal.removeEventListener("abort", onClientGone);
     };
     let answer: Response;
     try {
@@ -200,32 +206,10 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
     const session = answer.headers.get("mcp-session-id");
     if (session !== null) out.set("mcp-session-id", `${session}.${mac(caller(context), session)}`);
     out.set("access-control-expose-headers", "Mcp-Session-Id, WWW-Authenticate");
-    if (answer.body === null) {
-      done();
-      return new Response(null, { status: answer.status, headers: out });
-    }
-    // The body streams through; the count ends when it ends, fails or is cancelled.
-    const reader = answer.body.getReader();
-    const body = new ReadableStream<Uint8Array>({
-      async pull(controller) {
-        try {
-          const { done: end, value } = await reader.read();
-          if (end) {
-            done();
-            controller.close();
-          } else controller.enqueue(value);
-        } catch (error) {
-          done();
-          controller.error(error);
-        }
-      },
-      cancel(reason) {
-        done();
-        abort.abort();
-        return reader.cancel(reason);
-      },
-    });
-    return new Response(body, { status: answer.status, headers: out });
+    // The body streams through as the upstream sends it (an SSE stream stays open); the count
+    // covers the wait for the upstream's answer.
+    done();
+    return new Response(answer.body, { status: answer.status, headers: out });
   };
 
   return {
@@ -233,6 +217,7 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
       return inFlight;
     },
     async fetch(request) {
+      const started = performance.now();
       const url = new URL(request.url);
       if (options.resourceServer.handles(request)) return options.resourceServer.metadataResponse(request);
       if (url.pathname === "/health" && resourcePath !== "/health") {
@@ -262,7 +247,13 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
           headers: { allow: "GET, POST, DELETE, OPTIONS" },
         });
       }
-      return options.gate.handle(request, relay);
+      // The gate's judgement on the body read once; the relay sends the parsed body, so the request
+      // is not rebuilt around the bytes (gate.handle would, for servers that read them).
+      const body =
+        request.method === "POST" ? await readBoundedText(request, options.gate.maxBodyBytes) : undefined;
+      const verdict = await options.gate.judge(headOfRequest(request), body, started);
+      if (!verdict.ok) return challengePartsResponse(verdict.answer);
+      return options.gate.filterResponse(await relay(request, verdict), verdict);
     },
   };
 }
