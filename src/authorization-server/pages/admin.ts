@@ -41,14 +41,31 @@ export const handleAdmin: Endpoint = formPage({
 /** Rows shown per list (newest first); the heading says when a list is longer. */
 export const ADMIN_MAX_ROWS = 500;
 
+/**
+ * What revoking a grant does to the tokens already issued, said exactly (issue 26): the store
+ * marks every refresh and access token of the grant revoked, so a refresh fails (invalid_grant)
+ * and introspection (RFC 7662 §2.2) answers inactive at once; but a resource server that verifies
+ * the JWT itself (RFC 9068) sees nothing of it and accepts an access token until its `exp`.
+ */
+function tokenConsequences(ctx: ServerContext): string {
+  const ttl = ctx.options.accessTokenTtlSeconds;
+  return (
+    "Its refresh tokens stop working at once, and introspection answers inactive for its access tokens. " +
+    `A resource server that verifies access tokens itself (JWT) accepts one already issued until it expires, at most ${ttl} s from now (the access-token lifetime).`
+  );
+}
+
 /** The actions the page's forms send, and the notice shown after each (fixed text, never echoed input). */
-const NOTICES = {
-  "grant-revoked": "Grant revoked: its refresh and access tokens no longer work.",
-  "consent-revoked": "Consent revoked: the user will be asked again next time.",
-  "client-deleted": "Client deleted, with its grants and consents.",
-  "not-found": "Nothing changed: that record no longer exists.",
-} as const;
-type Notice = keyof typeof NOTICES;
+function notices(ctx: ServerContext) {
+  const ttl = ctx.options.accessTokenTtlSeconds;
+  return {
+    "grant-revoked": `Grant revoked: its refresh tokens no longer work; access tokens already issued stop working at resource servers that verify them themselves when they expire, at most ${ttl} s from now.`,
+    "consent-revoked": "Consent revoked: the user will be asked again next time.",
+    "client-deleted": `Client deleted, with its grants and consents. Access tokens already issued to it expire within ${ttl} s.`,
+    "not-found": "Nothing changed: that record no longer exists.",
+  } as const;
+}
+type Notice = keyof ReturnType<typeof notices>;
 
 function adminPath(ctx: ServerContext, notice?: Notice): string {
   return issuerPath(ctx, ENDPOINT_PATHS.admin, notice ? { done: notice } : undefined);
@@ -131,6 +148,88 @@ ${Object.entries(fields).map(([name, value]) => html`<input type="hidden" name="
 <button type="submit">${label}</button></form>`;
 }
 
+/**
+ * A destructive action's button in a table: a GET form to its review (`?review=`), which changes
+ * nothing; the review page carries the POST form that acts. One click never deletes or revokes,
+ * and no script is needed to ask (the pages run none).
+ */
+function reviewButton(
+  ctx: ServerContext,
+  review: Review,
+  fields: Record<string, string>,
+  label: string,
+): SafeHtml {
+  return html`<form method="get" action="${adminPath(ctx)}">
+<input type="hidden" name="review" value="${review}">
+${Object.entries(fields).map(([name, value]) => html`<input type="hidden" name="${name}" value="${value}">`)}
+<button type="submit">${label}…</button></form>`;
+}
+
+const REVIEWS = ["revoke-grant", "revoke-consent", "delete-client"] as const;
+type Review = (typeof REVIEWS)[number];
+
+/**
+ * The review of one destructive action: what it will do, said exactly, the POST form that does it
+ * (CSRF token) and Cancel; undefined when the record is gone.
+ */
+async function reviewSection(
+  ctx: ServerContext,
+  csrf: string,
+  params: URLSearchParams,
+  clients: Map<string, ClientRecord>,
+  users: Map<string, UserRecord>,
+): Promise<SafeHtml | undefined> {
+  const review = params.get("review") as Review;
+  // A form like the action's, so the two buttons sit side by side at their own width.
+  const cancel = html`<form method="get" action="${adminPath(ctx)}"><button type="submit" data-testid="cancel">Cancel</button></form>`;
+  const section = (title: string, what: SafeHtml, consequences: SafeHtml, form: SafeHtml) =>
+    html`<section class="review" data-testid="review"><h2>${title}</h2>${what}${consequences}
+<div class="actions">${form}${cancel}</div></section>`;
+  if (review === "revoke-grant") {
+    const grant = await ctx.store.getGrant(params.get("grant_id") ?? "");
+    if (!grant || grant.revokedAt !== undefined) return undefined;
+    return section(
+      "Revoke this grant?",
+      html`<p>${clientLabel(clients, grant.clientId)} for ${userLabel(users, grant.userId)}: ${scopeList(grant.scopes)} on <code>${grant.resource}</code>, granted ${when(grant.createdAt)}.</p>`,
+      html`<p data-testid="consequences">${tokenConsequences(ctx)}</p>`,
+      actionForm(ctx, csrf, "revoke-grant", { grant_id: grant.grantId }, "Revoke grant"),
+    );
+  }
+  if (review === "revoke-consent") {
+    const userId = params.get("user_id") ?? "";
+    const clientId = params.get("client_id") ?? "";
+    const redirectUri = params.get("redirect_uri") ?? "";
+    const consent = await ctx.store.getConsent(userId, clientId, redirectUri);
+    if (!consent) return undefined;
+    return section(
+      "Revoke this consent?",
+      html`<p>${userLabel(users, userId)} allowed ${clientLabel(clients, clientId)} (redirect <code>${redirectUri}</code>): ${scopeList(consent.scopes)}.</p>`,
+      html`<p data-testid="consequences">The user will be asked again on the client's next authorization. Grants already issued stay until they are revoked.</p>`,
+      actionForm(
+        ctx,
+        csrf,
+        "revoke-consent",
+        { user_id: userId, client_id: clientId, redirect_uri: redirectUri },
+        "Revoke consent",
+      ),
+    );
+  }
+  if (review === "delete-client") {
+    const client = clients.get(params.get("client_id") ?? "");
+    if (!client) return undefined;
+    const active = (await ctx.store.listGrants({ clientId: client.clientId })).filter(
+      (g) => g.revokedAt === undefined && g.expiresAt > ctx.now(),
+    ).length;
+    return section(
+      "Delete this client?",
+      html`<p>${clientLabel(clients, client.clientId)} (${SOURCE_LABELS[client.source] ?? client.source}), with ${active} active grant${active === 1 ? "" : "s"} and its consents.</p>`,
+      html`<p data-testid="consequences">Its grants are revoked: ${tokenConsequences(ctx)} A client from the server's configuration comes back when it restarts; a metadata-document client is fetched again on its next request.</p>`,
+      actionForm(ctx, csrf, "delete-client", { client_id: client.clientId }, "Delete client"),
+    );
+  }
+  return undefined;
+}
+
 function heading(title: string, total: number, testId: string): SafeHtml {
   return html`<h2 data-testid="${testId}">${title} (${total})${
     total > ADMIN_MAX_ROWS ? html` <span class="muted">showing the newest ${ADMIN_MAX_ROWS}</span>` : ""
@@ -200,9 +299,13 @@ async function showAdmin(request: Request, ctx: ServerContext): Promise<Response
   const users = new Map(userList.map((u) => [u.id, u]));
   const csrf = adminCsrf(session);
   const now = ctx.now();
-  const done = new URL(request.url).searchParams.get("done");
-  const notice = done !== null && Object.hasOwn(NOTICES, done) ? NOTICES[done as Notice] : undefined;
-  const selectedClient = new URL(request.url).searchParams.get("client") ?? undefined;
+  const params = new URL(request.url).searchParams;
+  const texts = notices(ctx);
+  const reviewing = REVIEWS.includes(params.get("review") as Review);
+  const review = reviewing ? await reviewSection(ctx, csrf, params, clients, users) : undefined;
+  const done = reviewing && !review ? "not-found" : params.get("done");
+  const notice = done !== null && Object.hasOwn(texts, done) ? texts[done as Notice] : undefined;
+  const selectedClient = params.get("client") ?? undefined;
 
   const clientRows = newestFirst(clientList, (c) => c.createdAt).map(
     (c) => html`<tr data-testid="client-row" data-client-id="${c.clientId}">
@@ -212,7 +315,7 @@ async function showAdmin(request: Request, ctx: ServerContext): Promise<Response
 <td class="nowrap">${when(c.createdAt)}</td>
 <td class="nowrap">${when(c.lastUsedAt)}</td>
 <td class="nowrap"><a data-testid="client-events-link" href="${issuerPath(ctx, ENDPOINT_PATHS.admin, { client: c.clientId })}#events">Events</a></td>
-<td>${actionForm(ctx, csrf, "delete-client", { client_id: c.clientId }, "Delete client")}</td></tr>`,
+<td>${reviewButton(ctx, "delete-client", { client_id: c.clientId }, "Delete client")}</td></tr>`,
   );
   const userRows = [...userList]
     .sort((a, b) => a.username.localeCompare(b.username))
@@ -231,7 +334,7 @@ async function showAdmin(request: Request, ctx: ServerContext): Promise<Response
 <td class="nowrap">${when(g.createdAt)}</td>
 <td class="nowrap">${when(g.expiresAt)}</td>
 <td class="nowrap">${status.label === "revoked" ? html`revoked ${when(g.revokedAt)}` : status.label}</td>
-<td>${status.active ? actionForm(ctx, csrf, "revoke-grant", { grant_id: g.grantId }, "Revoke grant") : ""}</td></tr>`;
+<td>${status.active ? reviewButton(ctx, "revoke-grant", { grant_id: g.grantId }, "Revoke grant") : ""}</td></tr>`;
   });
   const consentRows = newestFirst(consentList, (c: ConsentRecord) => c.updatedAt).map(
     (c) => html`<tr data-testid="consent-row">
@@ -240,9 +343,8 @@ async function showAdmin(request: Request, ctx: ServerContext): Promise<Response
 <td><code>${c.redirectUri}</code></td>
 <td>${scopeList(c.scopes)}</td>
 <td class="nowrap">${when(c.updatedAt)}</td>
-<td>${actionForm(
+<td>${reviewButton(
       ctx,
-      csrf,
       "revoke-consent",
       { user_id: c.userId, client_id: c.clientId, redirect_uri: c.redirectUri },
       "Revoke consent",
@@ -260,8 +362,9 @@ async function showAdmin(request: Request, ctx: ServerContext): Promise<Response
 <p class="muted">Signed in as <strong data-testid="username">${session.user.username}</strong> ·
 <a href="${issuerPath(ctx, ENDPOINT_PATHS.account)}">your account and sign out</a> · issuer <code>${ctx.options.issuer}</code></p>
 ${notice ? html`<p class="notice" role="status" data-testid="notice">${notice}</p>` : ""}
+${review ?? ""}
 ${heading("Clients", clientList.length, "clients-heading")}
-<p class="muted">Deleting a client revokes its grants and consents. Clients from the server's configuration come back when it restarts;
+<p class="muted">Each button opens a review of what it will do; nothing changes until you confirm there. Deleting a client revokes its grants and consents. Clients from the server's configuration come back when it restarts;
 a metadata-document client is fetched again on its next request.</p>
 ${table(["Client", "Source", "Redirect hosts", "Created", "Last used", "", ""], clientRows, "No clients.", "clients")}
 ${eventsSection(ctx, clients, selectedClient)}
@@ -273,7 +376,7 @@ ${table(
   "grants",
 )}
 ${heading("Consents", consentList.length, "consents-heading")}
-<p class="muted">Revoking a consent makes the user decide again on the next request; grants already issued stay until revoked.</p>
+<p class="muted">Revoking a grant stops its refresh tokens at once; its access tokens last until they expire (at most ${ctx.options.accessTokenTtlSeconds} s) at resource servers that verify them themselves. Revoking a consent makes the user decide again on the next request; grants already issued stay until revoked.</p>
 ${table(["User", "Client", "Redirect URI", "Scopes", "Updated", ""], consentRows, "No consents.", "consents")}
 ${heading("Users", userList.length, "users-heading")}
 <p class="muted">Add users and reset passwords with <code>gatehouse users</code>.</p>

@@ -73,7 +73,11 @@ describe("the admin page in Chromium", () => {
     await expect(row.getAttribute("data-status")).resolves.toBe("active");
     await page.screenshot({ path: "/tmp/admin.png", fullPage: true });
 
+    // The button opens a review (nothing revoked yet); its own button revokes.
     await row.getByRole("button", { name: "Revoke" }).click();
+    await page.waitForURL((u) => u.searchParams.get("review") === "revoke-grant");
+    await expect(row.getAttribute("data-status")).resolves.toBe("active");
+    await page.getByTestId("review").getByRole("button", { name: "Revoke grant" }).click();
     await page.waitForURL((u) => u.pathname === "/admin" && u.searchParams.get("done") === "grant-revoked");
     await expect(page.getByTestId("notice").textContent()).resolves.toContain("Grant revoked");
     await expect(

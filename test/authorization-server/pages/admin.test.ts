@@ -64,6 +64,26 @@ function formWith(html: string, name: string, value: string): Record<string, str
   throw new Error(`no admin form with ${name}`);
 }
 
+/**
+ * The POST form that acts for the table button whose hidden inputs include `name=value`: the
+ * button (a GET form) opens a review, and the review carries the form (admin-confirm.test.ts).
+ */
+async function reviewedForm(
+  name: string,
+  value: string,
+  browser = adminBrowser,
+): Promise<Record<string, string>> {
+  return reviewOf(formWith((await adminPage(browser)).html, name, value), browser);
+}
+
+async function reviewOf(
+  button: Record<string, string>,
+  browser = adminBrowser,
+): Promise<Record<string, string>> {
+  const review = await browser.request(`${t.url}/admin?${new URLSearchParams(button)}`);
+  return formWith(await review.text(), "action", button.review!);
+}
+
 describe("who may see the admin page", () => {
   it("without a session: 303 to the login page, which returns to /admin after sign-in", async () => {
     const browser = new Browser();
@@ -179,7 +199,7 @@ describe("what the admin page lists", () => {
 describe("the admin page's buttons", () => {
   it("revoking a grant ends it: the refresh token then fails at /token with invalid_grant", async () => {
     const { grant, refreshToken } = await obtainGrant(t, t.user, aliceBrowser);
-    const fields = formWith((await adminPage()).html, "grant_id", grant.grantId);
+    const fields = await reviewedForm("grant_id", grant.grantId);
     expect(fields.action).toBe("revoke-grant");
     const done = await adminBrowser.postForm(`${t.url}/admin`, fields);
     expect(done.status).toBe(303);
@@ -196,7 +216,7 @@ describe("the admin page's buttons", () => {
 
   it("CSRF: a POST without the token, or with another session's token, changes nothing (403)", async () => {
     const { grant, refreshToken } = await obtainGrant(t, t.user, aliceBrowser);
-    const fields = formWith((await adminPage()).html, "grant_id", grant.grantId);
+    const fields = await reviewedForm("grant_id", grant.grantId);
     const { csrf, ...withoutToken } = fields;
     expect(csrf).toMatch(/^[A-Za-z0-9_-]{43}$/);
     const missing = await adminBrowser.postForm(`${t.url}/admin`, withoutToken);
@@ -204,7 +224,7 @@ describe("the admin page's buttons", () => {
     expect(await missing.text()).toContain("Request refused");
     // A second administrator session (another browser) has a different token; it is not accepted here.
     const other = await signInForAdmin(t, t.admin);
-    const otherFields = formWith((await adminPage(other.browser)).html, "grant_id", grant.grantId);
+    const otherFields = await reviewedForm("grant_id", grant.grantId, other.browser);
     expect(otherFields.csrf).not.toBe(csrf);
     const crossed = await adminBrowser.postForm(`${t.url}/admin`, { ...fields, csrf: otherFields.csrf! });
     expect(crossed.status).toBe(403);
@@ -222,7 +242,7 @@ describe("the admin page's buttons", () => {
         (r) => r.includes('data-testid="consent-row"') && r.includes("alice") && r.includes(REDIRECT_URI),
       );
     expect(row).toBeDefined();
-    const fields = hiddenFields(row!);
+    const fields = await reviewOf(hiddenFields(row!));
     expect(fields.action).toBe("revoke-consent");
     const done = await adminBrowser.postForm(`${t.url}/admin`, fields);
     expect(done.headers.get("location")).toBe("/admin?done=consent-revoked");
@@ -266,7 +286,7 @@ describe("the admin page's buttons", () => {
     const [grant] = await t.store.listGrants({ clientId: "doomed-client" });
     expect(grant?.revokedAt).toBeUndefined();
     expect(await t.store.getConsent(t.user.id, "doomed-client", REDIRECT_URI)).toBeDefined();
-    const fields = formWith((await adminPage()).html, "client_id", "doomed-client");
+    const fields = await reviewedForm("client_id", "doomed-client");
     expect(fields.action).toBe("delete-client");
     const done = await adminBrowser.postForm(`${t.url}/admin`, fields);
     expect(done.headers.get("location")).toBe("/admin?done=client-deleted");
@@ -279,8 +299,8 @@ describe("the admin page's buttons", () => {
   });
 
   it("an unknown action or a missing id is refused without change; a vanished record says so", async () => {
-    await obtainGrant(t, t.user, aliceBrowser);
-    const { csrf } = formWith((await adminPage()).html, "action", "revoke-grant");
+    const { grant } = await obtainGrant(t, t.user, aliceBrowser);
+    const { csrf } = await reviewedForm("grant_id", grant.grantId);
     const unknown = await adminBrowser.postForm(`${t.url}/admin`, { csrf: csrf!, action: "drop-everything" });
     expect(unknown.status).toBe(400);
     const missing = await adminBrowser.postForm(`${t.url}/admin`, { csrf: csrf!, action: "revoke-grant" });

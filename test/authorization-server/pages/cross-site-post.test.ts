@@ -250,7 +250,10 @@ describe("login, logout and admin POSTs", () => {
     });
     const { client_id: clientId } = (await registered.json()) as { client_id: string };
     const { browser } = await signInForAdmin(t, t.admin);
-    const page = await (await browser.request(`${t.url}/admin`)).text();
+    // The table's Delete button opens a review; its form carries the CSRF token.
+    const page = await (
+      await browser.request(`${t.url}/admin?review=delete-client&client_id=${clientId}`)
+    ).text();
     const csrf = hiddenFields(page).csrf!;
     const form = { csrf, action: "delete-client", client_id: clientId };
     for (const [what, headers] of hostileHeaders()) {
