@@ -16,6 +16,7 @@ import {
   requestDeviceAuthorization,
   type StoredClient,
 } from "../../src/client/index.js";
+import { settleWithin } from "./settle-within.js";
 
 const DEVICE_CODE = "secret-device-code-0123456789";
 
@@ -301,28 +302,3 @@ describe("polling a hostile token endpoint", () => {
     expect(hostile.polls).toBe(asked.length);
   }, 30_000);
 });
-
-/**
- * Settles with what `work` settled with, or with "still running" once `guardMs` passed (a client
- * sleeping past its codes' lifetime would otherwise hang the file instead of failing it).
- */
-async function settleWithin<T>(
-  work: Promise<T>,
-  guardMs = 15_000,
-): Promise<{ value?: T; error?: unknown; hung?: true }> {
-  let timer: NodeJS.Timeout | undefined;
-  const guard = new Promise<{ hung: true }>((resolve) => {
-    timer = setTimeout(() => resolve({ hung: true }), guardMs);
-  });
-  try {
-    return await Promise.race([
-      work.then(
-        (value) => ({ value }),
-        (error: unknown) => ({ error }),
-      ),
-      guard,
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}

@@ -13,8 +13,9 @@
  * and device authorization requests, token requests) is recorded for the tests to inspect.
  */
 import { createHash, createSign, generateKeyPairSync } from "node:crypto";
-import { createServer, type IncomingMessage, type Server } from "node:http";
+import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { body } from "./fixtures.js";
 
 export type FieldFlavour = "entra" | "cognito" | "google";
 
@@ -33,16 +34,6 @@ export interface FieldServer {
   /** Forgets every access token issued so far: the next call is answered 401 and refreshes. */
   expireAccessTokens(): void;
   close(): Promise<void>;
-}
-
-function body(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve) => {
-    let data = "";
-    req.on("data", (c) => {
-      data += c;
-    });
-    req.on("end", () => resolve(data));
-  });
 }
 
 const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });

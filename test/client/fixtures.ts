@@ -34,7 +34,8 @@ export interface Fake {
   close(): Promise<void>;
 }
 
-function body(req: IncomingMessage): Promise<string> {
+/** A request body read whole (test servers only: bounded by what the tests send). */
+export function body(req: IncomingMessage): Promise<string> {
   return new Promise((resolve) => {
     let data = "";
     req.on("data", (c) => {

@@ -8,9 +8,11 @@
  */
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, createServer as createTcpServer } from "node:net";
 import { join } from "node:path";
+import { expect } from "vitest";
 import type { BrowserVisit, ChromiumUser } from "./browser-user.js";
+import { type InteropStack, tokenRequests } from "./harness.js";
 
 export class BrowserOpener {
   /** Every URL the client asked to open, in order. */
@@ -82,4 +84,37 @@ export class BrowserOpener {
     this.#server.closeAllConnections();
     return new Promise((resolve) => this.#server.close(() => resolve()));
   }
+}
+
+/** A loopback port free right now, for a client process that must be told its callback port. */
+export async function freeLoopbackPort(): Promise<number> {
+  const server = createTcpServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/**
+ * Scenarios 3 and 5 for a client in its own process: expires the access tokens, runs `calls`
+ * (which check their answers); they must get through by exactly one successful refresh, the
+ * browser opened no more. `context` is added to a failure (what the client said).
+ */
+export async function expectRefreshWithoutOpening(
+  stack: InteropStack,
+  opener: BrowserOpener,
+  calls: () => Promise<void>,
+  context?: () => string,
+): Promise<void> {
+  const opened = opener.opened.length;
+  const refreshes = tokenRequests(stack, "refresh_token").length;
+  stack.expireAccessTokens();
+  await calls();
+  expect(opener.opened).toHaveLength(opened);
+  expect(
+    tokenRequests(stack, "refresh_token")
+      .slice(refreshes)
+      .map((x) => x.status),
+    context?.(),
+  ).toEqual([200]);
 }

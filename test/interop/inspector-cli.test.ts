@@ -19,14 +19,13 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Browser, BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchChromium } from "../support/browser.js";
-import { BrowserOpener } from "./browser-opener.js";
+import { BrowserOpener, expectRefreshWithoutOpening, freeLoopbackPort } from "./browser-opener.js";
 import { ChromiumUser } from "./browser-user.js";
 import { authorizationRequests, type InteropStack, startStack, tokenRequests } from "./harness.js";
 import { challengeOf, scopeSet } from "./scenarios.js";
@@ -37,14 +36,6 @@ const INSPECTOR = fileURLToPath(
 );
 
 const SECRET_KEY = randomBytes(32).toString("base64url");
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 let browser: Browser;
 let context: BrowserContext;
@@ -60,7 +51,7 @@ beforeAll(async () => {
   const user = await stack.addUser("alice-inspector");
   dir = mkdtempSync(join(tmpdir(), "gatehouse-inspector-"));
   opener = await BrowserOpener.start(new ChromiumUser(context, user), dir);
-  callbackUrl = `http://127.0.0.1:${await freePort()}/oauth/callback`;
+  callbackUrl = `http://127.0.0.1:${await freeLoopbackPort()}/oauth/callback`;
 }, 60_000);
 
 afterAll(async () => {
@@ -163,15 +154,9 @@ describe("MCP Inspector 2.12 CLI, Gatehouse authorization server, notes MCP serv
   }, 60_000);
 
   it("3. once the access token expired, notes.list succeeds by one refresh, without the browser", async () => {
-    const refreshes = tokenRequests(stack, "refresh_token").length;
-    stack.expireAccessTokens();
-    expect(toolText(await call("notes.list"))).toBe("[]");
-    expect(opener.opened).toHaveLength(1);
-    expect(
-      tokenRequests(stack, "refresh_token")
-        .slice(refreshes)
-        .map((x) => x.status),
-    ).toEqual([200]);
+    await expectRefreshWithoutOpening(stack, opener, async () => {
+      expect(toolText(await call("notes.list"))).toBe("[]");
+    });
   }, 60_000);
 
   it("4. notes.add (notes:write): no 403 and no step-up, since the login already holds notes:write (the defect above)", async () => {
@@ -182,15 +167,9 @@ describe("MCP Inspector 2.12 CLI, Gatehouse authorization server, notes MCP serv
   }, 60_000);
 
   it("5. once the token expired again, both tools work by refresh, without the browser", async () => {
-    const refreshes = tokenRequests(stack, "refresh_token").length;
-    stack.expireAccessTokens();
-    expect(toolText(await call("notes.add", "text=eggs"))).toBe("added note 2");
-    expect(toolText(await call("notes.list"))).toBe('["buy milk","eggs"]');
-    expect(opener.opened).toHaveLength(1);
-    expect(
-      tokenRequests(stack, "refresh_token")
-        .slice(refreshes)
-        .map((x) => x.status),
-    ).toEqual([200]);
+    await expectRefreshWithoutOpening(stack, opener, async () => {
+      expect(toolText(await call("notes.add", "text=eggs"))).toBe("added note 2");
+      expect(toolText(await call("notes.list"))).toBe('["buy milk","eggs"]');
+    });
   }, 60_000);
 });

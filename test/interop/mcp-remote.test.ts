@@ -12,7 +12,6 @@
  * step-up in the signed-in browser), and a call after the stepped-up token expired.
  */
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -21,7 +20,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import type { Browser, BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchChromium } from "../support/browser.js";
-import { BrowserOpener } from "./browser-opener.js";
+import { BrowserOpener, expectRefreshWithoutOpening, freeLoopbackPort } from "./browser-opener.js";
 import { ChromiumUser } from "./browser-user.js";
 import {
   authorizationRequests,
@@ -35,14 +34,6 @@ import { challengeOf, resultText, scopeSet } from "./scenarios.js";
 /** The package's `mcp-remote` bin, resolved as a dependency (package.json pins 0.15.1). */
 const PROXY = fileURLToPath(import.meta.resolve("mcp-remote/dist/proxy.js"));
 const CALL = { timeout: 120_000 };
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 let browser: Browser;
 let context: BrowserContext;
@@ -66,7 +57,7 @@ beforeAll(async () => {
   const { DISPLAY: _d, WAYLAND_DISPLAY: _w, BROWSER: _b, ...inherited } = process.env;
   transport = new StdioClientTransport({
     command: process.execPath,
-    args: [PROXY, stack.resource, String(await freePort())],
+    args: [PROXY, stack.resource, String(await freeLoopbackPort())],
     env: {
       ...(inherited as Record<string, string>),
       ...opener.environment(),
@@ -121,18 +112,16 @@ describe("mcp-remote 0.15.1 over stdio, Gatehouse authorization server, notes MC
   }, 120_000);
 
   it("3. once the access token expired, notes.list succeeds by one refresh, without the browser", async () => {
-    const refreshes = tokenRequests(stack, "refresh_token").length;
-    stack.expireAccessTokens();
-    expect(resultText(await client.callTool({ name: "notes.list", arguments: {} }, undefined, CALL))).toBe(
-      "[]",
+    await expectRefreshWithoutOpening(
+      stack,
+      opener,
+      async () => {
+        expect(
+          resultText(await client.callTool({ name: "notes.list", arguments: {} }, undefined, CALL)),
+        ).toBe("[]");
+      },
+      said,
     );
-    expect(opener.opened).toHaveLength(1);
-    expect(
-      tokenRequests(stack, "refresh_token")
-        .slice(refreshes)
-        .map((x) => x.status),
-      said(),
-    ).toEqual([200]);
   }, 120_000);
 
   it("4. notes.add: 403 insufficient_scope for notes:write, step-up in the signed-in browser, then the call succeeds", async () => {
@@ -156,20 +145,20 @@ describe("mcp-remote 0.15.1 over stdio, Gatehouse authorization server, notes MC
   }, 180_000);
 
   it("5. once the stepped-up token expired, both tools work by refresh, without the browser", async () => {
-    const refreshes = tokenRequests(stack, "refresh_token").length;
-    stack.expireAccessTokens();
-    expect(
-      resultText(await client.callTool({ name: "notes.add", arguments: { text: "eggs" } }, undefined, CALL)),
-    ).toBe("added note 2");
-    expect(resultText(await client.callTool({ name: "notes.list", arguments: {} }, undefined, CALL))).toBe(
-      '["buy milk","eggs"]',
+    await expectRefreshWithoutOpening(
+      stack,
+      opener,
+      async () => {
+        expect(
+          resultText(
+            await client.callTool({ name: "notes.add", arguments: { text: "eggs" } }, undefined, CALL),
+          ),
+        ).toBe("added note 2");
+        expect(
+          resultText(await client.callTool({ name: "notes.list", arguments: {} }, undefined, CALL)),
+        ).toBe('["buy milk","eggs"]');
+      },
+      said,
     );
-    expect(opener.opened).toHaveLength(2);
-    expect(
-      tokenRequests(stack, "refresh_token")
-        .slice(refreshes)
-        .map((x) => x.status),
-      said(),
-    ).toEqual([200]);
   }, 120_000);
 });

@@ -20,6 +20,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { EncryptedFileTokenStore } from "../../../src/client/stores/encrypted-file.js";
 import { LockTimeoutError, withFileLock } from "../../../src/client/stores/file-lock.js";
+import { settleWithin } from "../settle-within.js";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -30,31 +31,6 @@ function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), "gh-lock-hostile-"));
   dirs.push(dir);
   return dir;
-}
-
-/**
- * Settles with what `work` settled with, or with "still running" once `guardMs` passed: a lock
- * that spins forever would otherwise hang the test file instead of failing it.
- */
-async function settleWithin<T>(
-  work: Promise<T>,
-  guardMs = 15_000,
-): Promise<{ value?: T; error?: unknown; hung?: true }> {
-  let timer: NodeJS.Timeout | undefined;
-  const guard = new Promise<{ hung: true }>((resolve) => {
-    timer = setTimeout(() => resolve({ hung: true }), guardMs);
-  });
-  try {
-    return await Promise.race([
-      work.then(
-        (value) => ({ value }),
-        (error: unknown) => ({ error }),
-      ),
-      guard,
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 describe("withFileLock: hostile lock paths", () => {
