@@ -7,10 +7,14 @@
  * same instance (the same DPoP key, or a step-up a co-hosted resource asked of that grant), and a
  * sign-in keeps at most MAX_ACTIVE_GRANTS_PER_SIGN_IN active grants, the oldest retired.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { MAX_ACTIVE_GRANTS_PER_SIGN_IN } from "../../../src/authorization-server/grants/superseded-grants.js";
 import { randomToken } from "../../../src/authorization-server/random.js";
 import { sha256Base64url } from "../../../src/shared/crypto.js";
+import type { AuthorizationStore } from "../../../src/storage/contract.js";
+import { Browser, obtainCode, redeemCode, refreshGrant, tokenSet } from "../../support/flow.js";
+import { type InProcessServer, serveInProcess, testFlow } from "../../support/in-process.js";
+import { CLIENT_ID, createBackend, createUsers, testClient } from "../../support/instances.js";
 import { type ProofKey, proof, proofKey } from "../dpop-support.js";
 import {
   codeRequest,
@@ -195,4 +199,45 @@ describe("the same DPoP key is the same instance (RFC 9449 §5)", () => {
     expect(active.map((g) => g.dpopJkt).sort()).toEqual([keyA.jkt, keyB.jkt].sort());
     expect(active.find((g) => g.dpopJkt === keyA.jkt)?.createdAt).toBe(t.clock.now);
   });
+});
+
+describe.each(["SQLite", "PostgreSQL"] as const)("instances of one client in one sign-in on %s", (name) => {
+  let backend: { store: AuthorizationStore; cleanup(): Promise<void> };
+  let served: InProcessServer;
+  let username: string;
+
+  beforeAll(async () => {
+    backend = await createBackend(name, "instances");
+    await backend.store.migrate();
+    await backend.store.createClient(testClient());
+    [username] = (await createUsers(backend.store, "instances", 1)) as [string];
+    served = await serveInProcess(backend.store);
+  }, 60_000);
+
+  afterAll(async () => {
+    await served?.close();
+    await backend?.cleanup();
+  });
+
+  it("two instances keep their grants; the marked one's step-up retires only its own older grant", async () => {
+    const base = served.http.url;
+    const browser = new Browser();
+    const narrow = { ...testFlow(() => base, username), scope: "notes:read offline_access", browser };
+    const one = await tokenSet(await redeemCode(base, narrow, await obtainCode(narrow)));
+    const two = await tokenSet(await redeemCode(base, narrow, await obtainCode(narrow)));
+    expect((await refreshGrant(base, CLIENT_ID, one.refresh_token!)).status).toBe(200);
+    const twoNext = await tokenSet(await refreshGrant(base, CLIENT_ID, two.refresh_token!));
+    // The co-hosted resource refused the first instance's token; it steps up in the same browser.
+    const jti = JSON.parse(Buffer.from(one.access_token.split(".")[1]!, "base64url").toString()).jti;
+    expect(await served.server.requestStepUp(jti)).toBe(true);
+    const wide = { ...narrow, scope: "notes:read notes:write offline_access" };
+    const stepped = await tokenSet(await redeemCode(base, wide, await obtainCode(wide)));
+    const grants = await backend.store.listGrants({ clientId: CLIENT_ID, active: true });
+    expect(grants.map((g) => [...g.scopes].sort().join(" ")).sort()).toEqual([
+      "notes:read notes:write offline_access",
+      "notes:read offline_access",
+    ]);
+    expect((await refreshGrant(base, CLIENT_ID, twoNext.refresh_token!)).status).toBe(200);
+    expect((await refreshGrant(base, CLIENT_ID, stepped.refresh_token!)).status).toBe(200);
+  }, 60_000);
 });
