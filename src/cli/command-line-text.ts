@@ -35,11 +35,18 @@ export function explainParseArgsError(error: unknown, optionNames: readonly stri
 
 /** The known option closest to `typed` when it is a plausible typo (edit distance ≤ 2). */
 function nearestOption(typed: string, optionNames: readonly string[]): string | undefined {
-  const bare = typed.replace(/^-+/, "");
+  return nearestName(typed.replace(/^-+/, ""), optionNames);
+}
+
+/**
+ * The known name (a command, a subcommand, an option without its dashes) closest to `typed` when
+ * it is a plausible typo: edit distance ≤ 2 and shorter than the word itself.
+ */
+export function nearestName(typed: string, names: readonly string[]): string | undefined {
   let best: { name: string; distance: number } | undefined;
-  for (const name of optionNames) {
-    const distance = editDistance(bare, name);
-    if (distance <= 2 && distance < bare.length && (!best || distance < best.distance))
+  for (const name of names) {
+    const distance = editDistance(typed, name);
+    if (distance <= 2 && distance < typed.length && (!best || distance < best.distance))
       best = { name, distance };
   }
   return best?.name;

@@ -38,14 +38,19 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(usage());
     return name ? 0 : 2;
   }
-  if (name === "--version") {
+  if (name === "--version" || name === "-v") {
     const { createRequire } = await import("node:module");
     const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };
     process.stdout.write(`${pkg.version}\n`);
     return 0;
   }
   if (!Object.hasOwn(COMMANDS, name)) {
-    process.stderr.write(`gatehouse: unknown command '${name}'\n\n${usage()}`);
+    // Loaded only here: a correct command line never pays for it.
+    const { nearestName } = await import("./command-line-text.js");
+    const guess = nearestName(name, Object.keys(COMMANDS));
+    process.stderr.write(
+      `gatehouse: unknown command '${name}'${guess ? ` (did you mean '${guess}'?)` : ""}\n\n${usage()}`,
+    );
     return 2;
   }
   const module = (await import(`./commands/${name}.js`)) as { run(args: string[]): Promise<number> };

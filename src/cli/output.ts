@@ -4,6 +4,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { UsageError } from "./args.js";
+import { nearestName } from "./command-line-text.js";
 
 export function out(text: string): void {
   process.stdout.write(text.endsWith("\n") ? text : `${text}\n`);
@@ -90,11 +91,18 @@ export async function runSubcommand(
   args: string[],
 ): Promise<number> {
   const [sub, ...rest] = args;
-  return runCommand(`${command}${sub ? ` ${sub}` : ""}`, async () => {
+  const handler = sub !== undefined && Object.hasOwn(subcommands, sub) ? subcommands[sub] : undefined;
+  // Errors name `gatehouse users add`, or just `gatehouse users` for a subcommand that does not
+  // exist (whose --help would not exist either).
+  return runCommand(`${command}${handler ? ` ${sub}` : ""}`, async () => {
     if (sub === "--help" || sub === "-h" || sub === "help") return printUsage(usage);
-    const handler = sub !== undefined && Object.hasOwn(subcommands, sub) ? subcommands[sub] : undefined;
     if (!handler) {
-      throw new UsageError(sub ? `unknown subcommand ${JSON.stringify(sub)}` : "a subcommand is required");
+      const guess = sub === undefined ? undefined : nearestName(sub, Object.keys(subcommands));
+      throw new UsageError(
+        sub
+          ? `unknown subcommand ${JSON.stringify(sub)}${guess ? ` (did you mean ${JSON.stringify(guess)}?)` : ""}`
+          : "a subcommand is required",
+      );
     }
     return handler(rest);
   });
