@@ -1,9 +1,10 @@
 /**
  * Repeat authorization (RFC 8252 §8.6, RFC 6749 §10.2) and the registered-scope ceiling
- * (clients/policy.ts), through whole flows against a real server on loopback.
+ * (policy/consent.ts, policy/scopes.ts), through whole flows against a real server on loopback.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { maySkipConsent, scopeCeiling } from "../../src/authorization-server/clients/policy.js";
+import { maySkipConsent } from "../../src/authorization-server/policy/consent.js";
+import { scopeCeiling } from "../../src/authorization-server/policy/scopes.js";
 import { sha256Base64url } from "../../src/shared/crypto.js";
 import {
   Agent,

@@ -6,7 +6,6 @@ import { sha256Base64url } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
 import { parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
-import { maySkipConsent, scopeCeiling } from "../clients/policy.js";
 import { matchRedirectUri, redirectUriProblem } from "../clients/redirect-uri.js";
 import type { Endpoint, ServerContext } from "../config/context.js";
 import { authorizationRequestJkt } from "../grants/dpop-binding.js";
@@ -24,6 +23,8 @@ import { errorPage, oauthErrorPage, unexpectedErrorPage } from "../pages/error-p
 import { readFormPairs } from "../pages/form.js";
 import { seeOther } from "../pages/security-headers.js";
 import { currentSession } from "../pages/session.js";
+import { maySkipConsent } from "../policy/consent.js";
+import { scopeCeiling } from "../policy/scopes.js";
 import { ENDPOINT_PATHS } from "./paths.js";
 import { requestQuery } from "./request-url.js";
 

@@ -2,12 +2,12 @@
  * The consent page: what the client asks for, and the user's decision.
  */
 import type { ClientRecord } from "../../storage/contract.js";
-import { maySkipConsent } from "../clients/policy.js";
 import { matchRedirectUri } from "../clients/redirect-uri.js";
 import type { Endpoint, ServerContext } from "../config/context.js";
 import { OFFLINE_ACCESS } from "../config/resolve-options.js";
 import { ENDPOINT_PATHS } from "../endpoints/paths.js";
 import { authorizationResponseUrl, issueCodeAndRedirect, issuerPath } from "../interaction.js";
+import { maySkipConsent } from "../policy/consent.js";
 import {
   type BoundInteraction,
   csrfFailurePage,

@@ -263,7 +263,7 @@ async function callback(
 
 /**
  * Hands a completed upstream sign-in to Gatehouse: a fresh session, the interaction's user, then
- * the consent page, which decides as for any sign-in (clients/policy.ts `maySkipConsent`: a
+ * the consent page, which decides as for any sign-in (policy/consent.ts `maySkipConsent`: a
  * dynamically registered or metadata-document client is asked, never skipped).
  *
  * Upstream tokens: `signIn.tokens` ends here. Unless the provider's `keepTokens` is set they are

@@ -1,28 +1,10 @@
 /**
- * What a client's kind lets it do without the user being asked again. Two questions, each decided
- * here only:
- *
- * - {@link scopeCeiling}: whether the `scope` a client registered limits what it may request.
- * - {@link maySkipConsent}: whether a remembered consent may answer an authorization request with
- *   no page shown.
+ * May this authorization request skip consent: whether a remembered consent may answer it with no
+ * page shown ({@link maySkipConsent}), decided here only.
  */
 
 import { isLoopbackHost } from "../../shared/resource-uri.js";
 import type { ClientRecord } from "../../storage/contract.js";
-
-/**
- * The scopes a client may request at most, or undefined when only the user's consent limits them.
- *
- * A pre-registered client keeps the ceiling its operator set. A client that registered itself
- * (RFC 7591 dynamic registration, or a Client ID Metadata Document) wrote its `scope` itself,
- * usually the scope of the first challenge it met: treating that as a ceiling would refuse the
- * step-up the spec asks clients to perform ("Client handling (scope upgrade)"), while it protects
- * nothing, since the same caller could register again with a wider `scope`. For those clients the
- * user's consent is the gate (RFC 7591 §2 leaves the use of `scope` to the server's policy).
- */
-export function scopeCeiling(client: ClientRecord): string | undefined {
-  return client.source === "preregistered" ? client.scope : undefined;
-}
 
 /**
  * Whether an authorization request may be approved silently from a remembered consent.
