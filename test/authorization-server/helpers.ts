@@ -111,6 +111,8 @@ export async function issueCode(
     userId?: string;
     /** Whether the authorization request carried redirect_uri (default true). */
     redirectUriSent?: boolean;
+    /** The browser sign-in that approved the code (none by default). */
+    sessionHash?: string;
   } = {},
 ): Promise<{ code: string; verifier: string; grantId: string }> {
   const { verifier, challenge } = pkcePair();
@@ -129,6 +131,7 @@ export async function issueCode(
     codeChallenge: challenge,
     codeChallengeMethod: "S256",
     refreshAllowed: overrides.refreshAllowed ?? scopes.includes("offline_access"),
+    ...(overrides.sessionHash !== undefined && { sessionHash: overrides.sessionHash }),
     createdAt: t.clock.now,
     expiresAt: t.clock.now + 60_000,
   });

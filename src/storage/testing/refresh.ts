@@ -8,6 +8,21 @@ import { DAY, issueGrant, MINUTE, secret, T0, tally, tokens } from "./fixtures.j
 
 const keep = () => ({});
 
+/**
+ * `count` rotations of one token at once, spread over several instances of the store where the
+ * backend has them (`graceMs` as the store is given it); the tokens each would write, and the answers.
+ */
+async function parallelRotations(ctx: StoreContext, tokenHash: string, count: number, graceMs?: number) {
+  const stores = await ctx.peers(4);
+  const attempts = Array.from({ length: count }, () => tokens(T0 + 1));
+  const results = await Promise.all(
+    attempts.map((next, i) =>
+      stores[i % stores.length]!.rotateRefreshToken(tokenHash, T0 + 1, keep, next, graceMs),
+    ),
+  );
+  return attempts.map((next, i) => ({ next, result: results[i]! }));
+}
+
 export function refreshContract(ctx: StoreContext): void {
   describe("refresh token rotation", () => {
     it("issued: the old token is marked rotated, the new one is stored and usable", async () => {
@@ -255,23 +270,9 @@ export function refreshContract(ctx: StoreContext): void {
 
     it("grace window: 50 parallel rotations of one token across instances are all issued, none revoked", async () => {
       const store = ctx.store();
-      const stores = await ctx.peers(4);
       const { issued, grantId } = await issueGrant(store);
-      const attempts = Array.from({ length: 50 }, (_, i) => {
-        const next = tokens(T0 + 1);
-        return {
-          next,
-          run: stores[i % stores.length]!.rotateRefreshToken(
-            issued.refreshToken!.tokenHash,
-            T0 + 1,
-            keep,
-            next,
-            30_000,
-          ),
-        };
-      });
-      const results = await Promise.all(attempts.map((a) => a.run));
-      expect(tally(results)).toEqual({ issued: 50 });
+      const attempts = await parallelRotations(ctx, issued.refreshToken!.tokenHash, 50, 30_000);
+      expect(tally(attempts.map((a) => a.result))).toEqual({ issued: 50 });
       expect((await store.getGrant(grantId))?.revokedAt).toBeUndefined();
       // The first rotation's time stays; every successor is stored, live and names the same parent.
       expect((await store.getRefreshToken(issued.refreshToken!.tokenHash))?.rotatedAt).toBe(T0 + 1);
@@ -351,21 +352,9 @@ export function refreshContract(ctx: StoreContext): void {
 
     it("strict rotation: of 20 parallel rotations exactly one is issued, then the grant is revoked", async () => {
       const store = ctx.store();
-      const stores = await ctx.peers(4);
       const { issued, grantId } = await issueGrant(store);
-      const attempts = Array.from({ length: 20 }, (_, i) => {
-        const next = tokens(T0 + 1);
-        return {
-          next,
-          run: stores[i % stores.length]!.rotateRefreshToken(
-            issued.refreshToken!.tokenHash,
-            T0 + 1,
-            keep,
-            next,
-          ),
-        };
-      });
-      const results = await Promise.all(attempts.map((a) => a.run));
+      const attempts = await parallelRotations(ctx, issued.refreshToken!.tokenHash, 20);
+      const results = attempts.map((a) => a.result);
       const counts = tally(results);
       // The first loser detects the reuse and revokes the grant; later ones find it revoked.
       expect(counts.issued).toBe(1);

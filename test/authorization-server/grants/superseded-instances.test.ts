@@ -19,12 +19,10 @@ import { type ProofKey, proof, proofKey } from "../dpop-support.js";
 import {
   codeRequest,
   ISSUER,
+  issueCode,
   makeServer,
   PUBLIC_CLIENT,
-  pkcePair,
   postToken,
-  REDIRECT,
-  RESOURCE,
   type TestServer,
 } from "../helpers.js";
 import {
@@ -158,24 +156,7 @@ describe("instances of one client in one browser sign-in", () => {
 
 /** Redeems a code of `sessionHash` for the public client with a DPoP proof of `key`. */
 async function redeemBound(t: TestServer, sessionHash: string, key: ProofKey) {
-  const { verifier, challenge } = pkcePair();
-  const code = randomToken();
-  await t.store.insertAuthorizationCode({
-    codeHash: sha256Base64url(code),
-    grantId: randomToken(16),
-    clientId: PUBLIC_CLIENT,
-    userId: "user-1",
-    redirectUri: REDIRECT,
-    redirectUriSent: true,
-    scopes: ["notes:read", "offline_access"],
-    resource: RESOURCE,
-    codeChallenge: challenge,
-    codeChallengeMethod: "S256",
-    refreshAllowed: true,
-    sessionHash,
-    createdAt: t.clock.now,
-    expiresAt: t.clock.now + 60_000,
-  });
+  const { code, verifier } = await issueCode(t, { sessionHash });
   const answer = await postToken(t, codeRequest(code, verifier), {
     dpop: await proof(key, `${ISSUER}/token`, t.clock.now),
   });
