@@ -30,7 +30,7 @@ import {
 import type { AuthorizationStore } from "../storage/contract.js";
 import type { OptionSpecs } from "./args.js";
 import { UsageError } from "./args.js";
-import { err } from "./output.js";
+import { banner } from "./output.js";
 
 export const KEY_ENCRYPTION_KEY_ENV = "GATEHOUSE_KEY_ENCRYPTION_KEY";
 /** The generated KEK's file name inside the data directory (beside, never inside, the database). */
@@ -299,7 +299,7 @@ export function announceKeyEncryptionKeys(
   sharedDatabase: boolean,
 ): void {
   if (keys.source.kind === "data-dir" && keys.source.generated) {
-    err(generatedKeyBanner(keys.source.path, sharedDatabase));
+    banner(generatedKeyBanner(keys.source.path, sharedDatabase), log);
     log.warn("key_encryption_key_generated", {
       message: "Generated a key-encryption key for the signing keys; back it up apart from the database.",
       path: keys.source.path,

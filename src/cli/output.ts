@@ -3,6 +3,7 @@
  * line with `--json`, warnings and errors on stderr, generated passwords, secrets read from stdin.
  */
 import { randomBytes } from "node:crypto";
+import type { Logger } from "../shared/log.js";
 import { UsageError } from "./args.js";
 import { nearestName } from "./command-line-text.js";
 
@@ -113,6 +114,16 @@ export const INSECURE_BANNER = [
   "!!! INSECURE DEVELOPMENT MODE: plain http on loopback (--insecure-loopback).",
   "!!! Cookies lose Secure, tokens cross the wire unencrypted. Never expose this to a network.",
 ].join("\n");
+
+/**
+ * A `!!!` banner of a server command whose log is JSON lines on stderr: plain text on a terminal,
+ * where a person reads it; off one (a pipe, journald, a file) one JSON line (`banner`, its text
+ * whole), so every line of the log parses (`jq -c 'select(.audit)'`).
+ */
+export function banner(text: string, log: Logger): void {
+  if (process.stderr.isTTY) err(text);
+  else log.warn("banner", { text });
+}
 
 /** Prints a command's usage on stdout; returns exit status 0 (for `--help`). */
 export function printUsage(usage: string): number {

@@ -27,7 +27,7 @@ import {
   keyEncryptionKeysForStore,
   withKeyEncryptionHint,
 } from "../key-encryption.js";
-import { err, INSECURE_BANNER, out, outJson, runCommand } from "../output.js";
+import { banner, INSECURE_BANNER, out, outJson, runCommand } from "../output.js";
 import { describeStore, openCliStore, serveHttp, waitForShutdownSignal } from "../server-runtime.js";
 
 /** An option's limits as the help shows them (the server's resolver decides them). */
@@ -246,7 +246,7 @@ export async function serve(args: string[], hooks: ServeHooks = {}): Promise<num
       // as an input of fetch, the key of its registration and login rate limits.
       http.setHandler(server.fetch);
       await warnWhenNoUsers(store, config, parsed, log);
-      if (config.insecureLoopback && new URL(issuer).protocol === "http:") err(INSECURE_BANNER);
+      if (config.insecureLoopback && new URL(issuer).protocol === "http:") banner(INSECURE_BANNER, log);
       log.info("ready", { issuer, host: config.host, port: http.port, store: describeStore(config.store) });
       if (json)
         outJson({ event: "ready", issuer, host: config.host, port: http.port, tls: Boolean(config.tls) });
