@@ -26,6 +26,7 @@ import {
 } from "../resource-server/operations/gate.js";
 import type { ResourceServer } from "../resource-server/resource-server.js";
 import type { Logger } from "../shared/log.js";
+import type { StdioUpstream } from "./stdio-upstream.js";
 
 /** Headers the gateway sets for the upstream from the verified token (names are the operator's). */
 export interface IdentityHeaders {
@@ -38,8 +39,10 @@ export interface IdentityHeaders {
 }
 
 export interface HttpGatewayOptions {
-  /** The upstream MCP endpoint (Streamable HTTP), e.g. `http://127.0.0.1:3000/mcp`. */
-  upstream: string;
+  /** The upstream MCP endpoint (Streamable HTTP), e.g. `http://127.0.0.1:3000/mcp`; or `stdio`. */
+  upstream?: string;
+  /** A stdio MCP server instead of `upstream` (stdio-upstream.ts): a child process per session. */
+  stdio?: StdioUpstream;
   resourceServer: Pick<ResourceServer, "resource" | "handles" | "metadataResponse">;
   gate: OperationGate;
   identityHeaders?: IdentityHeaders;
@@ -101,10 +104,14 @@ function identityValue(value: string | undefined): string | undefined {
 }
 
 export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
-  const upstream = new URL(options.upstream);
+  if ((options.upstream === undefined) === (options.stdio === undefined)) {
+    throw new TypeError("give exactly one of upstream and stdio");
+  }
+  const upstream = new URL(options.upstream ?? "http://stdio.invalid/");
   if (upstream.protocol !== "http:" && upstream.protocol !== "https:") {
     throw new TypeError("upstream must be an http or https URL");
   }
+  const stdio = options.stdio;
   const identity = options.identityHeaders ?? {};
   for (const name of Object.values(identity)) {
     if (name !== undefined && !HEADER_NAME.test(name))
@@ -253,7 +260,10 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
         request.method === "POST" ? await readBoundedText(request, options.gate.maxBodyBytes) : undefined;
       const verdict = await options.gate.judge(headOfRequest(request), body, started);
       if (!verdict.ok) return challengePartsResponse(verdict.answer);
-      return options.gate.filterResponse(await relay(request, verdict), verdict);
+      const answer = stdio
+        ? await stdio.relay(request, verdict, request.headers.get("mcp-session-id") ?? undefined)
+        : await relay(request, verdict);
+      return options.gate.filterResponse(answer, verdict);
     },
   };
 }

@@ -70,6 +70,103 @@ describe("gatehouse gateway", () => {
     expect(missing.stderr).toContain("--resource is required");
   });
 
+  it("--upstream and --stdio: exactly one of them", async () => {
+    const both = await runCli(["gateway", "--upstream", upstreamUrl, "--stdio", "node server.js"]);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain("give exactly one of --upstream and --stdio");
+    const neither = await runCli(["gateway", "--resource", "http://127.0.0.1:1/mcp"]);
+    expect(neither.code).toBe(2);
+  });
+
+  it("--stdio runs a stdio server per session with the environment it names", async () => {
+    const script = join(dir, "fake-stdio.js");
+    writeFileSync(
+      script,
+      `const rl = require("node:readline").createInterface({ input: process.stdin });
+       rl.on("line", (line) => { const m = JSON.parse(line); if (m.id === undefined) return;
+         process.stdout.write(JSON.stringify({ jsonrpc: "2.0", id: m.id, result: { key: process.env.API_KEY ?? null, user: process.env.MCP_USER ?? null } }) + "\\n"); });`,
+    );
+    const policy = join(dir, "stdio-policy.yaml");
+    writeFileSync(policy, "base: [mcp:use]\ndefault: {}\n");
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, "127.0.0.1", () => {
+        const { port: p } = probe.address() as AddressInfo;
+        probe.close(() => resolve(p));
+      });
+    });
+    const resource = `http://127.0.0.1:${port}/mcp`;
+    const child = spawn(
+      process.execPath,
+      [
+        MAIN,
+        "gateway",
+        "--stdio",
+        `"${process.execPath}" "${script}"`,
+        "--env",
+        "API_KEY=from-operator",
+        "--user-env",
+        "MCP_USER",
+        "--resource",
+        resource,
+        "--authorization-server",
+        issuer.issuer,
+        "--jwks-uri",
+        issuer.jwksUri,
+        "--policy",
+        policy,
+        "--port",
+        String(port),
+        "--json",
+      ],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    let stdout = "";
+    let stderr = "";
+    child.stdout!.on("data", (c: Buffer) => {
+      stdout += c.toString();
+    });
+    child.stderr!.on("data", (c: Buffer) => {
+      stderr += c.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`gateway did not start: ${stderr}`)), 20_000);
+        child.stdout!.on("data", () => {
+          if (stdout.includes("\n")) {
+            clearTimeout(timer);
+            resolve();
+          }
+        });
+      });
+      const token = await issuer.sign({ aud: resource, sub: "dana", scope: "mcp:use" });
+      const response = await fetch(resource, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "initialize",
+          params: {
+            protocolVersion: "2025-11-25",
+            capabilities: {},
+            clientInfo: { name: "t", version: "1" },
+          },
+        }),
+      });
+      expect(response.status).toBe(200);
+      expect(response.headers.get("mcp-session-id")).toBeTruthy();
+      expect(await response.json()).toMatchObject({ id: 1, result: { key: "from-operator", user: "dana" } });
+    } finally {
+      child.kill("SIGTERM");
+    }
+    expect(await exited).toBe(0);
+  }, 40_000);
+
   it("a policy with a bad value is refused at start-up, naming the file and the line", async () => {
     const policy = join(dir, "bad.yaml");
     writeFileSync(policy, 'base: [mcp:use]\ntools:\n  delete_file: { scopes: ["files admin"] }\n');

@@ -6,6 +6,7 @@
  */
 import { readFileSync } from "node:fs";
 import { createHttpGateway } from "../../gateway/http-gateway.js";
+import { commandWords, createStdioUpstream } from "../../gateway/stdio-upstream.js";
 import { cachedVerifier } from "../../resource-server/cache.js";
 import { jwtVerifier } from "../../resource-server/jwt-verifier.js";
 import { createOperationGate } from "../../resource-server/operations/gate.js";
@@ -33,6 +34,38 @@ const OPTIONS: OptionSpecs = {
     type: "string",
     valueName: "url",
     description: "the MCP server to protect (Streamable HTTP endpoint)",
+  },
+  stdio: {
+    type: "string",
+    valueName: "command",
+    description: "instead of --upstream: a stdio MCP server, one child process per session (no shell)",
+  },
+  env: {
+    type: "string",
+    multiple: true,
+    valueName: "NAME=value",
+    description: "with --stdio: a variable of the child's environment (its credentials)",
+  },
+  "pass-env": {
+    type: "string",
+    multiple: true,
+    valueName: "NAME",
+    description: "with --stdio: pass this variable of the gateway's environment to the child",
+  },
+  "user-env": {
+    type: "string",
+    valueName: "NAME",
+    description: "with --stdio: the caller's sub in this variable",
+  },
+  "max-children": {
+    type: "string",
+    valueName: "n",
+    description: "with --stdio: children at once (default 16)",
+  },
+  "idle-seconds": {
+    type: "string",
+    valueName: "n",
+    description: "with --stdio: stop a child after this long without a request (default 600)",
   },
   resource: {
     type: "string",
@@ -97,7 +130,7 @@ const OPTIONS: OptionSpecs = {
 };
 
 const USAGE = formatUsage(
-  "gatehouse gateway --upstream <url> --resource <url> --authorization-server <url> --policy <file> [options]",
+  "gatehouse gateway (--upstream <url> | --stdio <command>) --resource <url> --authorization-server <url> --policy <file> [options]",
   OPTIONS,
   `
 Every request to --resource's path needs a valid access token for --resource, and each MCP operation
@@ -155,7 +188,12 @@ export async function run(args: string[]): Promise<number> {
     const parsed = parseCommandArgs(args, OPTIONS);
     if (flag(parsed, "help")) return printUsage(USAGE);
     noPositionals(parsed);
-    const upstream = absoluteUrl(required(stringValue(parsed, "upstream"), "upstream"), "upstream").href;
+    const stdioCommand = stringValue(parsed, "stdio");
+    const upstreamFlag = stringValue(parsed, "upstream");
+    if ((stdioCommand === undefined) === (upstreamFlag === undefined)) {
+      throw new UsageError("give exactly one of --upstream and --stdio");
+    }
+    const upstream = upstreamFlag === undefined ? undefined : absoluteUrl(upstreamFlag, "upstream").href;
     const resource = required(stringValue(parsed, "resource"), "resource");
     const issuer = required(stringValue(parsed, "authorization-server"), "authorization-server");
     const policyFile = required(stringValue(parsed, "policy"), "policy");
@@ -203,8 +241,37 @@ export async function run(args: string[]): Promise<number> {
       filterListings: flag(parsed, "filter-listings"),
       logger: log,
     });
+    let stdio: ReturnType<typeof createStdioUpstream> | undefined;
+    if (stdioCommand !== undefined) {
+      // The child's environment is what the operator names, never the gateway's own (its keys).
+      const env: Record<string, string> = {};
+      for (const name of ["PATH", "HOME", ...stringList(parsed, "pass-env")]) {
+        const value = process.env[name];
+        if (value !== undefined) env[name] = value;
+      }
+      for (const pair of stringList(parsed, "env")) {
+        const eq = pair.indexOf("=");
+        if (eq <= 0) throw new UsageError("--env takes NAME=value");
+        env[pair.slice(0, eq)] = pair.slice(eq + 1);
+      }
+      let argv: string[];
+      try {
+        argv = commandWords(stdioCommand);
+      } catch (error) {
+        throw new UsageError(`--stdio: ${(error as Error).message}`);
+      }
+      stdio = createStdioUpstream({
+        argv,
+        env,
+        subjectEnv: stringValue(parsed, "user-env"),
+        maxChildren: integerValue(parsed, "max-children", 10_000),
+        idleMs: (integerValue(parsed, "idle-seconds", 86_400) ?? 600) * 1000,
+        logger: log,
+      });
+    }
     const gateway = createHttpGateway({
       upstream,
+      stdio,
       resourceServer,
       gate,
       sessionKey,
@@ -218,11 +285,13 @@ export async function run(args: string[]): Promise<number> {
     const running = await serveHttp({ host, port, trustProxy, log, name: "gateway", requestLog: false });
     running.setHandler((request) => gateway.fetch(request));
     const url = `http://${host.includes(":") ? `[${host}]` : host}:${running.port}`;
-    if (flag(parsed, "json")) outJson({ url, resource, upstream, authorization_server: issuer });
-    else out(`gatehouse gateway on ${url}: ${resource} -> ${upstream} (tokens from ${issuer})`);
+    const behind = upstream ?? `stdio: ${stdioCommand}`;
+    if (flag(parsed, "json")) outJson({ url, resource, upstream: behind, authorization_server: issuer });
+    else out(`gatehouse gateway on ${url}: ${resource} -> ${behind} (tokens from ${issuer})`);
     await waitForShutdownSignal(log);
     // Graceful: stop accepting, let in-flight requests and streams finish (10 s), then cut.
     await running.close(10_000);
+    await stdio?.close();
     log.info("shutdown_complete", { server: "gateway" });
     return 0;
   });
