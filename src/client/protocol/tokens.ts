@@ -171,6 +171,28 @@ export function endpointOAuthError(
       },
     );
   }
+  // RFC 6749 §5.2 `temporarily_unavailable`, answered as HTTP 503 with Retry-After (RFC 9110
+  // §10.2.3) during an outage: oauth4webapi reads only 4xx bodies and calls any other status
+  // nonconforming, so the status and the wait are read from the response it carries. An outage
+  // to wait out, not a server that breaks the spec.
+  if (
+    error instanceof oauth.OperationProcessingError &&
+    error.cause instanceof Response &&
+    error.cause.status === 503
+  ) {
+    const seconds = retryAfterSeconds(error.cause.headers.get("retry-after"));
+    return new AuthorizationFlowError(
+      code,
+      `${endpoint} endpoint temporarily unavailable, retry ${seconds === undefined ? "later" : `in ${seconds} s`}`,
+      {
+        kind: "oauth",
+        step,
+        status: 503,
+        oauthError: { error: "temporarily_unavailable" },
+        cause: error,
+      },
+    );
+  }
   if (error instanceof oauth.WWWAuthenticateChallengeError) {
     return new AuthorizationFlowError(
       code,
@@ -185,6 +207,14 @@ export function endpointOAuthError(
     );
   }
   return undefined;
+}
+
+/** Retry-After (RFC 9110 §10.2.3) in whole seconds from now: delta-seconds or an HTTP-date. */
+function retryAfterSeconds(value: string | null): number | undefined {
+  if (value === null) return undefined;
+  if (/^\d{1,9}$/.test(value.trim())) return Number(value.trim());
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - Date.now()) / 1000));
 }
 
 /** Maps what oauth4webapi throws to our error, without ever quoting a token. */
