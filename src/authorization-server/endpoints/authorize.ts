@@ -24,7 +24,7 @@ import { readFormPairs } from "../pages/form.js";
 import { seeOther } from "../pages/security-headers.js";
 import { currentSession } from "../pages/session.js";
 import { maySkipConsent } from "../policy/consent.js";
-import { scopeCeiling } from "../policy/scopes.js";
+import { grantableScopes } from "../policy/scopes.js";
 import { ENDPOINT_PATHS } from "./paths.js";
 import { requestQuery } from "./request-url.js";
 
@@ -278,9 +278,8 @@ export function resolveResource(ctx: ServerContext, resources: string[]): string
 }
 
 /**
- * OAuth 2.1 §3.2.2.1: every requested scope must be known, valid for the resource and allowed for
- * the client: within its {@link scopeCeiling} when it has one, counted with the scopes the ceiling
- * implies through the hierarchy.
+ * OAuth 2.1 §3.2.2.1: the scopes this request gets, decided by policy/scopes.ts as for every grant;
+ * a `scope` with characters RFC 6749 §3.3 does not allow is `invalid_scope`.
  */
 export function resolveScopes(
   ctx: ServerContext,
@@ -289,35 +288,16 @@ export function resolveScopes(
   scopeParam: string | undefined,
 ): string[] {
   let requested: Set<string>;
-  let clientAllowed: Set<string> | undefined;
   try {
     requested = parseScope(scopeParam);
-    const ceiling = scopeCeiling(client);
-    clientAllowed = ceiling === undefined ? undefined : ctx.hierarchy.expand(parseScope(ceiling));
   } catch {
     throw new OAuthError("invalid_scope", { description: "scope contains characters that are not allowed" });
   }
-  const resource = ctx.resources.get(resourceUri)!;
-  const forResource = new Set(resource.scopes);
-  const offlineAvailable = ctx.options.refresh.enabled && ctx.scopes.has("offline_access");
-  if (requested.size === 0) {
-    // The documented default: the resource's own scopes this client may use.
-    return resource.scopes.filter((s) => s !== "offline_access" && (!clientAllowed || clientAllowed.has(s)));
-  }
-  for (const scope of requested) {
-    const known = forResource.has(scope) || (scope === "offline_access" && offlineAvailable);
-    if (!known || !ctx.scopes.has(scope)) {
-      throw new OAuthError("invalid_scope", {
-        description: "a requested scope is not offered for this resource",
-      });
-    }
-    if (clientAllowed && scope !== "offline_access" && !clientAllowed.has(scope)) {
-      throw new OAuthError("invalid_scope", {
-        description: "a requested scope is not allowed for this application",
-      });
-    }
-  }
-  return [...requested];
+  return grantableScopes(ctx, client, {
+    resource: resourceUri,
+    requested,
+    offlineAccess: ctx.options.refresh.enabled,
+  });
 }
 
 /**

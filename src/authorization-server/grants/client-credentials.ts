@@ -2,19 +2,17 @@
  * `grant_type=client_credentials` (OAuth 2.1 §4.2): a confidential client acting for itself.
  */
 import { OAuthError } from "../../shared/errors.js";
-import { parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
-import { OFFLINE_ACCESS } from "../config/resolve-options.js";
 import { requireGrantWithoutUser } from "../policy/grants-without-user.js";
+import { grantableScopes } from "../policy/scopes.js";
 import { issueGrantWithoutRefresh, matchResource, requestedScopes, required } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
 
 /**
  * `grant_type=client_credentials` (OAuth 2.1 §4.2): confidential clients only (§4.2.1) that the
  * operator knows (policy/grants-without-user.ts: a self-registered client acts for a user), a resource
- * is required (spec "Resource parameter"), the scope stays within what the client may ask for and
- * what the resource offers, and no refresh token is issued (§4.2.3 "SHOULD NOT").
+ * is required (spec "Resource parameter"), the scope is what policy/scopes.ts allows, and no refresh token is issued (§4.2.3 "SHOULD NOT").
  */
 export async function clientCredentialsGrant(
   ctx: ServerContext,
@@ -29,24 +27,11 @@ export async function clientCredentialsGrant(
   }
   const allowance = requireGrantWithoutUser(ctx, client, "client_credentials");
   const resource = matchResource(ctx, required(form, "resource"));
-  const resourceScopes = new Set(ctx.resources.get(resource)!.scopes);
-  // Within the client's registered scope and, for a registration's allowance, the allowance's.
-  const allowed = (s: string) =>
-    (client.scope === undefined || parseScope(client.scope).has(s)) && (allowance.scopes?.has(s) ?? true);
-  const requested = requestedScopes(form.get("scope"));
-  let scopes: string[];
-  if (requested === undefined || requested.size === 0) {
-    scopes = [...resourceScopes].filter(allowed);
-  } else {
-    for (const s of requested) {
-      if (s === OFFLINE_ACCESS || !resourceScopes.has(s) || !allowed(s)) {
-        throw new OAuthError("invalid_scope", {
-          description: "requested scope is not available to this client",
-        });
-      }
-    }
-    scopes = [...requested];
-  }
+  const scopes = grantableScopes(ctx, client, {
+    resource,
+    requested: requestedScopes(form.get("scope")),
+    ...(allowance.scopes ? { allowance: allowance.scopes } : {}),
+  });
   const { grantId, response } = await issueGrantWithoutRefresh(
     ctx,
     { clientId: client.clientId, sub: client.clientId, resource, scopes },

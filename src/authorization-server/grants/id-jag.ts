@@ -6,9 +6,9 @@
  * names. The user is an external subject: `<issuer>|<sub>` (docs/authorization-server.md).
  */
 import { OAuthError } from "../../shared/errors.js";
-import { parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
+import { grantableScopes } from "../policy/scopes.js";
 import { issueGrantWithoutRefresh, matchResource, requestedScopes } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
 import {
@@ -16,7 +16,6 @@ import {
   ID_JAG_TYP,
   invalidAssertion,
   JWT_BEARER_GRANT,
-  scopesWithin,
   useAssertionOnce,
   verifyAssertion,
 } from "./jwt-assertion.js";
@@ -55,7 +54,7 @@ function grantedResource(ctx: ServerContext, form: Map<string, string>, claim: u
  * an ID-JAG (`typ` oauth-id-jag+jwt) from a
  * trusted identity provider whose `aud` is this issuer, whose `client_id` is the authenticated
  * client and whose `resource` is the requested one; scopes within the request, the assertion, the
- * resource and the client's ceiling; `jti` used once across instances; no refresh token (the client
+ * resource and the client's ceiling (policy/scopes.ts); `jti` used once across instances; no refresh token (the client
  * asks the identity provider again, which keeps the enterprise in control).
  */
 export async function identityAssertionGrant(
@@ -88,12 +87,13 @@ export async function identityAssertionGrant(
     });
   }
   const resource = grantedResource(ctx, form, payload.resource);
-  const ceilings = [
-    new Set(ctx.resources.get(resource)!.scopes),
-    ...[assertedScopes(payload.scope)].filter((s) => s !== undefined),
-    ...(client.scope === undefined ? [] : [parseScope(client.scope)]),
-  ];
-  const scopes = scopesWithin(requestedScopes(form.get("scope")), ceilings);
+  const asserted = assertedScopes(payload.scope);
+  const scopes = grantableScopes(ctx, client, {
+    resource,
+    requested: requestedScopes(form.get("scope")),
+    ceilings: asserted ? [asserted] : [],
+    requireSome: true,
+  });
   // Last: a request refused for another reason does not burn the assertion.
   await useAssertionOnce(ctx, "id-jag", payload);
 

@@ -2,7 +2,7 @@
  * Verifying a JWT assertion from a configured trusted issuer (RFC 7523 §3), for both uses of the
  * JWT bearer grant (./id-jag.ts, ./workload-identity.ts): the issuer's keys (fetched through the
  * guarded fetch), the algorithm allow-list, audience, type, lifetime, single use of `jti` through
- * the store, and the scope ceilings.
+ * the store, and the `scope` claim (the ceilings are policy/scopes.ts's).
  */
 import {
   createLocalJWKSet,
@@ -177,25 +177,6 @@ export async function useAssertionOnce(
   if (!(await ctx.store.useOnce(key, expiresAt, ctx.now()))) {
     throw invalidAssertion("assertion was already used");
   }
-}
-
-/**
- * The scopes to issue: the requested ones when each is within every ceiling (`invalid_scope`
- * otherwise, RFC 6749 §5.2), or, when none were requested, every scope of the first ceiling that
- * all the others allow. An empty result is `invalid_scope`.
- */
-export function scopesWithin(requested: Set<string> | undefined, ceilings: readonly Set<string>[]): string[] {
-  const allowed = (s: string) => ceilings.every((c) => c.has(s));
-  if (requested === undefined || requested.size === 0) {
-    const scopes = [...(ceilings[0] ?? [])].filter(allowed);
-    if (scopes.length === 0)
-      throw new OAuthError("invalid_scope", { description: "no scope may be granted" });
-    return scopes;
-  }
-  for (const s of requested) {
-    if (!allowed(s)) throw new OAuthError("invalid_scope", { description: "requested scope is not allowed" });
-  }
-  return [...requested];
 }
 
 /** A `scope` claim of an assertion, parsed; undefined when absent; malformed is `invalid_grant`. */

@@ -14,9 +14,9 @@ import type { AccessTokenClaims, ActorClaim, ServerContext } from "../config/con
 import type { TokenExchangePolicy } from "../config/options.js";
 import { newSortableId } from "../ids.js";
 import { requireGrantWithoutUser } from "../policy/grants-without-user.js";
+import { grantableScopes } from "../policy/scopes.js";
 import { accessTokenScopes, matchResource, requestedScopes, required } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
-import { scopesWithin } from "./jwt-assertion.js";
 
 export const TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange";
 /** RFC 8693 §3: the only token type this server takes as a subject and issues. */
@@ -107,12 +107,15 @@ function exchangedScopes(
   subjectScope: string,
   requested: Set<string> | undefined,
 ): string[] {
-  return scopesWithin(requested, [
-    new Set(accessTokenScopes(parseScope(subjectScope))),
-    new Set(ctx.resources.get(target)!.scopes),
-    ...(policy.scopes ? [new Set(policy.scopes)] : []),
-    ...(client.scope === undefined ? [] : [parseScope(client.scope)]),
-  ]);
+  return grantableScopes(ctx, client, {
+    resource: target,
+    requested,
+    ceilings: [
+      new Set(accessTokenScopes(parseScope(subjectScope))),
+      ...(policy.scopes ? [new Set(policy.scopes)] : []),
+    ],
+    requireSome: true,
+  });
 }
 
 /**

@@ -5,25 +5,19 @@
  * token like client credentials: no user, no refresh token. The operator maps each issuer's
  * subjects to the client they act as.
  */
-import { parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
 import { requireGrantWithoutUser } from "../policy/grants-without-user.js";
+import { grantableScopes } from "../policy/scopes.js";
 import { issueGrantWithoutRefresh, matchResource, requestedScopes, required } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
-import {
-  invalidAssertion,
-  JWT_BEARER_GRANT,
-  scopesWithin,
-  useAssertionOnce,
-  verifyAssertion,
-} from "./jwt-assertion.js";
+import { invalidAssertion, JWT_BEARER_GRANT, useAssertionOnce, verifyAssertion } from "./jwt-assertion.js";
 
 /**
  * The workload grant: a JWT from a trusted workload issuer with the `aud` configured for it (this
  * issuer by default), whose `sub` the operator mapped to the client that sent it; a resource
  * (required, as for client credentials); scopes within the request, the mapping, the resource and
- * the client's ceiling; `jti` used once unless the issuer is configured otherwise.
+ * the client's ceiling (policy/scopes.ts); `jti` used once unless the issuer is configured otherwise.
  */
 export async function workloadIdentityGrant(
   ctx: ServerContext,
@@ -46,12 +40,12 @@ export async function workloadIdentityGrant(
   // The assertion proves which workload is calling; the mapping decides which client it may be.
   const mapping = issuer.subjects.find((s) => s.subject === payload.sub && s.clientId === client.clientId);
   if (!mapping) throw invalidAssertion("this workload may not act as this client");
-  const ceilings = [
-    new Set(ctx.resources.get(resource)!.scopes),
-    ...(mapping.scopes ? [new Set(mapping.scopes)] : []),
-    ...(client.scope === undefined ? [] : [parseScope(client.scope)]),
-  ];
-  const scopes = scopesWithin(requestedScopes(form.get("scope")), ceilings);
+  const scopes = grantableScopes(ctx, client, {
+    resource,
+    requested: requestedScopes(form.get("scope")),
+    ceilings: mapping.scopes ? [new Set(mapping.scopes)] : [],
+    requireSome: true,
+  });
   if (issuer.singleUse !== false) await useAssertionOnce(ctx, "workload", payload);
 
   const { grantId, response } = await issueGrantWithoutRefresh(
