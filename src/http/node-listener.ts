@@ -10,6 +10,7 @@ import type { TLSSocket } from "node:tls";
 import { GatehouseError, GatehouseTypeError } from "../shared/errors.js";
 import { completeResponseBody, deferCompleteBodies } from "../shared/http.js";
 import { jsonLogger } from "../shared/log.js";
+import { headerPairs, LazyRequest, lazyRequestsWork, MATERIALIZE } from "./lazy-request.js";
 
 /**
  * A web-standard request handler. The second argument carries what only the host knows: the
@@ -85,6 +86,15 @@ interface AbortState {
 
 const ABORT_STATE = Symbol("gatehouse.abort");
 
+/** The request's abort signal, made on first use; aborted at once if the client already left. */
+function abortSignal(state: AbortState): AbortSignal {
+  if (!state.controller) {
+    state.controller = new AbortController();
+    if (state.aborted) state.controller.abort();
+  }
+  return state.controller.signal;
+}
+
 /**
  * A Request whose `signal` is created on first use: linking a signal through the Request
  * constructor costs more than the rest of the request conversion, and most handlers never look.
@@ -107,14 +117,64 @@ class NodeRequest extends Request {
 Object.defineProperty(NodeRequest.prototype, "signal", {
   configurable: true,
   get(this: NodeRequest): AbortSignal {
-    const state = this[ABORT_STATE];
-    if (!state.controller) {
-      state.controller = new AbortController();
-      if (state.aborted) state.controller.abort();
-    }
-    return state.controller.signal;
+    return abortSignal(this[ABORT_STATE]);
   },
 });
+
+/**
+ * The listener's request where the runtime lets a lazy one pass for a real `Request`
+ * (lazy-request.ts): method, URL and header reads come from the `IncomingMessage`, the real request
+ * is built only for the rest. A clone keeps the client address, as {@link NodeRequest}'s does.
+ */
+class ListenerRequest extends LazyRequest {
+  clone(): Request {
+    const copy = this[MATERIALIZE]().clone();
+    const address = CLIENT_ADDRESSES.get(this as unknown as Request);
+    if (address !== undefined) CLIENT_ADDRESSES.set(copy, address);
+    return copy;
+  }
+}
+
+// Fetch "normalize a method": these six are upper-cased whatever their case; others kept as sent.
+const NORMALIZED_METHODS = new Set(["DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT"]);
+// Fetch "forbidden method": the Request constructor refuses them.
+const FORBIDDEN_METHODS = new Set(["CONNECT", "TRACE", "TRACK"]);
+const METHOD_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/**
+ * The method as `new Request` would make it (RFC 9110 §9.1: a token), or undefined where the Request
+ * constructor throws, so the lazy request answers the same requests 400 as a built one did.
+ */
+function requestMethod(method: string): string | undefined {
+  if (!METHOD_TOKEN.test(method)) return undefined;
+  const upper = method.toUpperCase();
+  if (FORBIDDEN_METHODS.has(upper)) return undefined;
+  return NORMALIZED_METHODS.has(upper) ? upper : method;
+}
+
+/**
+ * The lazy request for `req`, or undefined where `new Request` would have thrown: an unparseable
+ * target, a URL with credentials (Fetch's Request constructor refuses them), a bad method.
+ */
+function lazyRequest(
+  req: IncomingMessage,
+  target: string,
+  method: string,
+  abort: AbortState,
+  body: (() => ReadableStream<Uint8Array>) | undefined,
+): Request | undefined {
+  const normalized = requestMethod(method);
+  if (normalized === undefined || !URL.canParse(target)) return undefined;
+  const url = new URL(target);
+  if (url.username !== "" || url.password !== "") return undefined;
+  const request = new ListenerRequest(req, {
+    url: url.href,
+    method: normalized,
+    body,
+    signal: () => abortSignal(abort),
+  });
+  return request as unknown as Request;
+}
 
 class BodyTooLargeError extends GatehouseError<"ERR_BODY_TOO_LARGE"> {
   constructor() {
@@ -221,39 +281,17 @@ function requestClientAddress(req: IncomingMessage, hops: number): string | unde
   return forwardedAddress(entries[entries.length - hops]!) ?? socketAddress;
 }
 
-/** The request's header fields, and the first `Content-Length` among them (as `req.headers` keeps). */
-interface RequestHead {
-  /** Name/value pairs in order, for the `Request` constructor. */
-  pairs: [string, string][];
-  contentLength: string | undefined;
-}
-
 /**
- * The request's header fields as name/value pairs, in order, from `rawHeaders`, with the declared
- * `Content-Length` found on the same walk. Handed to the `Request` constructor as a list: building a
- * `Headers` first would make the constructor copy (and sort) it again.
+ * The declared `Content-Length`: the first such field in `rawHeaders` whatever the case of its name,
+ * as node's `req.headers` keeps (its parser already refused conflicting ones, RFC 9112 §6.3).
  */
-function readHead(req: IncomingMessage): RequestHead {
-  const pairs: [string, string][] = [];
-  let contentLength: string | undefined;
+function declaredLength(req: IncomingMessage): string | undefined {
   const raw = req.rawHeaders;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i]!;
-    // HTTP/2 pseudo-headers are not header fields.
-    if (name.charCodeAt(0) === 58) continue;
-    const value = raw[i + 1]!;
-    pairs.push([name, value]);
-    // The first field, as node's `req.headers` keeps for Content-Length (its parser already refused
-    // conflicting ones, RFC 9112 §6.3).
-    if (contentLength === undefined && name.length === 14 && name.toLowerCase() === "content-length") {
-      contentLength = value;
-    }
+    if (name.length === 14 && name.toLowerCase() === "content-length") return raw[i + 1];
   }
-  return { pairs, contentLength };
-}
-
-function buildHeaders(req: IncomingMessage): [string, string][] {
-  return readHead(req).pairs;
+  return undefined;
 }
 
 function bodyStream(
@@ -466,6 +504,8 @@ export function toNodeListener(
   const onError = options.onError ?? logHandlerError;
   // This listener writes responses built whole from their text: their body streams need not exist.
   deferCompleteBodies();
+  // A request built only as far as the handler looks, where the runtime allows (lazy-request.ts).
+  const lazy = lazyRequestsWork();
   return (req, res) => {
     const origin = requestOrigin(req, trustProxy);
     if (!origin) {
@@ -474,9 +514,8 @@ export function toNodeListener(
     }
     const method = req.method ?? "GET";
     const hasBody = method !== "GET" && method !== "HEAD";
-    const head = readHead(req);
-    const declared = head.contentLength;
-    if (hasBody && declared !== undefined && Number(declared) > limit) {
+    const declared = hasBody ? declaredLength(req) : undefined;
+    if (declared !== undefined && Number(declared) > limit) {
       plainResponse(res, 413, "Payload Too Large\n");
       req.resume();
       return;
@@ -488,16 +527,25 @@ export function toNodeListener(
       abort.controller?.abort();
     });
     const state = { tooLarge: false };
-    let request: Request;
-    try {
-      const init: RequestInit & { duplex?: "half" } = { method, headers: head.pairs };
-      if (hasBody) {
-        init.body = bodyStream(req, limit, state);
-        init.duplex = "half";
+    const target = origin + (req.url ?? "/");
+    let request: Request | undefined;
+    if (lazy) {
+      const body = hasBody ? () => bodyStream(req, limit, state) : undefined;
+      request = lazyRequest(req, target, method, abort, body);
+    } else {
+      try {
+        const init: RequestInit & { duplex?: "half" } = { method, headers: headerPairs(req.rawHeaders) };
+        if (hasBody) {
+          init.body = bodyStream(req, limit, state);
+          init.duplex = "half";
+        }
+        request = new NodeRequest(target, init, abort);
+      } catch {
+        request = undefined;
       }
-      request = new NodeRequest(origin + (req.url ?? "/"), init, abort);
-    } catch {
-      // An unparseable request target or header value.
+    }
+    if (request === undefined) {
+      // An unparseable request target, a forbidden method or a bad header value.
       plainResponse(res, 400, "Bad Request\n");
       return;
     }
@@ -597,7 +645,7 @@ export function webRequestHead(
   const method = req.method ?? "GET";
   const request = new Request(origin + (options.url ?? req.url ?? "/"), {
     method,
-    headers: buildHeaders(req),
+    headers: headerPairs(req.rawHeaders),
     body: options.body !== undefined && method !== "GET" && method !== "HEAD" ? options.body : undefined,
   });
   const address = requestClientAddress(req, hops);
