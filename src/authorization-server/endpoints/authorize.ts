@@ -24,6 +24,7 @@ import { readFormPairs } from "../pages/form.js";
 import { seeOther } from "../pages/security-headers.js";
 import { currentSession } from "../pages/session.js";
 import { maySkipConsent } from "../policy/consent.js";
+import { servedResource } from "../policy/resources.js";
 import { grantableScopes } from "../policy/scopes.js";
 import { ENDPOINT_PATHS } from "./paths.js";
 import { requestQuery } from "./request-url.js";
@@ -254,9 +255,9 @@ function checkPkce(challenge: string | undefined, method: string | undefined): s
 }
 
 /**
- * RFC 8707 §2: `resource` names the protected resource; it must be absolute, without a fragment,
- * and one this server serves, compared as an exact string (DESIGN.md principle 4). One per request:
- * tokens carry a single audience.
+ * RFC 8707 §2: `resource` names the protected resource; one per request, since tokens carry a
+ * single audience. Which served resource it names is policy/resources.ts's rule, the same as at the
+ * token endpoint.
  */
 export function resolveResource(ctx: ServerContext, resources: string[]): string {
   if (resources.length === 0) {
@@ -269,12 +270,7 @@ export function resolveResource(ctx: ServerContext, resources: string[]): string
   if (resource.includes("#")) {
     throw new OAuthError("invalid_target", { description: "resource must not contain a fragment" });
   }
-  if (!ctx.resources.has(resource)) {
-    throw new OAuthError("invalid_target", {
-      description: "resource is not served by this authorization server",
-    });
-  }
-  return resource;
+  return servedResource(ctx, resource);
 }
 
 /**

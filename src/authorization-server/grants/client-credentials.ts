@@ -5,8 +5,9 @@ import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
 import { requireGrantWithoutUser } from "../policy/grants-without-user.js";
+import { servedResource } from "../policy/resources.js";
 import { grantableScopes } from "../policy/scopes.js";
-import { issueGrantWithoutRefresh, matchResource, requestedScopes, required } from "./common.js";
+import { issueGrantWithoutRefresh, requestedScopes, required } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
 
 /**
@@ -26,7 +27,7 @@ export async function clientCredentialsGrant(
     });
   }
   const allowance = requireGrantWithoutUser(ctx, client, "client_credentials");
-  const resource = matchResource(ctx, required(form, "resource"));
+  const resource = servedResource(ctx, required(form, "resource"));
   const scopes = grantableScopes(ctx, client, {
     resource,
     requested: requestedScopes(form.get("scope")),

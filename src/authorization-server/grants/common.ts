@@ -5,31 +5,14 @@
 
 import { OAuthError } from "../../shared/errors.js";
 import { jsonResponse, NO_STORE } from "../../shared/http.js";
-import { canonicalResourceUri } from "../../shared/resource-uri.js";
 import { formatScope, parseScope } from "../../shared/scopes.js";
 import type { ServerContext } from "../config/context.js";
 import { OFFLINE_ACCESS } from "../config/resolve-options.js";
 import { newSortableId } from "../ids.js";
+import { servedResource } from "../policy/resources.js";
 
-/**
- * The served resource a `resource` parameter names (RFC 8707 §2), as its configured canonical URI.
- * Uppercase scheme or host is accepted (spec "Canonical server URI": SHOULD accept); anything else
- * must match exactly. Unknown, malformed or fragment-bearing values are `invalid_target`.
- */
-export function matchResource(ctx: ServerContext, value: string): string {
-  if (ctx.resources.has(value)) return value;
-  for (const keepTrailingSlash of [true, false]) {
-    try {
-      const canonical = canonicalResourceUri(value, { keepTrailingSlash });
-      if (ctx.resources.has(canonical)) return canonical;
-    } catch {
-      break;
-    }
-  }
-  throw new OAuthError("invalid_target", {
-    description: "resource is not served by this authorization server",
-  });
-}
+/** The served resource a `resource` parameter names: policy/resources.ts decides, for every grant. */
+export const matchResource = servedResource;
 
 /** Parses a `scope` parameter; invalid characters are `invalid_scope` (RFC 6749 §3.3, §5.2). */
 export function requestedScopes(value: string | undefined): Set<string> | undefined {

@@ -8,8 +8,9 @@
 import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
+import { servedResource } from "../policy/resources.js";
 import { grantableScopes } from "../policy/scopes.js";
-import { issueGrantWithoutRefresh, matchResource, requestedScopes } from "./common.js";
+import { issueGrantWithoutRefresh, requestedScopes } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
 import {
   assertedScopes,
@@ -35,10 +36,10 @@ function grantedResource(ctx: ServerContext, form: Map<string, string>, claim: u
     throw invalidAssertion("assertion resource claim is missing or malformed");
   }
   const requested = form.get("resource");
-  const target = matchResource(ctx, requested ?? (claimed[0] as string));
+  const target = servedResource(ctx, requested ?? (claimed[0] as string));
   const named = claimed.some((r) => {
     try {
-      return matchResource(ctx, r as string) === target;
+      return servedResource(ctx, r as string) === target;
     } catch {
       return false;
     }

@@ -14,8 +14,9 @@ import type { AccessTokenClaims, ActorClaim, ServerContext } from "../config/con
 import type { TokenExchangePolicy } from "../config/options.js";
 import { newSortableId } from "../ids.js";
 import { requireGrantWithoutUser } from "../policy/grants-without-user.js";
+import { servedResource } from "../policy/resources.js";
 import { grantableScopes } from "../policy/scopes.js";
-import { accessTokenScopes, matchResource, requestedScopes, required } from "./common.js";
+import { accessTokenScopes, requestedScopes, required } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
 
 export const TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange";
@@ -87,8 +88,8 @@ function targetResource(ctx: ServerContext, form: Map<string, string>): string {
   if (resource === undefined && audience === undefined) {
     throw new OAuthError("invalid_request", { description: "resource or audience is required" });
   }
-  const fromResource = resource === undefined ? undefined : matchResource(ctx, resource);
-  const fromAudience = audience === undefined ? undefined : matchResource(ctx, audience);
+  const fromResource = resource === undefined ? undefined : servedResource(ctx, resource);
+  const fromAudience = audience === undefined ? undefined : servedResource(ctx, audience);
   if (fromResource !== undefined && fromAudience !== undefined && fromResource !== fromAudience) {
     throw new OAuthError("invalid_target", { description: "resource and audience name different resources" });
   }

@@ -8,8 +8,9 @@
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
 import { requireGrantWithoutUser } from "../policy/grants-without-user.js";
+import { servedResource } from "../policy/resources.js";
 import { grantableScopes } from "../policy/scopes.js";
-import { issueGrantWithoutRefresh, matchResource, requestedScopes, required } from "./common.js";
+import { issueGrantWithoutRefresh, requestedScopes, required } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
 import { invalidAssertion, JWT_BEARER_GRANT, useAssertionOnce, verifyAssertion } from "./jwt-assertion.js";
 
@@ -29,7 +30,7 @@ export async function workloadIdentityGrant(
   const config = ctx.options.workloadIdentity!;
   // No user is behind a workload's token: only for a client the operator knows.
   requireGrantWithoutUser(ctx, client, "workload_identity");
-  const resource = matchResource(ctx, required(form, "resource"));
+  const resource = servedResource(ctx, required(form, "resource"));
   const { payload, issuer } = await verifyAssertion(ctx, assertion, {
     issuers: config.issuers,
     audience: (i) => i.audience ?? ctx.options.issuer,
