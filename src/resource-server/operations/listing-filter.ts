@@ -7,6 +7,8 @@
  * is left out (fail closed).
  */
 
+import { boundedText } from "../authorization-server-request.js";
+
 export type ListingKind = "tools" | "resources" | "resourceTemplates" | "prompts";
 
 const LISTINGS: Readonly<Record<string, ListingKind>> = {
@@ -62,7 +64,7 @@ async function filterJson(
   listings: ReadonlyMap<string, ListingKind>,
   allows: ListingAllows,
 ): Promise<Response> {
-  const text = await boundedText(response);
+  const text = await boundedText(response, MAX_HELD, "MCP listing response");
   let message: unknown;
   try {
     message = JSON.parse(text);
@@ -80,23 +82,6 @@ async function filterJson(
     statusText: response.statusText,
     headers: withoutLength(response.headers),
   });
-}
-
-async function boundedText(response: Response): Promise<string> {
-  const reader = response.body!.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > MAX_HELD) {
-      await reader.cancel().catch(() => {});
-      throw new RangeError("MCP listing response exceeds the filter's limit");
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks, size).toString("utf8");
 }
 
 /**
