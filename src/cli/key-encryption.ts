@@ -290,16 +290,18 @@ export function describeKeySource(source: KeySource): string {
 }
 
 /**
- * Tells where the keys came from: a generated key gets the stderr banner and a warning log line
+ * Tells where the keys came from: a generated key gets the stderr banner (unless `banner: false`) and a warning log line
  * (DESIGN.md "Secrets at rest": say loudly that it was generated and where it is kept).
  */
 export function announceKeyEncryptionKeys(
   keys: KeyEncryptionKeys,
   log: Logger,
   sharedDatabase: boolean,
+  options: { banner?: boolean } = {},
 ): void {
   if (keys.source.kind === "data-dir" && keys.source.generated) {
-    banner(generatedKeyBanner(keys.source.path, sharedDatabase), log);
+    // The banner's advice is for production; `demo` names the key in its own summary instead.
+    if (options.banner !== false) banner(generatedKeyBanner(keys.source.path, sharedDatabase), log);
     log.warn("key_encryption_key_generated", {
       message: "Generated a key-encryption key for the signing keys; back it up apart from the database.",
       path: keys.source.path,

@@ -126,12 +126,15 @@ describe("the generated key-encryption key", () => {
     expect(statSync(path).mode & 0o777).toBe(0o600);
   });
 
-  it("demo generates its key in its data directory and names it", async () => {
+  it("demo generates its key in its data directory and names it (in its summary and the log, without the production banner)", async () => {
     const demo = await startDemo(dir.path);
     running.push(demo);
     const path = join(dir.path, "key-encryption-key");
     expect(statSync(path).mode & 0o777).toBe(0o600);
-    expect(demo.stderr()).toContain("!!! GENERATED A KEY-ENCRYPTION KEY");
+    expect(demo.stderr()).not.toContain("GENERATED A KEY-ENCRYPTION KEY");
+    expect(logLines(demo.stderr()).find((l) => l.event === "key_encryption_key_generated")).toMatchObject({
+      path,
+    });
     expect((demo.ready as unknown as { keyEncryptionKeySource: string }).keyEncryptionKeySource).toContain(
       path,
     );

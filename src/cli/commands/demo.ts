@@ -155,7 +155,8 @@ export async function run(args: string[]): Promise<number> {
       ...(keyFile === undefined ? {} : { file: keyFile }),
       dataDir,
     });
-    announceKeyEncryptionKeys(keyEncryptionKeys, log, false);
+    // The summary names the key file; the production banner would only crowd it.
+    announceKeyEncryptionKeys(keyEncryptionKeys, log, false, { banner: false });
 
     // Handlers first: a signal that arrives while starting still shuts down cleanly.
     const shutdownSignal = waitForShutdownSignal(log);
