@@ -341,8 +341,17 @@ function startChild(kind, pin, storeKind) {
   if (pin) command = ["taskset", "-c", pin.server, ...command];
   const child = spawn(command[0], command.slice(1), { stdio: ["ignore", "inherit", "inherit", "ipc"] });
   const waiting = [];
-  child.on("message", (m) => waiting.shift()?.(m));
-  const next = () => new Promise((resolve) => waiting.push(resolve));
+  let exited;
+  child.on("message", (m) => waiting.shift()?.resolve(m));
+  // A server that dies (a failed start, a crash) fails the run instead of leaving it waiting; a
+  // message it can no longer receive is that same failure.
+  child.on("error", () => {});
+  child.on("exit", (code, signal) => {
+    exited = new Error(`the ${kind} ${storeKind ?? ""} server exited (${signal ?? code})`);
+    for (const w of waiting.splice(0)) w.reject(exited);
+  });
+  const next = () =>
+    new Promise((resolve, reject) => (exited ? reject(exited) : waiting.push({ resolve, reject })));
   return {
     kind,
     store: storeKind,
@@ -354,6 +363,7 @@ function startChild(kind, pin, storeKind) {
       return await next();
     },
     async close() {
+      if (exited) return;
       child.send("close");
       await next();
     },
