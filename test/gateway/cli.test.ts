@@ -51,6 +51,56 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** A free loopback port (the gateway's --port, which its --resource names). */
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const probe = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+interface GatewayProcess {
+  child: ChildProcess;
+  readonly stdout: string;
+  readonly stderr: string;
+  exited: Promise<number | null>;
+}
+
+/** Runs `gatehouse gateway <args>` and waits for its first line on stdout (it is ready then). */
+async function startGatewayProcess(args: string[]): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, [MAIN, "gateway", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.on("data", (c: Buffer) => {
+    stdout += c.toString();
+  });
+  child.stderr!.on("data", (c: Buffer) => {
+    stderr += c.toString();
+  });
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${stderr}`)), 20_000);
+    child.stdout!.on("data", () => {
+      if (stdout.includes("\n")) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+  });
+  return {
+    child,
+    get stdout() {
+      return stdout;
+    },
+    get stderr() {
+      return stderr;
+    },
+    exited,
+  };
+}
+
 describe("gatehouse gateway", () => {
   it("--help names every flag; a missing flag is a usage error (status 2)", async () => {
     const help = await runCli(["gateway", "--help"]);
@@ -88,57 +138,28 @@ describe("gatehouse gateway", () => {
     );
     const policy = join(dir, "stdio-policy.yaml");
     writeFileSync(policy, "base: [mcp:use]\ndefault: {}\n");
-    const port = await new Promise<number>((resolve) => {
-      const probe = createServer().listen(0, "127.0.0.1", () => {
-        const { port: p } = probe.address() as AddressInfo;
-        probe.close(() => resolve(p));
-      });
-    });
+    const port = await freePort();
     const resource = `http://127.0.0.1:${port}/mcp`;
-    const child = spawn(
-      process.execPath,
-      [
-        MAIN,
-        "gateway",
-        "--stdio",
-        `"${process.execPath}" "${script}"`,
-        "--env",
-        "API_KEY=from-operator",
-        "--user-env",
-        "MCP_USER",
-        "--resource",
-        resource,
-        "--authorization-server",
-        issuer.issuer,
-        "--jwks-uri",
-        issuer.jwksUri,
-        "--policy",
-        policy,
-        "--port",
-        String(port),
-        "--json",
-      ],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let stdout = "";
-    let stderr = "";
-    child.stdout!.on("data", (c: Buffer) => {
-      stdout += c.toString();
-    });
-    child.stderr!.on("data", (c: Buffer) => {
-      stderr += c.toString();
-    });
-    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    const gateway = await startGatewayProcess([
+      "--stdio",
+      `"${process.execPath}" "${script}"`,
+      "--env",
+      "API_KEY=from-operator",
+      "--user-env",
+      "MCP_USER",
+      "--resource",
+      resource,
+      "--authorization-server",
+      issuer.issuer,
+      "--jwks-uri",
+      issuer.jwksUri,
+      "--policy",
+      policy,
+      "--port",
+      String(port),
+      "--json",
+    ]);
     try {
-      await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`gateway did not start: ${stderr}`)), 20_000);
-        child.stdout!.on("data", () => {
-          if (stdout.includes("\n")) {
-            clearTimeout(timer);
-            resolve();
-          }
-        });
-      });
       const token = await issuer.sign({ aud: resource, sub: "dana", scope: "mcp:use" });
       const response = await fetch(resource, {
         method: "POST",
@@ -162,9 +183,9 @@ describe("gatehouse gateway", () => {
       expect(response.headers.get("mcp-session-id")).toBeTruthy();
       expect(await response.json()).toMatchObject({ id: 1, result: { key: "from-operator", user: "dana" } });
     } finally {
-      child.kill("SIGTERM");
+      gateway.child.kill("SIGTERM");
     }
-    expect(await exited).toBe(0);
+    expect(await gateway.exited).toBe(0);
   }, 40_000);
 
   it("a policy with a bad value is refused at start-up, naming the file and the line", async () => {
@@ -195,56 +216,27 @@ describe("gatehouse gateway", () => {
       policy,
       "base: [mcp:use]\ndefault: {}\ntools: { delete_file: { scopes: [files:admin] } }\n",
     );
-    const port = await new Promise<number>((resolve) => {
-      const probe = createServer().listen(0, "127.0.0.1", () => {
-        const { port: p } = probe.address() as AddressInfo;
-        probe.close(() => resolve(p));
-      });
-    });
+    const port = await freePort();
     const resource = `http://127.0.0.1:${port}/mcp`;
-    const child: ChildProcess = spawn(
-      process.execPath,
-      [
-        MAIN,
-        "gateway",
-        "--upstream",
-        upstreamUrl,
-        "--resource",
-        resource,
-        "--authorization-server",
-        issuer.issuer,
-        "--jwks-uri",
-        issuer.jwksUri,
-        "--policy",
-        policy,
-        "--port",
-        String(port),
-        "--user-header",
-        "X-User",
-        "--json",
-      ],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let stdout = "";
-    let stderr = "";
-    child.stdout!.on("data", (c: Buffer) => {
-      stdout += c.toString();
-    });
-    child.stderr!.on("data", (c: Buffer) => {
-      stderr += c.toString();
-    });
-    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    const gateway = await startGatewayProcess([
+      "--upstream",
+      upstreamUrl,
+      "--resource",
+      resource,
+      "--authorization-server",
+      issuer.issuer,
+      "--jwks-uri",
+      issuer.jwksUri,
+      "--policy",
+      policy,
+      "--port",
+      String(port),
+      "--user-header",
+      "X-User",
+      "--json",
+    ]);
     try {
-      await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`gateway did not start: ${stderr}`)), 20_000);
-        child.stdout!.on("data", () => {
-          if (stdout.includes("\n")) {
-            clearTimeout(timer);
-            resolve();
-          }
-        });
-      });
-      expect(JSON.parse(stdout.split("\n")[0]!)).toMatchObject({ resource, upstream: upstreamUrl });
+      expect(JSON.parse(gateway.stdout.split("\n")[0]!)).toMatchObject({ resource, upstream: upstreamUrl });
 
       const metadata = (await (
         await fetch(`http://127.0.0.1:${port}/.well-known/oauth-protected-resource/mcp`)
@@ -278,7 +270,7 @@ describe("gatehouse gateway", () => {
 
       expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
       await new Promise((r) => setTimeout(r, 50));
-      const audit = stderr.split("\n").filter((l) => l.includes('"mcp.operation"'));
+      const audit = gateway.stderr.split("\n").filter((l) => l.includes('"mcp.operation"'));
       expect(
         audit.some(
           (l) =>
@@ -292,11 +284,11 @@ describe("gatehouse gateway", () => {
           (l) => l.includes('"target":"delete_file"') && l.includes('"missing_scopes":["files:admin"]'),
         ),
       ).toBe(true);
-      expect(stderr).not.toContain(token.split(".")[2]!);
+      expect(gateway.stderr).not.toContain(token.split(".")[2]!);
     } finally {
-      child.kill("SIGTERM");
+      gateway.child.kill("SIGTERM");
     }
-    expect(await exited).toBe(0);
-    expect(stderr).toContain("shutdown_complete");
+    expect(await gateway.exited).toBe(0);
+    expect(gateway.stderr).toContain("shutdown_complete");
   }, 40_000);
 });
