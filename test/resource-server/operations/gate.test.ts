@@ -356,3 +356,33 @@ describe("hostile bodies", () => {
     expect(events).not.toContain(full.split(".")[2]!);
   });
 });
+
+describe("revision 2025-11-25: the challenge strategy of challenge.ts", () => {
+  let older: GatedMcp;
+  beforeAll(async () => {
+    older = await startGatedMcp(issuer, { revision: "2025-11-25" });
+  });
+  afterAll(async () => {
+    await older?.close();
+  });
+
+  it("the 403 names the scopes the call needs plus the granted ones that still matter", async () => {
+    const token = await older.sign({ scope: "mcp:conformance:tools:call mcp:conformance:prompts:get" });
+    const response = await post(
+      older.url,
+      { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "test_simple_text" } },
+      token,
+      { "mcp-protocol-version": "2025-11-25" },
+    );
+    expect(response.status).toBe(403);
+    // "recommended": the needed scopes, and the granted prompts:get is repeated (relevant to the
+    // resource: the policy names it), so a client asking for exactly this set keeps it.
+    expect(challengedScopes(response).sort()).toEqual(
+      [
+        "mcp:conformance:tools:call",
+        "mcp:conformance:tools:test_simple_text",
+        "mcp:conformance:prompts:get",
+      ].sort(),
+    );
+  });
+});

@@ -126,9 +126,13 @@ export async function startGatedMcp(
     maxBodyBytes: 8 * 1024 * 1024,
   });
   const resource = `${server.url}/mcp`;
+  const policy = parseOperationPolicy(POLICY_YAML, "policy.yaml");
   const resourceServer = createResourceServer({
     resource,
     authorizationServers: [issuer.issuer],
+    // The scopes the policy names are the resource's (RFC 9728 scopes_supported; under 2025-11-25
+    // they are also the granted scopes a challenge repeats).
+    scopesSupported: [...policy.scopesNamed],
     scopeHierarchy: {
       "mcp:conformance:all": ["mcp:conformance:tools:call", "mcp:conformance:tools:test_simple_text"],
     },
@@ -138,7 +142,7 @@ export async function startGatedMcp(
     ),
   });
   const gate = createOperationGate(resourceServer, {
-    policy: parseOperationPolicy(POLICY_YAML, "policy.yaml"),
+    policy,
     logger,
     onAuditEvent: (event) => events.push(event),
     ...options.gate,
