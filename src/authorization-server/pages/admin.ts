@@ -236,11 +236,18 @@ function heading(title: string, total: number, testId: string): SafeHtml {
   }</h2>`;
 }
 
-/** The fields of an audit event besides its type, time and client, as `name value` pairs. */
-function eventDetails(event: AuditEvent): SafeHtml {
+/**
+ * The fields of an audit event besides its type, time and client, as `name value` pairs; a
+ * `user_id` is shown as the user's name (the id stays in the log), as the other lists show users.
+ */
+function eventDetails(event: AuditEvent, users: Map<string, UserRecord>): SafeHtml {
   const rest = Object.entries(event).filter(([k]) => k !== "type" && k !== "at" && k !== "client_id");
   return rest.length
-    ? html`${rest.map(([k, v], i) => html`${i ? " · " : ""}${k} <code>${String(v)}</code>`)}`
+    ? html`${rest.map(([k, v], i) =>
+        k === "user_id" && typeof v === "string"
+          ? html`${i ? " · " : ""}user ${userLabel(users, v)}`
+          : html`${i ? " · " : ""}${k} <code>${String(v)}</code>`,
+      )}`
     : html`—`;
 }
 
@@ -252,6 +259,7 @@ function eventDetails(event: AuditEvent): SafeHtml {
 function eventsSection(
   ctx: ServerContext,
   clients: Map<string, ClientRecord>,
+  users: Map<string, UserRecord>,
   selected: string | undefined,
 ): SafeHtml {
   const trail = ctx.auditTrail;
@@ -264,7 +272,7 @@ function eventsSection(
     (e) => html`<tr data-testid="event-row" data-event-type="${e.type}">
 <td class="nowrap">${when(e.at, { seconds: true })}</td><td class="nowrap"><code>${e.type}</code></td>
 <td>${"client_id" in e && e.client_id !== undefined ? clientLabel(clients, e.client_id) : "—"}</td>
-<td>${eventDetails(e)}</td></tr>`,
+<td>${eventDetails(e, users)}</td></tr>`,
   );
   return html`<h2 id="events" data-testid="events-heading">${title}</h2>
 <p class="muted">Kept in this server process's memory (the newest ${AUDIT_EVENTS_PER_CLIENT} per client); the log has every event.</p>
@@ -367,7 +375,7 @@ ${heading("Clients", clientList.length, "clients-heading")}
 <p class="muted">Each button opens a review of what it will do; nothing changes until you confirm there. Deleting a client revokes its grants and consents. Clients from the server's configuration come back when it restarts;
 a metadata-document client is fetched again on its next request.</p>
 ${table(["Client", "Source", "Redirect hosts", "Created", "Last used", "", ""], clientRows, "No clients.", "clients")}
-${eventsSection(ctx, clients, selectedClient)}
+${eventsSection(ctx, clients, users, selectedClient)}
 ${heading("Grants", grantList.length, "grants-heading")}
 ${table(
   ["Client", "User", "Scopes", "Resource", "Created", "Expires", "Status", ""],

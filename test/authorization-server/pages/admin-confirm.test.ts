@@ -113,6 +113,16 @@ describe("destructive admin actions are reviewed first", () => {
   });
 });
 
+describe("the events list", () => {
+  it("names users by username, not by their id", async () => {
+    const html = (await get("/admin")).html;
+    const events = html.split("<tr").filter((r) => r.includes('data-testid="event-row"'));
+    const logins = events.filter((r) => r.includes('data-event-type="login_succeeded"'));
+    expect(logins.some((r) => r.includes(`user ${t.admin.username}`))).toBe(true);
+    for (const id of [t.admin.id, t.user.id]) expect(events.join("")).not.toContain(id);
+  });
+});
+
 describe("the review in Chromium, at 1280 and 375 px", () => {
   it("reads as one block above the lists, fits the narrow screen, and its button revokes", async () => {
     const { grant } = await obtainGrant(t, t.user, user);
