@@ -60,14 +60,12 @@ export interface HttpGateway {
 }
 
 /** Request headers passed to the upstream (MCP transport spec, Streamable HTTP). */
-const PASSED_REQUEST_HEADERS = [
-  "accept",
-  "content-type",
-  "mcp-protocol-version",
-  "last-event-id",
-  "mcp-method",
-  "mcp-name",
-];
+const PASSED_REQUEST_HEADERS = ["accept", "content-type", "mcp-protocol-version", "last-event-id"];
+/**
+ * Set from the judged body, never copied from the client (2026-07-28, SEP-2243: a server may route
+ * by them; a client's own could name another operation than the body the gate judged).
+ */
+const OPERATION_HEADERS = ["mcp-method", "mcp-name"];
 /** Response headers never relayed: hop-by-hop (RFC 9110 §7.6.1), and those fetch has undone. */
 const DROPPED_RESPONSE_HEADERS = new Set([
   "connection",
@@ -123,7 +121,12 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
       .map((n) => n.toLowerCase()),
   );
   for (const name of identityNames) {
-    if (PASSED_REQUEST_HEADERS.includes(name) || name === "mcp-session-id" || name === "authorization") {
+    if (
+      PASSED_REQUEST_HEADERS.includes(name) ||
+      OPERATION_HEADERS.includes(name) ||
+      name === "mcp-session-id" ||
+      name === "authorization"
+    ) {
       throw new TypeError(`identity header ${name} would replace a header of the MCP transport`);
     }
   }
@@ -155,6 +158,17 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
     for (const name of PASSED_REQUEST_HEADERS) {
       const value = request.headers.get(name);
       if (value !== null) headers.set(name, value);
+    }
+    // The operation headers say what the gate judged: one message's method and target, else none.
+    const only = context.messages.length === 1 ? context.messages[0] : undefined;
+    if (only?.method !== undefined && request.headers.has("mcp-method"))
+      headers.set("mcp-method", only.method);
+    if (
+      only?.target !== undefined &&
+      request.headers.has("mcp-name") &&
+      /^[\x20-\x7e]*$/.test(only.target.name)
+    ) {
+      headers.set("mcp-name", only.target.name);
     }
     const presented = request.headers.get("mcp-session-id");
     if (presented !== null) {

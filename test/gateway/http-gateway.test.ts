@@ -343,6 +343,19 @@ describe("what reaches the upstream (a recording server)", () => {
     expect(recorder.seen.at(-1)!.body).not.toContain("get-sum");
   });
 
+  it("Mcp-Method and Mcp-Name go upstream as the gate judged the body, never as the client wrote them", async () => {
+    const token = await issuer.sign({ aud: gateway.url, sub: "alice", scope: "mcp:use" });
+    const response = await send(
+      token,
+      { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "echo" } },
+      { "mcp-method": "tools/call", "mcp-name": "get-sum" },
+    );
+    expect(response.status).toBe(200);
+    const seen = recorder.seen.at(-1)!;
+    expect(seen.headers["mcp-method"]).toBe("tools/call");
+    expect(seen.headers["mcp-name"]).toBe("echo");
+  });
+
   it("a batch mixing a permitted and a forbidden call never reaches the upstream", async () => {
     const token = await issuer.sign({ aud: gateway.url, sub: "alice", scope: "mcp:use" });
     const before = recorder.seen.length;
