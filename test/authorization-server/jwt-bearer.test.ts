@@ -407,7 +407,8 @@ describe("enterprise-managed authorization (ID-JAG)", () => {
       resource: RESOURCE,
       client_id: WORKLOAD_CLIENT,
     });
-    expect(publicClient).toMatchObject({ status: 401, body: { error: "invalid_client" } });
+    // A public client is identified, not failed: the grant is not for its kind (policy/grants.ts).
+    expect(publicClient).toMatchObject({ status: 400, body: { error: "unauthorized_client" } });
     const unserved = await redeem(as.issuer, await idJag(as.issuer), {
       resource: "https://unknown.example.test/",
     });
@@ -509,7 +510,11 @@ describe("workload identity", () => {
     })
       .setProtectedHeader({ alg: "RS256", typ: ID_JAG_TYP, kid: "wl-1" })
       .sign(workloadKey.privateKey);
-    expect(await send(as.issuer, typed)).toMatchObject({ status: 401, body: { error: "invalid_client" } });
+    // Routed to the identity assertion grant, which is not for a public client (policy/grants.ts).
+    expect(await send(as.issuer, typed)).toMatchObject({
+      status: 400,
+      body: { error: "unauthorized_client" },
+    });
   });
 });
 

@@ -273,8 +273,9 @@ describe("token exchange with DPoP (RFC 9449)", () => {
 describe("token exchange: hostile requests", () => {
   it("refuses a client that does not authenticate", async () => {
     const subject = await userToken();
+    // A public client is identified, not failed: the grant is not for its kind (policy/grants.ts).
     const publicClient = await exchange(subject, { client_id: PUBLIC_EXCHANGER }, {});
-    expect(publicClient).toMatchObject({ status: 401, body: { error: "invalid_client" } });
+    expect(publicClient).toMatchObject({ status: 400, body: { error: "unauthorized_client" } });
     const wrongSecret = await exchange(subject, {}, basic(NOTES_SERVICE, "not-the-secret"));
     expect(wrongSecret).toMatchObject({ status: 401, body: { error: "invalid_client" } });
     const noCredentials = await exchange(subject, { client_id: NOTES_SERVICE }, {});

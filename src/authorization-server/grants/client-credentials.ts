@@ -1,9 +1,9 @@
 /**
  * `grant_type=client_credentials` (OAuth 2.1 §4.2): a confidential client acting for itself.
  */
-import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
+import { requireConfidentialClient } from "../policy/grants.js";
 import { requireGrantWithoutUser } from "../policy/grants-without-user.js";
 import { servedResource } from "../policy/resources.js";
 import { grantableScopes } from "../policy/scopes.js";
@@ -21,11 +21,7 @@ export async function clientCredentialsGrant(
   form: Map<string, string>,
   dpop: TokenRequestDPoP,
 ): Promise<Response> {
-  if (client.tokenEndpointAuthMethod === "none") {
-    throw new OAuthError("unauthorized_client", {
-      description: "client_credentials requires a confidential client",
-    });
-  }
+  requireConfidentialClient(client, "client_credentials");
   const allowance = requireGrantWithoutUser(ctx, client, "client_credentials");
   const resource = servedResource(ctx, required(form, "resource"));
   const scopes = grantableScopes(ctx, client, {

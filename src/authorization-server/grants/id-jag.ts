@@ -8,6 +8,7 @@
 import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
+import { requireConfidentialClient } from "../policy/grants.js";
 import { servedResource } from "../policy/resources.js";
 import { grantableScopes } from "../policy/scopes.js";
 import { issueGrantWithoutRefresh, requestedScopes } from "./common.js";
@@ -67,12 +68,7 @@ export async function identityAssertionGrant(
 ): Promise<Response> {
   const config = ctx.options.enterpriseAuthorization!;
   // The ID-JAG names a client; only that client, proving who it is, may redeem it.
-  if (client.tokenEndpointAuthMethod === "none") {
-    throw new OAuthError("invalid_client", {
-      description: "identity assertions require client authentication",
-      status: 401,
-    });
-  }
+  requireConfidentialClient(client, "identity_assertion");
   const { payload, issuer } = await verifyAssertion(ctx, assertion, {
     issuers: config.identityProviders,
     audience: () => ctx.options.issuer,

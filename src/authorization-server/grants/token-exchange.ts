@@ -13,6 +13,7 @@ import type { ClientRecord } from "../../storage/contract.js";
 import type { AccessTokenClaims, ActorClaim, ServerContext } from "../config/context.js";
 import type { TokenExchangePolicy } from "../config/options.js";
 import { newSortableId } from "../ids.js";
+import { requireConfidentialClient } from "../policy/grants.js";
 import { requireGrantWithoutUser } from "../policy/grants-without-user.js";
 import { servedResource } from "../policy/resources.js";
 import { grantableScopes } from "../policy/scopes.js";
@@ -131,12 +132,7 @@ export async function tokenExchangeGrant(
   dpop: TokenRequestDPoP,
 ): Promise<Response> {
   // RFC 8693 §2.1: client authentication; the exchanging party must be a service that proves who it is.
-  if (client.tokenEndpointAuthMethod === "none") {
-    throw new OAuthError("invalid_client", {
-      description: "token exchange requires client authentication",
-      status: 401,
-    });
-  }
+  requireConfidentialClient(client, "token_exchange");
   // The user approved the subject token's client, not this one: only a client the operator knows.
   requireGrantWithoutUser(ctx, client, "token_exchange");
   const subjectToken = required(form, "subject_token");
