@@ -232,9 +232,20 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
 
   const answer = async (session: Session, context: OperationContext, headers: Headers): Promise<Response> => {
     const messages = Array.isArray(context.body) ? (context.body as unknown[]) : [context.body];
+    const firstRequestId = (messages.find((m) => "id" in (m as object)) as { id?: JsonRpcId } | undefined)
+      ?.id;
+    // A child that does not read its stdin: what waits for it is bounded, not the client's to grow.
+    if (session.child.stdin!.writableLength > maxLineBytes) {
+      return rpcError(
+        503,
+        -32603,
+        "The MCP server process is not reading its input; try again later",
+        firstRequestId,
+      );
+    }
     const answers = await send(session, messages);
     if (answers.length === 0) return new Response(null, { status: 202, headers });
-    const firstId = (messages.find((m) => "id" in (m as object)) as { id?: JsonRpcId } | undefined)?.id;
+    const firstId = firstRequestId;
     if (answers.some((a) => a === undefined)) {
       return rpcError(502, -32603, "The MCP server process exited", firstId);
     }

@@ -287,6 +287,38 @@ describe("hostile children", () => {
     }
   });
 
+  it("a child that stops reading its stdin: what waits for it is bounded (503), not grown by the client", async () => {
+    // Answers initialize, then never reads stdin again.
+    const script = `
+      const rl = require("node:readline").createInterface({ input: process.stdin });
+      rl.once("line", (line) => {
+        const m = JSON.parse(line);
+        process.stdout.write(JSON.stringify({ jsonrpc: "2.0", id: m.id, result: {} }) + "\\n");
+        rl.close();
+        process.stdin.pause();
+      });
+      setInterval(() => {}, 1000);`;
+    const gateway = await startStdioGateway({
+      argv: [process.execPath, "-e", script],
+      maxLineBytes: 256 * 1024,
+    });
+    try {
+      const token = await gateway.sign("alice", "mcp:use");
+      const session = (await post(gateway, token, INITIALIZE)).headers.get("mcp-session-id")!;
+      const note = {
+        jsonrpc: "2.0",
+        method: "notifications/progress",
+        params: { progressToken: 1, progress: 1, message: "y".repeat(100_000) },
+      };
+      const statuses: number[] = [];
+      for (let i = 0; i < 20; i++) statuses.push((await post(gateway, token, note, session)).status);
+      expect(statuses).toContain(202);
+      expect(statuses.at(-1)).toBe(503);
+    } finally {
+      await gateway.close();
+    }
+  });
+
   it("children are bounded: beyond maxChildren a new session gets 503", async () => {
     const gateway = await startStdioGateway({
       argv: fakeServer("send({ jsonrpc: '2.0', id: m.id, result: {} });"),
