@@ -93,6 +93,11 @@ afterAll(async () => {
   dir?.remove();
 });
 
+/** The `gatehouse` command the install put in node_modules/.bin (what `npx gatehouse` runs there). */
+function installedBin(): string {
+  return join(project, "node_modules", ".bin", "gatehouse");
+}
+
 /** The environment of a machine with nothing of this checkout: the installed bin first on PATH. */
 function env(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   const { DISPLAY: _d, WAYLAND_DISPLAY: _w, BROWSER: _b, ...inherited } = process.env;
@@ -154,7 +159,7 @@ describe("the packed package installed in a clean directory", () => {
   });
 
   it("gatehouse --help, and npx gatehouse --help in the project, print the commands", async () => {
-    const help = await spawnIn("gatehouse", ["--help"]).done;
+    const help = await spawnIn(installedBin(), ["--help"]).done;
     expect(help.code, help.stderr).toBe(0);
     expect(help.stdout).toMatch(/^Usage: gatehouse <command>/);
     for (const command of ["serve", "users", "login", "fetch"])
@@ -167,7 +172,7 @@ describe("the packed package installed in a clean directory", () => {
   it("serve on a temporary data directory answers /health and its metadata; login --device and fetch work against it", async () => {
     const data = join(dir.path, "data");
     const added = await spawnIn(
-      "gatehouse",
+      installedBin(),
       ["users", "add", "alice", "--password-stdin", "--data", data],
       "correct horse battery\n",
     ).done;
@@ -183,7 +188,7 @@ describe("the packed package installed in a clean directory", () => {
     const resourceUrl = await firstLine(resourceChild);
 
     const serve = spawn(
-      "gatehouse",
+      installedBin(),
       [
         "serve",
         "--insecure-loopback",
@@ -220,7 +225,7 @@ describe("the packed package installed in a clean directory", () => {
     expect(resourceReady).toBe("ready");
 
     browser = await launchChromium();
-    const login = spawnIn("gatehouse", ["login", "--device", resourceUrl]);
+    const login = spawnIn(installedBin(), ["login", "--device", resourceUrl]);
     let out = "";
     login.child.stdout!.on("data", (c: string) => {
       out += c;
@@ -247,7 +252,7 @@ describe("the packed package installed in a clean directory", () => {
     expect(loggedIn.code, loggedIn.stderr).toBe(0);
     expect(loggedIn.stdout).toContain(`via ${issuer}`);
 
-    const fetched = await spawnIn("gatehouse", ["fetch", resourceUrl]).done;
+    const fetched = await spawnIn(installedBin(), ["fetch", resourceUrl]).done;
     expect(fetched.code, fetched.stderr).toBe(0);
     expect(JSON.parse(fetched.stdout)).toMatchObject({ notes: [] });
     serve.kill("SIGTERM");
