@@ -270,9 +270,10 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
       }
       // The gate's judgement on the body read once; the relay sends the parsed body, so the request
       // is not rebuilt around the bytes (gate.handle would, for servers that read them).
+      const head = headOfRequest(request);
       const body =
-        request.method === "POST" ? await readBoundedText(request, options.gate.maxBodyBytes) : undefined;
-      const verdict = await options.gate.judge(headOfRequest(request), body, started);
+        request.method === "POST" ? await readBoundedText(request, options.gate.readLimit(head)) : undefined;
+      const verdict = await options.gate.judge(head, body, started);
       if (!verdict.ok) return challengePartsResponse(verdict.answer);
       const answer = stdio
         ? await stdio.relay(request, verdict, request.headers.get("mcp-session-id") ?? undefined)

@@ -124,7 +124,7 @@ export function requireOperationAuth(gate: OperationGate): RequestHandler {
     // still refused, as the gate would have refused reading it.
     else if (parsed !== undefined && Number(req.get("content-length")) > gate.maxBodyBytes)
       body = BODY_TOO_LARGE;
-    else if (parsed === undefined) body = await readNodeBody(req, gate.maxBodyBytes);
+    else if (parsed === undefined) body = await readNodeBody(req, gate.readLimit(head));
     else if (typeof parsed === "string") body = parsed;
     else if (Buffer.isBuffer(parsed)) body = parsed.toString("utf8");
     // A form is not JSON-RPC: judged as a value, it is an invalid request (after the token check,

@@ -105,8 +105,9 @@ export function operationAuth(gate: OperationGate): MiddlewareHandler<{ Variable
   return async (c, next) => {
     const started = performance.now();
     const raw = c.req.raw;
-    const body = raw.method === "POST" ? await readBoundedText(raw, gate.maxBodyBytes) : undefined;
-    const verdict = await gate.judge(headOfRequest(raw), body, started);
+    const head = headOfRequest(raw);
+    const body = raw.method === "POST" ? await readBoundedText(raw, gate.readLimit(head)) : undefined;
+    const verdict = await gate.judge(head, body, started);
     if (!verdict.ok) return challengePartsResponse(verdict.answer);
     if (typeof body === "string") {
       c.req.raw = new Request(raw, { body, duplex: "half" } as RequestInit & { duplex: "half" });

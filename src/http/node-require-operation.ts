@@ -153,7 +153,7 @@ export function nodeRequireOperation(
     }
     let body: ReadBody;
     try {
-      body = await readNodeBody(req, gate.maxBodyBytes);
+      body = await readNodeBody(req, gate.readLimit(head));
     } catch {
       // The client went away mid-body: nobody to answer.
       if (!res.destroyed) res.destroy();

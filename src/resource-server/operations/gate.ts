@@ -38,6 +38,12 @@ import { type CompiledPolicy, compileOperationPolicy, type OperationPolicy } fro
 
 /** Largest JSON-RPC body read by default: 4 MiB (the official SDKs' message limit). */
 export const DEFAULT_MAX_MCP_BODY = 4 * 1024 * 1024;
+/**
+ * Largest body read from a request without credentials (no `Authorization` header): its answer is
+ * a 401 whatever it says, and reading it only lets the 401 name the operation's scopes, so a
+ * stranger cannot make the server hold more than this (`initialize` and the like fit).
+ */
+const ANONYMOUS_BODY_LIMIT = 16 * 1024;
 
 export interface OperationGateOptions extends OperationAuditSinks {
   /** The policy: a plain object, or one read from a file by `parseOperationPolicy`. */
@@ -76,6 +82,11 @@ export const BODY_TOO_LARGE: unique symbol = Symbol("body too large");
 export interface OperationGate {
   readonly policy: CompiledPolicy;
   readonly maxBodyBytes: number;
+  /**
+   * How much of this request's body an adapter reads: `maxBodyBytes`, or 16 KiB for a request
+   * without credentials (its answer is a 401 anyway; beyond, the 401 names `scopes_supported`).
+   */
+  readLimit(head: BearerRequestHead): number;
   /**
    * Judges a request whose body (a POST's) the adapter has read, at most `maxBodyBytes` bytes
    * ({@link BODY_TOO_LARGE} beyond). `started` (`performance.now()`) dates the audit's latency.
@@ -330,15 +341,19 @@ export function createOperationGate(
     );
   };
 
+  const readLimit = (head: BearerRequestHead): number =>
+    head.header("authorization") === null ? Math.min(ANONYMOUS_BODY_LIMIT, maxBodyBytes) : maxBodyBytes;
+
   return {
     policy,
     maxBodyBytes,
+    readLimit,
     judge,
     filterResponse,
     async handle(request, next) {
       const started = performance.now();
       const head = headOfRequest(request);
-      const body = request.method === "POST" ? await readBoundedText(request, maxBodyBytes) : undefined;
+      const body = request.method === "POST" ? await readBoundedText(request, readLimit(head)) : undefined;
       const verdict = await judge(head, body, started);
       if (!verdict.ok) return challengePartsResponse(verdict.answer);
       // The body was consumed here: the request handed on carries the same bytes for servers that

@@ -296,6 +296,20 @@ describe("hostile bodies", () => {
     expect(response.status).toBe(413);
   });
 
+  it("without credentials only 16 KiB are read: a larger body gets the 401 without being parsed", async () => {
+    const small = await post(mcp.url, big(1000));
+    expect(small.status).toBe(401);
+    // A small body is read: the 401 names the call's scopes.
+    expect(challengedScopes(small).sort()).toEqual([
+      "mcp:conformance:tools:call",
+      "mcp:conformance:tools:test_simple_text",
+    ]);
+    const large = await post(mcp.url, big(30 * 1024));
+    expect(large.status).toBe(401);
+    // Not read past 16 KiB: the 401 falls back to scopes_supported, not the (unread) call's scopes.
+    expect(challengedScopes(large)).toContain("mcp:conformance:prompts:get");
+  });
+
   it("just under the cap is read and passed on", async () => {
     const response = await post(mcp.url, big(60 * 1024), full, { "mcp-protocol-version": "2025-11-25" });
     expect(response.status).toBe(200);
