@@ -17,14 +17,14 @@ import type { ClientRecord, TokenEndpointAuthMethod } from "../../storage/contra
 import type { ServerContext } from "../config/context.js";
 import { CLIENT_ASSERTION_ALGORITHMS } from "../endpoints/metadata.js";
 import { endpointUrl } from "../endpoints/paths.js";
+import { CLOCK_TOLERANCE_SECONDS, lifetimeProblem, useJtiOnce } from "../policy/assertions.js";
 import { DocumentKeysError, documentClientKeys } from "./document-keys.js";
 
 /** RFC 7523 §2.2: the `client_assertion_type` of a JWT client assertion. */
 export const JWT_BEARER_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
-/** Longest lifetime accepted for a client assertion (`exp` - now), in seconds. */
+/** Longest lifetime accepted for a client assertion (`exp` - `iat`, and `exp` - now), in seconds. */
 export const MAX_ASSERTION_LIFETIME_SECONDS = 300;
-const CLOCK_TOLERANCE_SECONDS = 30;
 const MAX_CLIENT_ID_LENGTH = 2048;
 
 /**
@@ -184,9 +184,10 @@ function assertionAlgorithms(client: ClientRecord): string[] {
 
 /**
  * RFC 7523 §3 checks of a client assertion: signature with the client's keys, `iss` = `sub` =
- * client_id, `aud` naming this server, `exp` present and near, `jti` used once.
+ * client_id, `aud` naming this server; then the rules of every assertion (policy/assertions.ts):
+ * the lifetime, and the `jti` used once.
  */
-async function verifyAssertion(
+async function verifyClientAssertion(
   ctx: ServerContext,
   client: ClientRecord,
   assertion: string,
@@ -214,20 +215,16 @@ async function verifyAssertion(
       detail: error instanceof Error ? error.message : String(error),
     });
   }
-  const nowSeconds = Math.floor(ctx.now() / 1000);
   const exp = payload.exp!;
-  if (exp - nowSeconds > MAX_ASSERTION_LIFETIME_SECONDS + CLOCK_TOLERANCE_SECONDS) {
-    throw new ClientAuthenticationError({ description: "client assertion lifetime is too long" });
-  }
-  if (typeof payload.jti !== "string" || payload.jti.length === 0 || payload.jti.length > 256) {
+  const problem = lifetimeProblem({ exp, iat: payload.iat }, ctx.now(), MAX_ASSERTION_LIFETIME_SECONDS);
+  if (problem) throw new ClientAuthenticationError({ description: `client assertion ${problem}` });
+  // RFC 7523 §3 item 7: used `jti`s are kept to refuse replays, as for every assertion.
+  const verdict = await useJtiOnce(ctx, "client-assertion", { iss: client.clientId, exp, jti: payload.jti });
+  if (verdict === "invalid")
     throw new ClientAuthenticationError({ description: "client assertion jti is invalid" });
+  if (verdict === "replayed") {
+    throw new ClientAuthenticationError({ description: "client assertion was already used" });
   }
-  // RFC 7523 §3 item 7: the server may keep used `jti`s to refuse replays. One counter per assertion,
-  // in a window that ends after the assertion expires, shared by every instance through the store.
-  const windowMs = (MAX_ASSERTION_LIFETIME_SECONDS + 2 * CLOCK_TOLERANCE_SECONDS) * 1000;
-  const key = `jti:${sha256Base64url(`${client.clientId} ${payload.jti}`)}`;
-  const uses = await ctx.store.hitRateLimit(key, (exp + CLOCK_TOLERANCE_SECONDS) * 1000 - windowMs, windowMs);
-  if (uses > 1) throw new ClientAuthenticationError({ description: "client assertion was already used" });
 }
 
 /**
@@ -281,7 +278,7 @@ export async function authenticateClient(
     case "private_key_jwt": {
       const issuer = ctx.options.issuer;
       const audiences = [...new Set([issuer, endpointUrl(issuer, "token"), endpoint])];
-      await verifyAssertion(ctx, client, p.assertion!, audiences);
+      await verifyClientAssertion(ctx, client, p.assertion!, audiences);
       break;
     }
     case "none":

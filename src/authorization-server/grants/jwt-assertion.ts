@@ -1,8 +1,8 @@
 /**
  * Verifying a JWT assertion from a configured trusted issuer (RFC 7523 §3), for both uses of the
  * JWT bearer grant (./id-jag.ts, ./workload-identity.ts): the issuer's keys (fetched through the
- * guarded fetch), the algorithm allow-list, audience, type, lifetime, single use of `jti` through
- * the store, and the `scope` claim (the ceilings are policy/scopes.ts's).
+ * guarded fetch), the algorithm allow-list, audience and type; lifetime and single use of `jti` as
+ * policy/assertions.ts decides for every assertion; and the `scope` claim (the ceilings are policy/scopes.ts's).
  */
 import {
   createLocalJWKSet,
@@ -15,25 +15,26 @@ import {
   type JWTVerifyGetKey,
   jwtVerify,
 } from "jose";
-import { sha256Base64url } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
 import { GuardedFetchError, guardedFetch } from "../../shared/guarded-fetch.js";
 import { parseScope } from "../../shared/scopes.js";
 import type { ServerContext } from "../config/context.js";
 import type { TrustedIssuerOptions } from "../config/options.js";
+import {
+  acceptableIdentifier,
+  CLOCK_TOLERANCE_SECONDS,
+  lifetimeProblem,
+  useJtiOnce,
+} from "../policy/assertions.js";
 
 export const JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
 /** The JOSE `typ` of an identity assertion JWT authorization grant (draft-ietf-oauth-identity-assertion-authz-grant). */
 export const ID_JAG_TYP = "oauth-id-jag+jwt";
 
-/** Clock skew tolerated on `exp`, `iat` and `nbf` of an assertion. */
-const CLOCK_TOLERANCE_SECONDS = 30;
 /** Bounds on what a trusted issuer's JWKS endpoint may send and take. */
 const JWKS_MAX_BYTES = 64 * 1024;
 const JWKS_TIMEOUT_MS = 5000;
-/** A `jti` or `sub` longer than this is refused rather than stored or hashed. */
-const MAX_IDENTIFIER_LENGTH = 255;
 
 /** A trusted issuer with its algorithm allow-list resolved. */
 type TrustedIssuer = TrustedIssuerOptions & { algorithms: string[] };
@@ -148,35 +149,25 @@ export async function verifyAssertion<I extends TrustedIssuer>(
     );
   }
   const { sub, exp, iat } = payload;
-  if (typeof sub !== "string" || sub === "" || sub.length > MAX_IDENTIFIER_LENGTH) {
-    throw invalidAssertion("assertion sub is invalid");
-  }
-  const nowSeconds = Math.floor(ctx.now() / 1000);
-  // jose checks `iat` is a number; a future `iat` would stretch the lifetime bound below.
-  if (iat! > nowSeconds + CLOCK_TOLERANCE_SECONDS) throw invalidAssertion("assertion iat is in the future");
-  if (exp! - iat! > rules.maxLifetimeSeconds) throw invalidAssertion("assertion lifetime is too long");
+  if (!acceptableIdentifier(sub)) throw invalidAssertion("assertion sub is invalid");
+  // jose checks `iat` is a number; the lifetime rules are policy/assertions.ts's, for every assertion.
+  const problem = lifetimeProblem({ exp: exp!, iat: iat! }, ctx.now(), rules.maxLifetimeSeconds);
+  if (problem) throw invalidAssertion(`assertion ${problem}`);
   return { payload: payload as JWTPayload & { iss: string; sub: string; exp: number; iat: number }, issuer };
 }
 
 /**
- * Records the assertion's `jti` as used until it expires (RFC 7523 §3 item 7), in the store so that
- * every instance sees it (DESIGN.md "One-time values across instances"); a second use is refused.
+ * The assertion's `jti` used once (RFC 7523 §3 item 7; policy/assertions.ts decides, for every
+ * assertion); a missing or oversized one, or a second use, is `invalid_grant`.
  */
 export async function useAssertionOnce(
   ctx: ServerContext,
   kind: "id-jag" | "workload",
   payload: { iss: string; exp: number; jti?: unknown },
 ): Promise<void> {
-  const { jti } = payload;
-  if (typeof jti !== "string" || jti === "" || jti.length > MAX_IDENTIFIER_LENGTH) {
-    throw invalidAssertion("assertion jti is missing or invalid");
-  }
-  // The key is a hash: `iss` and `jti` come from the remote party, the store's key is bounded.
-  const key = `jwt-bearer:${kind}:${sha256Base64url(`${payload.iss}\n${jti}`)}`;
-  const expiresAt = (payload.exp + CLOCK_TOLERANCE_SECONDS) * 1000;
-  if (!(await ctx.store.useOnce(key, expiresAt, ctx.now()))) {
-    throw invalidAssertion("assertion was already used");
-  }
+  const verdict = await useJtiOnce(ctx, kind, payload);
+  if (verdict === "invalid") throw invalidAssertion("assertion jti is missing or invalid");
+  if (verdict === "replayed") throw invalidAssertion("assertion was already used");
 }
 
 /** A `scope` claim of an assertion, parsed; undefined when absent; malformed is `invalid_grant`. */
