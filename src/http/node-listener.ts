@@ -80,17 +80,35 @@ export function setClientAddress(request: Request, address: string): void {
 }
 
 interface AbortState {
+  /** The response: its state says whether the client left (see {@link clientLeft}). */
+  res: ServerResponse;
   controller: AbortController | undefined;
-  aborted: boolean;
+}
+
+/**
+ * Whether the client went away before the response was finished: node marks the response destroyed
+ * when the connection closes, finished only once it was all handed to the socket.
+ */
+function clientLeft(res: ServerResponse): boolean {
+  return res.destroyed && !res.writableFinished;
 }
 
 const ABORT_STATE = Symbol("gatehouse.abort");
 
-/** The request's abort signal, made on first use; aborted at once if the client already left. */
+/**
+ * The request's abort signal, made on first use: aborted at once if the client already left, else
+ * when it does. Nothing is registered for a request whose handler never asks (most do not).
+ */
 function abortSignal(state: AbortState): AbortSignal {
   if (!state.controller) {
-    state.controller = new AbortController();
-    if (state.aborted) state.controller.abort();
+    const controller = new AbortController();
+    state.controller = controller;
+    const res = state.res;
+    if (clientLeft(res)) controller.abort();
+    else
+      res.once("close", () => {
+        if (!res.writableFinished) controller.abort();
+      });
   }
   return state.controller.signal;
 }
@@ -164,8 +182,13 @@ function lazyRequest(
   body: (() => ReadableStream<Uint8Array>) | undefined,
 ): Request | undefined {
   const normalized = requestMethod(method);
-  if (normalized === undefined || !URL.canParse(target)) return undefined;
-  const url = new URL(target);
+  if (normalized === undefined) return undefined;
+  let url: URL;
+  try {
+    url = new URL(target);
+  } catch {
+    return undefined;
+  }
   if (url.username !== "" || url.password !== "") return undefined;
   const request = new ListenerRequest(req, {
     url: url.href,
@@ -402,9 +425,10 @@ function writeHead(
 
 /**
  * Writes a web `Response` to a node `ServerResponse`: status, every header (each `Set-Cookie`
- * separately), and the body streamed with backpressure; a client disconnect cancels the body.
+ * separately), and the body streamed with backpressure; a client disconnect cancels the body. A
+ * body kept whole as text goes out synchronously (undefined: no promise to make for it).
  */
-async function sendWebResponse(res: ServerResponse, response: Response, isHead = false): Promise<void> {
+function sendWebResponse(res: ServerResponse, response: Response, isHead = false): Promise<void> | undefined {
   // One walk over the fields: iterating a Headers yields each Set-Cookie on its own (Fetch "sort
   // and combine"), every other name once.
   const fields: string[] = [];
@@ -423,6 +447,17 @@ async function sendWebResponse(res: ServerResponse, response: Response, isHead =
     else res.end(complete);
     return;
   }
+  return streamWebResponse(res, response, fields, framed, isHead);
+}
+
+/** The rest of {@link sendWebResponse}: a body read from its stream. */
+async function streamWebResponse(
+  res: ServerResponse,
+  response: Response,
+  fields: string[],
+  framed: boolean,
+  isHead: boolean,
+): Promise<void> {
   const body = response.body;
   if (!body || isHead) {
     if (body) await body.cancel().catch(() => {});
@@ -520,12 +555,7 @@ export function toNodeListener(
       req.resume();
       return;
     }
-    const abort: AbortState = { controller: undefined, aborted: false };
-    res.once("close", () => {
-      if (res.writableFinished) return;
-      abort.aborted = true;
-      abort.controller?.abort();
-    });
+    const abort: AbortState = { res, controller: undefined };
     const state = { tooLarge: false };
     const target = origin + (req.url ?? "/");
     let request: Request | undefined;
@@ -576,7 +606,7 @@ export function toNodeListener(
             plainResponse(res, 413, "Payload Too Large\n");
             return;
           }
-          if (!abort.aborted) onError(error);
+          if (!clientLeft(res)) onError(error);
           plainResponse(res, 500, "Internal Server Error\n");
         },
       )
@@ -584,7 +614,7 @@ export function toNodeListener(
         // Writing failed: the handler's value was no Response (a 500, nothing sent yet), or the
         // client went away or the body stream errored mid-way (the connection is dropped, since
         // the status is already on the wire; plainResponse does that once headers are sent).
-        if (!abort.aborted) onError(error);
+        if (!clientLeft(res)) onError(error);
         plainResponse(res, 500, "Internal Server Error\n");
       });
   };
