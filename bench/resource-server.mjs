@@ -46,13 +46,19 @@
  *   hono-wrapped   the same Hono route, its handler wrapped by gatehouse/hono withBearerAuth (no
  *                  middleware chain), one token
  *   web-unprot     toNodeListener + web-standard handler, no gate (extra: the web adapter)
- *   web-warm       toNodeListener + requireBearer, one token (extra: the web adapter)
+ *   web-warm       toNodeListener + requireBearer, one token, the handler answering with
+ *                  `new Response(body, { headers })` (what a web-standard handler writes)
+ *   web-warm-json  the same, the handler answering with Gatehouse's own completeResponse (what the
+ *                  authorization server's JSON and pages are: a body kept as text, its stream never
+ *                  made), so the figure is the listener's and the gate's cost, not undici's Response
  *   jose-loop      bare jose.jwtVerify over distinct tokens, no HTTP, ten concurrent chains, on the
  *                  servers' core
  *
  * Targets (issue 11): node-warm / raw >= 0.95; node-warm / peer >= 10; node-distinct / jose-loop
  * >= 0.9; express-warm / express-unprot >= 0.9; hono-warm / hono-unprot >= 0.9 (and the same for
- * hono-wrapped, the faster form).
+ * hono-wrapped, the faster form). Issue 25: web-warm / raw >= 0.8 (the web-standard listener, what
+ * `gatehouse serve` runs on, with the warm gate), printed beside web-warm-json / raw and
+ * hono-unprotected / raw (@hono/node-server's lazy Request and Response, the reference).
  * The jose row compares HTTP requests with bare verifications: every request also pays for
  * node:http itself. The "ceiling" line gives the best ratio a gate costing 0 µs could reach: vs
  * peer from the raw route's CPU; for node-distinct / jose-loop, verify-only / jose-loop as measured
@@ -188,6 +194,12 @@ async function child() {
   } else if (caseName === "web-warm") {
     const protectedRoute = newGate(host).requireBearer({ scopes: ["notes:read"] });
     const handler = async () => new Response(BODY, { headers: BODY_HEADERS });
+    listener = toNodeListener((request) => protectedRoute(request, handler));
+  } else if (caseName === "web-warm-json") {
+    // The body text is built once, as the raw route's is: the handler's own work stays out of it.
+    const { completeResponse } = await fromDist("shared/http.js");
+    const protectedRoute = newGate(host).requireBearer({ scopes: ["notes:read"] });
+    const handler = async () => completeResponse(BODY, { headers: { "content-type": "application/json" } });
     listener = toNodeListener((request) => protectedRoute(request, handler));
   } else if (caseName.startsWith("express-")) {
     const express = (await import("express")).default;
@@ -452,6 +464,8 @@ function runWrk(url, { seconds, connections, headers, distinct, pin, script }) {
 
 /** The child's CPU time and RSS now. */
 const sample = (proc) => ask(proc, "cpu", (m) => m && typeof m.cpuMicros === "number");
+/** A figure with `digits` decimals; "n/a" for one not measured (too few --tokens: it arrives as null). */
+const fixed = (x, digits) => (typeof x === "number" && Number.isFinite(x) ? x.toFixed(digits) : "n/a");
 const loadAverage = () => loadavg().map((x) => Math.round(x * 100) / 100);
 
 const USAGE = `Usage: node bench/resource-server.mjs [--json] [--seconds 15] [--rounds 5] [--connections 10] [--warmup 2]
@@ -463,7 +477,7 @@ when installed, else autocannon) on core 1; medians of per-round ratios by req/s
 Run after npm run build. BENCH_DIST=<build> (or --dist) measures another build.
 Cases (--cases; raw and the jose loop always run): node-warm, node-distinct, node-distinct-2nd,
 verify-only, peer, express-unprotected, express-warm, express-noop, hono-unprotected, hono-warm,
-hono-noop, hono-wrapped, web-unprotected, web-warm (the header comment of
+hono-noop, hono-wrapped, web-unprotected, web-warm, web-warm-json (the header comment of
 bench/resource-server.mjs describes each).
 `;
 async function parent() {
@@ -575,6 +589,7 @@ async function parent() {
     "hono-wrapped": { headers: bearer },
     "web-unprotected": { headers: bearer },
     "web-warm": { headers: bearer },
+    "web-warm-json": { headers: bearer },
   };
   // --cases a,b: only those (raw always, as the floor), for a quick look at one row.
   const only = argValue("--cases")?.split(",");
@@ -709,6 +724,11 @@ async function parent() {
     ["honoWrappedVsUnprotected", "hono-wrapped / hono-unprotected", "hono-wrapped", "hono-unprotected", 0.9],
     ["webWarmVsWebUnprotected", "web-warm / web-unprotected", "web-warm", "web-unprotected"],
     ["webUnprotectedVsRawNodeHttp", "web-unprotected / raw node:http", "web-unprotected", "raw"],
+    // Issue 25: the web-standard listener (what gatehouse serve runs on) with the warm gate.
+    ["webWarmVsRawNodeHttp", "web-warm / raw node:http", "web-warm", "raw", 0.8],
+    ["webWarmJsonVsRawNodeHttp", "web-warm-json / raw node:http", "web-warm-json", "raw", 0.8],
+    // The reference: @hono/node-server's lazy Request and Response, no gate.
+    ["honoUnprotectedVsRawNodeHttp", "hono-unprotected / raw node:http", "hono-unprotected", "raw"],
   ];
   const ratios = {};
   const cpuRatios = {};
@@ -772,7 +792,7 @@ async function parent() {
     }, estimate ${ceilings.distinctVsJoseLoopRawEstimate} by CPU (jose's CPU + raw's CPU at raw's rate)`,
   );
   log(
-    `in-process CPU (no HTTP): gate warm ${inProcess.gateWarm.toFixed(2)} µs (${inProcess.gateWarmWithoutHostCheck.toFixed(2)} µs without the Host check); gate distinct ${inProcess.gateDistinct.toFixed(1)} µs; bare jose.jwtVerify ${inProcess.joseVerify.toFixed(1)} µs; jose / gate distinct = ${inProcessRatios.gateDistinctVsJoseVerify}`,
+    `in-process CPU (no HTTP): gate warm ${fixed(inProcess.gateWarm, 2)} µs (${fixed(inProcess.gateWarmWithoutHostCheck, 2)} µs without the Host check); gate distinct ${fixed(inProcess.gateDistinct, 1)} µs; bare jose.jwtVerify ${fixed(inProcess.joseVerify, 1)} µs; jose / gate distinct = ${inProcessRatios.gateDistinctVsJoseVerify}`,
   );
   if (distinctWrapped)
     log(
