@@ -9,7 +9,7 @@
  * upsert of the client record so grants and consents can refer to it. Failures are never cached.
  */
 
-import { GatehouseTypeError, OAuthError } from "../../shared/errors.js";
+import { OAuthError } from "../../shared/errors.js";
 import { type GuardedFetch, GuardedFetchError, guardedFetch } from "../../shared/guarded-fetch.js";
 import type { Logger } from "../../shared/log.js";
 import { traceOutboundFetch } from "../../shared/telemetry.js";
@@ -41,51 +41,25 @@ export interface ResolvedDocumentSettings {
   allowLoopback: false | { ca?: string[] };
 }
 
-function invalidOption(message: string): GatehouseTypeError {
-  return new GatehouseTypeError("ERR_INVALID_OPTION", `clientMetadataDocuments: ${message}`);
-}
-
-const HOST_RULE = /^(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/;
-
-/** Applies defaults and checks the settings; throws `GatehouseTypeError` at start-up when wrong. */
+/**
+ * The settings as the resolver uses them. They were validated, with every default and bound, once
+ * by config/resolve-options.ts (OPTION_LIMITS, the trust policy); nothing is checked again here.
+ */
 export function resolveDocumentSettings(
   options: ResolvedOptions["clientMetadataDocuments"],
 ): ResolvedDocumentSettings {
-  const positiveInt = (value: number | undefined, fallback: number, name: string, min = 1): number => {
-    const v = value ?? fallback;
-    if (!Number.isInteger(v) || v < min) throw invalidOption(`${name} must be an integer >= ${min}`);
-    return v;
-  };
-  const settings: ResolvedDocumentSettings = {
+  return {
     enabled: options.enabled,
-    trust: options.trust ?? { kind: "any-https" },
-    maxBytes: positiveInt(options.maxBytes, 5120, "maxBytes"),
-    timeoutMs: positiveInt(options.timeoutMs, 5000, "timeoutMs"),
-    minCacheSeconds: positiveInt(options.minCacheSeconds, 60, "minCacheSeconds", 0),
-    maxCacheSeconds: positiveInt(options.maxCacheSeconds, 86_400, "maxCacheSeconds", 0),
+    // resolveOptions always sets these (its defaults); the option type leaves them optional.
+    trust: options.trust!,
+    maxBytes: options.maxBytes!,
+    timeoutMs: options.timeoutMs!,
+    minCacheSeconds: options.minCacheSeconds!,
+    maxCacheSeconds: options.maxCacheSeconds!,
     allowLoopback: options.dangerouslyAllowLoopbackForTesting
       ? { ca: options.dangerouslyAllowLoopbackForTesting.ca ?? [] }
       : false,
   };
-  if (settings.minCacheSeconds > settings.maxCacheSeconds) {
-    throw invalidOption("minCacheSeconds must not exceed maxCacheSeconds");
-  }
-  if (settings.maxBytes > 1_048_576) throw invalidOption("maxBytes must be at most 1 MiB");
-  const trust = settings.trust;
-  if (trust.kind === "allow-list") {
-    if (!Array.isArray(trust.hosts)) throw invalidOption("trust.hosts must be an array");
-    for (const host of trust.hosts) {
-      if (typeof host !== "string" || !HOST_RULE.test(host.toLowerCase())) {
-        throw invalidOption(`trust.hosts entries must be host names or "*.domain" suffix rules`);
-      }
-    }
-    settings.trust = { kind: "allow-list", hosts: trust.hosts.map((h) => h.toLowerCase()) };
-  } else if (trust.kind === "callback") {
-    if (typeof trust.decide !== "function") throw invalidOption("trust.decide must be a function");
-  } else if (trust.kind !== "any-https") {
-    throw invalidOption("trust.kind must be any-https, allow-list or callback");
-  }
-  return settings;
 }
 
 /** True when `hostname` matches an allow-list rule: exact, or `*.example.com` for any subdomain. */

@@ -13,6 +13,7 @@ import { resolveUpstreamSignIn } from "../upstream/resolve.js";
 import type { ResolvedDPoPOptions, ResolvedOptions } from "./context.js";
 import type {
   AuthorizationServerOptions,
+  ClientDocumentTrustPolicy,
   EnterpriseAuthorizationOptions,
   IdentityProviderOptions,
   InitialAccessTokenOptions,
@@ -202,6 +203,35 @@ function resolveDPoP(options: Omit<AuthorizationServerOptions, "store" | "resour
   };
 }
 
+/** A host rule of the metadata-document allow-list: a host name, or `*.domain` for its subdomains. */
+const HOST_RULE = /^(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/;
+
+/**
+ * `clientMetadataDocuments.trust`, checked here once (clients/resolver.ts only applies it): the
+ * kind, an allow-list's host rules (lowercased: host names are case-insensitive), a callback's
+ * function.
+ */
+function documentTrust(value: ClientDocumentTrustPolicy | undefined): ClientDocumentTrustPolicy {
+  const trust = value ?? { kind: "any-https" as const };
+  if (trust.kind === "allow-list") {
+    if (!Array.isArray(trust.hosts)) fail("clientMetadataDocuments.trust.hosts must be an array");
+    for (const host of trust.hosts) {
+      if (typeof host !== "string" || !HOST_RULE.test(host.toLowerCase())) {
+        fail('clientMetadataDocuments.trust.hosts entries must be host names or "*.domain" suffix rules');
+      }
+    }
+    return { kind: "allow-list", hosts: trust.hosts.map((h) => h.toLowerCase()) };
+  }
+  if (trust.kind === "callback") {
+    if (typeof trust.decide !== "function") fail("clientMetadataDocuments.trust.decide must be a function");
+    return trust;
+  }
+  if (trust.kind !== "any-https") {
+    fail('clientMetadataDocuments.trust.kind must be "any-https", "allow-list" or "callback"');
+  }
+  return trust;
+}
+
 /**
  * Applies defaults and validates every option (DESIGN.md principle 5: a bad configuration fails at
  * start-up). Throws `GatehouseTypeError` with code `ERR_INVALID_OPTION`.
@@ -250,10 +280,7 @@ export function resolveOptions(
   const tokenLimit = options.tokenRateLimit ?? {};
   const device = options.deviceAuthorization ?? {};
   const cimd = options.clientMetadataDocuments ?? {};
-  const trust = cimd.trust ?? { kind: "any-https" as const };
-  if (!["any-https", "allow-list", "callback"].includes(trust.kind)) {
-    fail('clientMetadataDocuments.trust.kind must be "any-https", "allow-list" or "callback"');
-  }
+  const trust = documentTrust(cimd.trust);
   const minCacheSeconds = limited(cimd.minCacheSeconds, "clientMetadataDocuments.minCacheSeconds", 60);
   const maxCacheSeconds = limited(cimd.maxCacheSeconds, "clientMetadataDocuments.maxCacheSeconds", DAY);
   if (minCacheSeconds > maxCacheSeconds) {

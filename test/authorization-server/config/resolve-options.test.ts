@@ -150,3 +150,37 @@ describe("options are validated at start-up (ERR_INVALID_OPTION)", () => {
     expect((await store.getClient("cfg"))?.source).toBe("preregistered");
   });
 });
+
+describe("the Client ID Metadata Document settings are validated once, by resolveOptions (issue 23 defect 6)", () => {
+  const resolve = (clientMetadataDocuments: AuthorizationServerOptions["clientMetadataDocuments"]) => () =>
+    resolveOptions({ issuer: "https://as.example.test", clientMetadataDocuments });
+
+  it("refuses what the server would refuse at start-up, so the CLI's check refuses it too", () => {
+    expect(resolve({ trust: { kind: "allow-list", hosts: ["https://x.example.com/"] } })).toThrow(
+      /clientMetadataDocuments\.trust\.hosts/,
+    );
+    expect(resolve({ trust: { kind: "allow-list", hosts: "x.example.com" as unknown as string[] } })).toThrow(
+      /clientMetadataDocuments\.trust\.hosts/,
+    );
+    expect(resolve({ trust: { kind: "callback", decide: "yes" as unknown as () => boolean } })).toThrow(
+      /clientMetadataDocuments\.trust\.decide/,
+    );
+    expect(resolve({ maxBytes: 0 })).toThrow(/clientMetadataDocuments\.maxBytes/);
+    expect(resolve({ minCacheSeconds: 100, maxCacheSeconds: 10 })).toThrow(/minCacheSeconds/);
+  });
+
+  it("resolves the settings the resolver uses: host rules lowercased, defaults applied", () => {
+    const resolved = resolveOptions({
+      issuer: "https://as.example.test",
+      clientMetadataDocuments: { trust: { kind: "allow-list", hosts: ["Clients.Example.com"] } },
+    }).clientMetadataDocuments;
+    expect(resolved).toMatchObject({
+      enabled: true,
+      trust: { kind: "allow-list", hosts: ["clients.example.com"] },
+      maxBytes: 5120,
+      timeoutMs: 5000,
+      minCacheSeconds: 60,
+      maxCacheSeconds: 86_400,
+    });
+  });
+});
