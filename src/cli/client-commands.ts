@@ -74,10 +74,15 @@ export function noBrowserReason(
  * command that must not wait for a browser nobody can use (`fetch` without a login, headless).
  */
 function refusingSession(url: string, reason: string): AuthorizationSessionFactory {
-  return async () => {
+  return async (request) => {
+    // A step-up: a new login would only report the stored token; the same command with
+    // --device asks for the missing scope (issue 26).
+    const missing = request?.missingScopes;
     throw new AuthorizationFlowError(
       "no_interactive_authorization",
-      `${url} needs a login and no browser can be opened here (${reason}); run 'gatehouse login ${url}' where a browser can open, or 'gatehouse login --device ${url}' to approve on another device, or add --device to this command`,
+      missing !== undefined
+        ? `${url} needs scope ${missing.join(" ") || "(more than the stored login holds)"}, which the stored login lacks, and no browser can be opened here (${reason}); run this command again with --device to approve it on another device, or run it where a browser can open`
+        : `${url} needs a login and no browser can be opened here (${reason}); run 'gatehouse login ${url}' where a browser can open, or 'gatehouse login --device ${url}' to approve on another device, or add --device to this command`,
       { kind: "action", step: "authorization" },
     );
   };
@@ -90,8 +95,8 @@ function withNotice(
   print: (line: string) => void,
 ): AuthorizationSessionFactory {
   if (notice === undefined) return session;
-  return async () => {
-    const opened = await session();
+  return async (request) => {
+    const opened = await session(request);
     return {
       ...opened,
       open(url, expectedIssuer) {

@@ -30,6 +30,7 @@ export async function authorizationCode(
   resource: string,
   scope: string | undefined,
   dpopWanted: boolean,
+  missingScopes?: string[],
 ): Promise<StoredTokens> {
   if (!state.session) {
     throw new AuthorizationFlowError(
@@ -40,7 +41,7 @@ export async function authorizationCode(
   }
   const options = state.options;
   const { metadata } = server;
-  const session = await state.session();
+  const session = await state.session({ resource, scope, ...(missingScopes && { missingScopes }) });
   try {
     // Step 4: registration, bound to this issuer.
     const known = await state.store.get("client", metadata.issuer);

@@ -114,7 +114,12 @@ async function runAuthorization(
       dpopWanted,
     );
   } else {
-    tokens = await authorizationCode(state, server, resourceValue, scope, dpopWanted);
+    // A step-up names what the resource asked for beyond the stored scopes (for a session that
+    // cannot open a browser to say so).
+    const missingScopes = options.previousScopes
+      ? splitScope(challenge.scope).filter((s) => !options.previousScopes!.includes(s))
+      : undefined;
+    tokens = await authorizationCode(state, server, resourceValue, scope, dpopWanted, missingScopes);
   }
   const key = tokensKey(tokens.issuer, tokens.client_id, tokens.resource);
   const previous = await state.store.get("tokens", key);

@@ -18,7 +18,19 @@ export interface AuthorizationSession {
   close?(): Promise<void>;
 }
 
-export type AuthorizationSessionFactory = () => Promise<AuthorizationSession>;
+/** What the flow is about to ask for, given to the factory (one that cannot open a browser names it). */
+export interface AuthorizationSessionRequest {
+  /** The resource (its PRM `resource` value). */
+  resource: string;
+  /** The scope about to be requested. */
+  scope: string | undefined;
+  /** Scopes the resource asked for that the stored tokens lack: set for a step-up, else absent. */
+  missingScopes?: string[];
+}
+
+export type AuthorizationSessionFactory = (
+  request?: AuthorizationSessionRequest,
+) => Promise<AuthorizationSession>;
 
 /** A session around a fixed redirect URI and a function that follows the authorization URL. */
 export function fixedSession(
