@@ -6,6 +6,7 @@ import { authenticateClient } from "../clients/authentication.js";
 import type { Endpoint, ServerContext } from "../config/context.js";
 import { verifyTokenRequestProof, withDPoPNonce } from "../grants/dpop-binding.js";
 import { grantHandler } from "../grants/grant-types.js";
+import { mayUseGrantType } from "../policy/grants.js";
 import { clientRateLimitKey, enforceTokenRateLimit, tokenClientRateLimitKey } from "../rate-limit.js";
 import { endpointUrl } from "./paths.js";
 import { readForm } from "./request-body.js";
@@ -76,10 +77,9 @@ export const handleToken: Endpoint = async (request, ctx, info) => {
       { clientId: client.clientId, address },
     );
   }
-  // RFC 6749 §5.2 unauthorized_client: the client is not registered for this grant type
-  // (RFC 7591 §2: undeclared grant_types default to ["authorization_code"]).
-  const registered = client.grantTypes.length > 0 ? client.grantTypes : ["authorization_code"];
-  if (!registered.includes(grantType)) {
+  // RFC 6749 §5.2 unauthorized_client: the client may not use this grant type (policy/grants.ts,
+  // with the one default for a client that declared none).
+  if (!mayUseGrantType(client, grantType)) {
     throw new OAuthError("unauthorized_client", {
       description: "client is not allowed to use this grant_type",
     });

@@ -9,6 +9,7 @@ import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord, GrantRecord, RefreshTokenRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
 import { OFFLINE_ACCESS } from "../config/resolve-options.js";
+import { declaredGrantTypes, mayUseGrantType } from "../policy/grants.js";
 
 /**
  * Whether redeeming a code for these scopes issues a refresh token.
@@ -20,13 +21,15 @@ import { OFFLINE_ACCESS } from "../config/resolve-options.js";
  *   short-lived access token expires. What `offline_access` adds is lifetime: see
  *   {@link grantLifetimes}.
  * - A client that declared no grant types (a pre-registered client configured without them) gets
- *   one only when `offline_access` was granted (OpenID Connect Core §11).
+ *   one only when `offline_access` was granted (OpenID Connect Core §11), and may then use it
+ *   (policy/grants.ts: the undeclared default includes `refresh_token`).
  * - A client that declared grant types without `refresh_token` never gets one.
  */
 export function refreshAllowed(ctx: ServerContext, client: ClientRecord, scopes: readonly string[]): boolean {
-  if (!ctx.options.refresh.enabled) return false;
-  if (client.grantTypes.includes("refresh_token")) return true;
-  return client.grantTypes.length === 0 && scopes.includes(OFFLINE_ACCESS);
+  // Never a token the token endpoint would refuse: the same answer (policy/grants.ts) for both.
+  if (!ctx.options.refresh.enabled || !mayUseGrantType(client, "refresh_token")) return false;
+  if (declaredGrantTypes(client)) return true;
+  return scopes.includes(OFFLINE_ACCESS);
 }
 
 /**

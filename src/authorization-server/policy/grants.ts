@@ -1,6 +1,7 @@
 /**
- * Which grant types a client may use, decided here only: the grants that need a client that
- * authenticates ({@link requireConfidentialClient}).
+ * Which grant types a client may use, decided here only: the grant types a client may use at all
+ * ({@link mayUseGrantType}, with the one default for a client that declared none), and the grants
+ * that need a client that authenticates ({@link requireConfidentialClient}).
  */
 
 import { OAuthError } from "../../shared/errors.js";
@@ -26,4 +27,28 @@ export function requireConfidentialClient(client: ClientRecord, grant: Confident
     description: "this grant is for clients that authenticate (a secret or a private key)",
     detail: `${grant} asked by a public client`,
   });
+}
+
+/**
+ * The grant types of a client that declared none. RFC 7591 §2: an omitted `grant_types` means
+ * `authorization_code`; Gatehouse adds `refresh_token`, because such a client (a pre-registered one
+ * configured without grant types) is issued a refresh token when the user grants `offline_access`
+ * (OpenID Connect Core §11; grants/refresh-policy.ts), and a refresh token that is issued must be
+ * redeemable. Nothing else: no grant without a user, no device grant.
+ */
+const UNDECLARED_GRANT_TYPES: readonly string[] = ["authorization_code", "refresh_token"];
+
+/**
+ * Whether `client` may use `grantType` at the token endpoint (RFC 6749 §5.2 `unauthorized_client`
+ * otherwise) and, for `refresh_token`, whether it may be issued one at all: the grant types it
+ * declared, or {@link UNDECLARED_GRANT_TYPES} when it declared none.
+ */
+export function mayUseGrantType(client: ClientRecord, grantType: string): boolean {
+  const declared = declaredGrantTypes(client) ? client.grantTypes : UNDECLARED_GRANT_TYPES;
+  return declared.includes(grantType);
+}
+
+/** Whether the client declared its grant types (RFC 7591 §2), rather than taking the default. */
+export function declaredGrantTypes(client: ClientRecord): boolean {
+  return client.grantTypes.length > 0;
 }

@@ -11,6 +11,7 @@ import {
   approve,
   type FlowServer,
   publicClient,
+  RESOURCE,
   redeem,
   refresh,
   signIn,
@@ -96,12 +97,24 @@ describe("who gets a refresh token", () => {
     expect(body.refresh_token).toBeUndefined();
   });
 
-  it("a pre-registered client without declared grant types gets one only with offline_access", async () => {
+  it("a pre-registered client without declared grant types gets one only with offline_access, and can use it", async () => {
     server = await startFlowServer({ clients: [publicClient({ grantTypes: [] })] });
     const without = await logIn(new Agent(server.http.url), "cli", "notes:read");
     expect(without.refresh_token).toBeUndefined();
     const withOffline = await logIn(new Agent(server.http.url), "cli", "notes:read offline_access");
     expect(withOffline.refresh_token).toBeTruthy();
+    // Issued, so usable: the token endpoint asks policy/grants.ts the same question (issue 23 defect 1).
+    const refreshed = await refresh(server.issuer, "cli", withOffline.refresh_token!);
+    expect(refreshed.status, JSON.stringify(refreshed.body)).toBe(200);
+    expect(refreshed.body.refresh_token).toBeTruthy();
+    // A client without declared grant types still gets no other grant (RFC 7591 §2's default).
+    const machine = await fetch(`${server.issuer}/token`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ grant_type: "client_credentials", client_id: "cli", resource: RESOURCE }),
+    });
+    expect(machine.status).toBe(400);
+    expect(((await machine.json()) as { error: string }).error).toBe("unauthorized_client");
   });
 });
 
