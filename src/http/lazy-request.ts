@@ -18,6 +18,14 @@
  * future undici keeping its state in private fields, Bun, Deno) gets eagerly built requests instead.
  */
 import type { IncomingMessage } from "node:http";
+import { Readable } from "node:stream";
+
+/**
+ * Whether a web stream has been read from or cancelled (node's `stream.isDisturbed` takes web streams
+ * too; its types name node streams only).
+ */
+const isDisturbed = (stream: ReadableStream): boolean =>
+  Readable.isDisturbed(stream as unknown as NodeJS.ReadableStream);
 
 /** What the listener hands over to build the view: all already validated by the listener. */
 export interface LazyRequestInit {
@@ -127,6 +135,8 @@ export class LazyRequest {
   readonly #req: IncomingMessage;
   readonly #init: LazyRequestInit;
   #headers: LazyRequestHeaders | undefined;
+  /** The body stream, once made (by `body` or by building the request). */
+  #stream: ReadableStream<Uint8Array> | undefined;
   #real: Request | undefined;
 
   constructor(req: IncomingMessage, init: LazyRequestInit) {
@@ -141,7 +151,11 @@ export class LazyRequest {
 
   /**
    * The real `Request`, built once from the fields as received (nothing can have changed them: every
-   * mutation builds this first), the body stream (made now) and the listener's signal.
+   * mutation builds this first), the body and the listener's signal. The body is the stream `body`
+   * handed out if any (the same object, so `request.body` stays one stream); one already being read
+   * cannot be a new request's body, so then the real request gets a stream marked as read: its
+   * text(), clone(), `new Request(request)` and `fetch(request)` refuse it, as they would refuse
+   * this request's.
    */
   [MATERIALIZE](): Request {
     if (this.#real !== undefined) return this.#real;
@@ -150,12 +164,25 @@ export class LazyRequest {
       headers: headerPairs(this.#req.rawHeaders),
       signal: this.#init.signal(),
     };
+    let inUse = false;
     if (this.#init.body !== undefined) {
-      init.body = this.#init.body();
+      const stream = this.#stream;
+      if (stream === undefined) {
+        this.#stream = this.#init.body();
+        init.body = this.#stream;
+      } else if (!stream.locked && !isDisturbed(stream)) {
+        init.body = stream;
+      } else {
+        inUse = true;
+        init.body = new ReadableStream({ start: (controller) => controller.close() });
+      }
       init.duplex = "half";
     }
-    this.#real = new Request(this.#init.url, init);
-    return this.#real;
+    const real = new Request(this.#init.url, init);
+    // Locked and disturbed: unusable as a body, as the stream the handler holds is.
+    if (inUse) void real.body?.getReader().read();
+    this.#real = real;
+    return real;
   }
 
   get method(): string {
@@ -175,13 +202,19 @@ export class LazyRequest {
     return this.#init.signal();
   }
 
-  /** A request without a body has none to build; one with a body gets it from the real request. */
+  /**
+   * The body stream, made on first use without building the request (a form reader needs no more);
+   * null for a request without a body.
+   */
   get body(): ReadableStream<Uint8Array> | null {
-    return this.#init.body === undefined ? null : this[MATERIALIZE]().body;
+    if (this.#init.body === undefined) return null;
+    this.#stream ??= this.#init.body();
+    return this.#stream;
   }
 
+  /** Fetch "body used": the body stream has been read from or cancelled. */
   get bodyUsed(): boolean {
-    return this.#real?.bodyUsed ?? false;
+    return this.#stream !== undefined && isDisturbed(this.#stream);
   }
 }
 

@@ -88,6 +88,58 @@ describe("the listener's request", () => {
     expect(seen.value).toEqual({ same: true, text: "payload", again: "TypeError", used: true });
   });
 
+  it("the body stream in use, then the request built (a field set): the built request refuses the body too", async () => {
+    const seen = await serve(async (request) => {
+      const reader = request.body!.getReader();
+      const first = new TextDecoder().decode((await reader.read()).value);
+      request.headers.set("x-after", "1");
+      const refused = async (attempt: () => unknown) => {
+        try {
+          await attempt();
+          return "accepted";
+        } catch (error) {
+          return (error as Error).name;
+        }
+      };
+      return {
+        first,
+        field: request.headers.get("x-after"),
+        locked: request.body?.locked,
+        used: request.bodyUsed,
+        text: await refused(() => request.text()),
+        clone: await refused(() => request.clone()),
+        copy: await refused(() => new Request(request)),
+        fetch: await refused(() => fetch(request)),
+      };
+    });
+    await fetch(running!.url, { method: "POST", body: "abc" });
+    expect(seen.value).toEqual({
+      first: "abc",
+      field: "1",
+      locked: true,
+      used: true,
+      text: "TypeError",
+      clone: "TypeError",
+      copy: "TypeError",
+      fetch: "TypeError",
+    });
+  });
+
+  it("the body stream looked at but not read, then the request built: the same stream is its body", async () => {
+    const seen = await serve(async (request) => {
+      const stream = request.body;
+      request.headers.set("x-after", "1");
+      return {
+        same: request.body === stream,
+        used: request.bodyUsed,
+        text: await request.text(),
+        after: request.bodyUsed,
+      };
+    });
+    await fetch(running!.url, { method: "POST", body: "whole" });
+    expect(seen.value).toEqual({ same: true, used: false, text: "whole", after: true });
+  });
+
   it("fields read after the body give what they gave before it", async () => {
     const seen = await serve(async (request) => {
       const before = request.headers.get("x-note");
