@@ -14,6 +14,8 @@
  * server CPU per request (process.cpuUsage of the children: the MCP server's for "direct"; the MCP
  * server's plus the gateway's through the gateway). Ratios: gateway / direct by req/s, and by CPU
  * (direct CPU per request / gateway-path CPU per request). The load average is printed with them.
+ * A request whose answer is not a 200 with the echoed text counts as a failure (BENCH_DEBUG=1 prints
+ * the first); a run with failures measures something else. BENCH_CHILD_EXEC_ARGV goes to the children.
  */
 import { fork } from "node:child_process";
 import { once } from "node:events";
@@ -140,7 +142,11 @@ async function load(url, token, seconds, connections) {
       const started = performance.now();
       const response = await fetch(url, { method: "POST", headers, body });
       const text = await response.text();
-      if (response.status !== 200 || !text.includes('"hello"')) failures++;
+      if (response.status !== 200 || !text.includes('"hello"')) {
+        failures++;
+        if (failures === 1 && process.env.BENCH_DEBUG)
+          process.stderr.write(`failure: ${response.status} ${text.slice(0, 300)}\n`);
+      }
       latencies.push(performance.now() - started);
     }
   };

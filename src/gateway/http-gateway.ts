@@ -17,6 +17,9 @@
  * Stateless, so gateways sharing the key can stand side by side.
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import { Readable } from "node:stream";
 import { headOfRequest } from "../resource-server/bearer-token.js";
 import { challengePartsResponse } from "../resource-server/challenge.js";
 import {
@@ -25,6 +28,7 @@ import {
   readBoundedText,
 } from "../resource-server/operations/gate.js";
 import type { ResourceServer } from "../resource-server/resource-server.js";
+import { completeResponse } from "../shared/http.js";
 import type { Logger } from "../shared/log.js";
 import type { StdioUpstream } from "./stdio-upstream.js";
 
@@ -75,8 +79,7 @@ const DROPPED_RESPONSE_HEADERS = new Set([
   "upgrade",
   "te",
   "trailer",
-  // fetch decodes the body: its encoding and length are no longer the upstream's.
-  "content-encoding",
+  // The listener frames the answer itself (a JSON answer is re-sent as text, a stream chunked).
   "content-length",
   "set-cookie",
 ]);
@@ -101,6 +104,30 @@ function identityValue(value: string | undefined): string | undefined {
   return value !== undefined && /^[\x20-\x7e]*$/.test(value) ? value : undefined;
 }
 
+/** Statuses whose answers have no body (RFC 9110 §15.3.5, §15.4.5). */
+const NULL_BODY = new Set([204, 205, 304]);
+/** Largest JSON answer the relay reads whole: 64 MiB. */
+const MAX_JSON_ANSWER = 64 * 1024 * 1024;
+
+function readAll(message: IncomingMessage, limit: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    message.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        message.destroy();
+        reject(new RangeError("answer too large"));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    message.once("end", () => resolve(Buffer.concat(chunks, size).toString("utf8")));
+    message.once("error", reject);
+    message.once("aborted", () => reject(new Error("answer cut")));
+  });
+}
+
 export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
   if ((options.upstream === undefined) === (options.stdio === undefined)) {
     throw new TypeError("give exactly one of upstream and stdio");
@@ -110,6 +137,29 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
     throw new TypeError("upstream must be an http or https URL");
   }
   const stdio = options.stdio;
+  // node:http with a keep-alive pool: fetch (undici) costs more per request than the rest of the
+  // relay, and the answer is relayed as it arrives either way.
+  const agent =
+    upstream.protocol === "https:"
+      ? new HttpsAgent({ keepAlive: true, maxSockets: 256 })
+      : new HttpAgent({ keepAlive: true, maxSockets: 256 });
+  const send = upstream.protocol === "https:" ? httpsRequest : httpRequest;
+  const exchange = (
+    method: string,
+    headers: Headers,
+    body: string | undefined,
+    signal: AbortSignal,
+  ): Promise<IncomingMessage> =>
+    new Promise((resolve, reject) => {
+      const fields: Record<string, string> = {};
+      headers.forEach((value, name) => {
+        fields[name] = value;
+      });
+      if (body !== undefined) fields["content-length"] = String(Buffer.byteLength(body));
+      const outgoing = send(upstream, { method, headers: fields, agent, signal }, resolve);
+      outgoing.once("error", reject);
+      outgoing.end(body);
+    });
   const identity = options.identityHeaders ?? {};
   for (const name of Object.values(identity)) {
     if (name !== undefined && !HEADER_NAME.test(name))
@@ -197,23 +247,21 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
       settled = true;
       inFlight--;
     };
-    let answer: Response;
+    let answer: IncomingMessage;
     try {
-      answer = await fetch(upstream, {
-        method: request.method,
+      answer = await exchange(
+        request.method,
         headers,
-        body:
-          context.body === undefined || request.method !== "POST" ? undefined : JSON.stringify(context.body),
-        redirect: "manual",
-        signal: abort.signal,
-      });
+        context.body === undefined || request.method !== "POST" ? undefined : JSON.stringify(context.body),
+        abort.signal,
+      );
     } catch (error) {
       done();
       options.logger?.warn("gateway.upstream_failed", {
         reason: abort.signal.aborted
           ? "timeout_or_client_gone"
           : error instanceof Error
-            ? error.name
+            ? ((error as NodeJS.ErrnoException).code ?? error.name)
             : "error",
       });
       return jsonRpcError(502, "The MCP server behind the gateway did not answer", singleId(context));
@@ -221,16 +269,39 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
       clearTimeout(timer);
     }
     const out = new Headers();
-    answer.headers.forEach((value, name) => {
-      if (!DROPPED_RESPONSE_HEADERS.has(name)) out.set(name, value);
-    });
-    const session = answer.headers.get("mcp-session-id");
-    if (session !== null) out.set("mcp-session-id", `${session}.${mac(caller(context), session)}`);
+    const raw = answer.rawHeaders;
+    for (let i = 0; i + 1 < raw.length; i += 2) {
+      const name = raw[i]!.toLowerCase();
+      if (!DROPPED_RESPONSE_HEADERS.has(name)) out.append(name, raw[i + 1]!);
+    }
+    const session = answer.headers["mcp-session-id"];
+    if (typeof session === "string") out.set("mcp-session-id", `${session}.${mac(caller(context), session)}`);
     out.set("access-control-expose-headers", "Mcp-Session-Id, WWW-Authenticate");
-    // The body streams through as the upstream sends it (an SSE stream stays open); the count
-    // covers the wait for the upstream's answer.
+    const status = answer.statusCode ?? 502;
+    const type = answer.headers["content-type"] ?? "";
+    if (NULL_BODY.has(status) || request.method === "HEAD") {
+      answer.resume();
+      done();
+      return new Response(null, { status, headers: out });
+    }
+    if (/^application\/json/i.test(type) && answer.headers["content-encoding"] === undefined) {
+      // A JSON answer is read whole (bounded) and handed to the listener as text, one write.
+      try {
+        const text = await readAll(answer, MAX_JSON_ANSWER);
+        return completeResponse(text, { status, headers: out });
+      } catch {
+        return jsonRpcError(
+          502,
+          "The MCP server behind the gateway sent an answer too large or cut",
+          singleId(context),
+        );
+      } finally {
+        done();
+      }
+    }
+    // Anything else (an SSE stream above all) streams through as the upstream sends it.
     done();
-    return new Response(answer.body, { status: answer.status, headers: out });
+    return new Response(Readable.toWeb(answer) as ReadableStream<Uint8Array>, { status, headers: out });
   };
 
   return {
