@@ -24,6 +24,7 @@ import { readFormPairs } from "../pages/form.js";
 import { seeOther } from "../pages/security-headers.js";
 import { currentSession } from "../pages/session.js";
 import { maySkipConsent } from "../policy/consent.js";
+import { mayUseGrantType } from "../policy/grants.js";
 import { servedResource } from "../policy/resources.js";
 import { grantableScopes } from "../policy/scopes.js";
 import { ENDPOINT_PATHS } from "./paths.js";
@@ -221,7 +222,7 @@ function checkResponseType(client: ClientRecord, responseType: string | undefine
       description: "the application may not use response_type=code",
     });
   }
-  if (client.grantTypes.length > 0 && !client.grantTypes.includes("authorization_code")) {
+  if (!mayUseGrantType(client, "authorization_code")) {
     throw new OAuthError("unauthorized_client", {
       description: "the application may not use the authorization_code grant",
     });
