@@ -134,11 +134,21 @@ describe("audit events over a full flow and its failures", () => {
     const admin = (await signInForAdmin(t, t.admin)).browser;
     secrets.push(...admin.cookies.values(), ...alice.cookies.values());
     const page = await (await admin.request(`${t.url}/admin`)).text();
-    const consentForm = page
+    // The table's button opens a review (a GET form); the review carries the POST form that acts.
+    const button = page
       .split("<form")
       .find((f) => f.includes('value="revoke-consent"') && f.includes(`value="${t.user.id}"`));
+    expect(button).toBeDefined();
+    const buttonFields = hiddenFields(`<form${button!.split("</form>")[0]}`);
+    const review = await (await admin.request(`${t.url}/admin?${new URLSearchParams(buttonFields)}`)).text();
+    const consentForm = review
+      .split("<form")
+      .find((f) => f.includes('name="action"') && f.includes('value="revoke-consent"'));
     expect(consentForm).toBeDefined();
-    const done = await admin.postForm(`${t.url}/admin`, hiddenFields(`<form${consentForm}`));
+    const done = await admin.postForm(
+      `${t.url}/admin`,
+      hiddenFields(`<form${consentForm!.split("</form>")[0]}`),
+    );
     expect(done.status).toBe(303);
     adminHtml = await (await admin.request(`${t.url}/admin`)).text();
     clientEventsHtml = await (

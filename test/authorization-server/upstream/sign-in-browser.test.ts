@@ -179,10 +179,12 @@ describe("the MCP client's flow through an upstream sign-in", () => {
     );
     expect(claims.sub).toBe(identity!.userId);
     expect(claims.aud).toBe("https://notes.example/mcp");
-    // Refresh rotation is Gatehouse's as for any sign-in: the new token works, the old one is spent.
+    // Refresh rotation is Gatehouse's as for any sign-in: the new token works, and once it has
+    // been used the old one is spent (inside the race window only an unused successor keeps it).
     const refreshed = await client.refresh(String(tokens.body.refresh_token));
     expect(refreshed.status).toBe(200);
     expect(refreshed.body.refresh_token).not.toBe(tokens.body.refresh_token);
+    expect((await client.refresh(String(refreshed.body.refresh_token))).status).toBe(200);
     expect((await client.refresh(String(tokens.body.refresh_token))).status).toBe(400);
     // Nothing went upstream with a resource parameter.
     expect(corp.requests.some((r) => r.params.has("resource"))).toBe(false);
