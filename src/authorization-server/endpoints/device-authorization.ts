@@ -10,6 +10,7 @@ import { authenticateClient } from "../clients/authentication.js";
 import type { Endpoint } from "../config/context.js";
 import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
 import { newSortableId } from "../ids.js";
+import { mayUseGrantType } from "../policy/grants.js";
 import { clientRateLimitKey, enforceTokenRateLimit } from "../rate-limit.js";
 import { newUserCode, normalizeUserCode, userCodeHash } from "../user-code.js";
 import { resolveResource, resolveScopes } from "./authorize.js";
@@ -56,7 +57,7 @@ export const handleDeviceAuthorization: Endpoint = async (request, ctx, info) =>
   const issuer = ctx.options.issuer;
   const { client } = await authenticateClient(request, form, ctx, endpointUrl(issuer, "deviceAuthorization"));
   // RFC 8628 §3.2 / RFC 6749 §5.2 unauthorized_client: the client did not register this grant.
-  if (!client.grantTypes.includes(DEVICE_CODE_GRANT_TYPE)) {
+  if (!mayUseGrantType(client, DEVICE_CODE_GRANT_TYPE)) {
     throw new OAuthError("unauthorized_client", {
       description: "client is not allowed to use the device authorization grant",
     });

@@ -8,6 +8,7 @@ import { ENDPOINT_PATHS } from "../endpoints/paths.js";
 import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
 import { refreshAllowed } from "../grants/refresh-policy.js";
 import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
+import { mayUseGrantType } from "../policy/grants.js";
 import { clientRateLimitKey, hitSlidingWindows } from "../rate-limit.js";
 import { displayUserCode, normalizeUserCode, USER_CODE_LENGTH, userCodeHash } from "../user-code.js";
 import { csrfFailurePage } from "./bound-interaction.js";
@@ -170,7 +171,7 @@ async function submitDevice(request: Request, ctx: ServerContext, info: FetchInf
     return renderEntry(ctx, session, { status: 400, value: displayUserCode(code), error: UNKNOWN_CODE });
   }
   const client = await ctx.clients.resolve(record.clientId);
-  if (!client?.grantTypes.includes(DEVICE_CODE_GRANT_TYPE)) {
+  if (!client || !mayUseGrantType(client, DEVICE_CODE_GRANT_TYPE)) {
     return errorPage({
       status: 400,
       title: "This request cannot be completed",
