@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { run as fetchCommand } from "../../src/cli/commands/fetch.js";
 import { run as login } from "../../src/cli/commands/login.js";
+import { EncryptedFileTokenStore } from "../../src/client/stores/encrypted-file.js";
 import { browserSession } from "../../src/client/user-agent/browser.js";
 import { startLoopbackListener } from "../../src/client/user-agent/loopback-listener.js";
 import { type OidcProviderFixture, startOidcProvider } from "../support/oidc-provider.js";
@@ -252,4 +253,46 @@ describe("the client's option (gatehouse/client)", () => {
       });
     }
   });
+});
+
+describe("a pre-registered client (login --client-id --issuer), then fetch", () => {
+  it("fetch refreshes with the client the login used: no new registration, no browser", async () => {
+    const port = await freePort();
+    const clientId = await registerExactPort(port);
+    freshConfig();
+    const loggedIn = await capture(() =>
+      login([
+        "--callback-port",
+        String(port),
+        "--client-id",
+        clientId,
+        "--issuer",
+        op.issuer,
+        op.resourceUrl,
+      ]),
+    );
+    expect(loggedIn.code, loggedIn.stderr).toBe(0);
+    expect(loggedIn.stdout).toContain("refreshable");
+    // The access token is past its expiry (the refresh token stays): the next call must refresh.
+    const store = new EncryptedFileTokenStore({
+      directory: process.env.GATEHOUSE_CONFIG_DIR!,
+      keyLocation: "file",
+    });
+    const stored = await store.list("tokens");
+    expect(stored).toHaveLength(1);
+    const [key, tokens] = stored[0]!;
+    expect(tokens.client_id).toBe(clientId);
+    await store.set("tokens", key, { ...tokens, expires_at: Date.now() - 60_000 });
+
+    const browserBefore = readFileSync(browserLog, "utf8");
+    // --no-browser: were a login needed, the command would fail at once instead of waiting.
+    const called = await capture(() => fetchCommand(["--no-browser", op.resourceUrl]));
+    expect(called.code, called.stderr).toBe(0);
+    expect(called.stderr).toContain(`Refreshed the access token for ${op.resourceUrl}`);
+    expect(called.stderr).not.toContain("Client identity at");
+    expect(readFileSync(browserLog, "utf8")).toBe(browserBefore);
+    const after = await store.list("tokens");
+    expect(after.map(([, t]) => t.client_id)).toEqual([clientId]);
+    expect(after[0]![1].refresh_token).not.toBe(tokens.refresh_token);
+  }, 60_000);
 });

@@ -173,16 +173,34 @@ export async function registerDynamically(options: ResolveClientOptions): Promis
  */
 export async function resolveClient(options: ResolveClientOptions): Promise<StoredClient> {
   const { issuer, metadata } = options;
-  // 1. Pre-registered information for this server (exact issuer).
-  const pre = options.preregistered?.[issuer];
-  if (pre) return preregisteredClient(issuer, pre);
-  const cimdSupported = metadata.client_id_metadata_document_supported === true;
+  // 1. Pre-registered information for this server (exact issuer). It is saved like any other
+  // registration: the tokens it obtains name its client id, and a later refresh or logout (a
+  // `gatehouse fetch` after `gatehouse login --client-id --issuer`, which names no client) finds
+  // the client there, instead of registering anew and asking the user to log in again.
   const stored = await options.store.get("client", clientKey(issuer));
+  const pre = options.preregistered?.[issuer];
+  if (pre) {
+    const client = preregisteredClient(issuer, pre);
+    if (
+      stored?.issuer !== issuer ||
+      stored.source !== "preregistered" ||
+      stored.client_id !== client.client_id ||
+      stored.client_secret !== client.client_secret ||
+      stored.token_endpoint_auth_method !== client.token_endpoint_auth_method
+    ) {
+      await options.store.set("client", clientKey(issuer), client);
+    }
+    return client;
+  }
+  const cimdSupported = metadata.client_id_metadata_document_supported === true;
   if (stored && stored.issuer === issuer) {
+    // A saved pre-registered client stays this issuer's client: its redirect URIs are the
+    // operator's registration, not something a new registration could improve on.
     const stillValid =
-      stored.source === "metadata-document"
+      stored.source === "preregistered" ||
+      (stored.source === "metadata-document"
         ? cimdSupported && stored.client_id === options.clientMetadataUrl
-        : (stored.redirect_uris ?? []).some((r) => sameRedirect(r, options.redirectUri));
+        : (stored.redirect_uris ?? []).some((r) => sameRedirect(r, options.redirectUri)));
     if (stillValid) return stored;
   }
   // 2. Client ID Metadata Document, when the server says it supports them.
