@@ -14,6 +14,7 @@ import {
   protectedResourceMetadataUrls,
 } from "../client/protocol/discovery.js";
 import type { FetchLike } from "../client/protocol/http.js";
+import { readTextUpTo, TOO_LARGE } from "../shared/bounded-body.js";
 import { AuthorizationServerMetadataSchema, ProtectedResourceMetadataSchema } from "../shared/metadata.js";
 import { parseWWWAuthenticate } from "../shared/www-authenticate.js";
 import type {
@@ -91,21 +92,8 @@ function describeTransportError(cause: unknown): string {
 
 /** Reads at most `limit` bytes of a body; `undefined` when it is larger. */
 export async function readCapped(response: Response, limit: number): Promise<string | undefined> {
-  if (!response.body) return "";
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel().catch(() => undefined);
-      return undefined;
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString("utf8");
+  const text = await readTextUpTo(response.body, limit);
+  return text === TOO_LARGE ? undefined : text;
 }
 
 export async function discard(response: Response): Promise<void> {

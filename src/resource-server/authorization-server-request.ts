@@ -4,6 +4,7 @@
  * body, a byte cap on the answer, and the OAuth error response (RFC 6749 §5.2) mapped to an
  * {@link OAuthError}. No token or secret is ever put in an error.
  */
+import { declaresMoreThan, readTextUpTo, TOO_LARGE } from "../shared/bounded-body.js";
 import { GatehouseError, GatehouseTypeError, OAuthError, type OAuthErrorCode } from "../shared/errors.js";
 import { isLoopbackHost } from "../shared/resource-uri.js";
 
@@ -78,26 +79,14 @@ export function checkedClientAuth(
 
 /** The body as text, refusing more than `maxBytes` (counted as they arrive, not as declared). */
 export async function boundedText(response: Response, maxBytes: number, what: string): Promise<string> {
-  const declared = Number(response.headers.get("content-length"));
-  if (Number.isFinite(declared) && declared > maxBytes) {
+  const tooLarge = () => new GatehouseError("too_large", `${what} is larger than ${maxBytes} bytes`);
+  if (declaresMoreThan(response.headers, maxBytes)) {
     await response.body?.cancel().catch(() => {});
-    throw new GatehouseError("too_large", `${what} is larger than ${maxBytes} bytes`);
+    throw tooLarge();
   }
-  if (!response.body) return "";
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel().catch(() => {});
-      throw new GatehouseError("too_large", `${what} is larger than ${maxBytes} bytes`);
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString("utf8");
+  const text = await readTextUpTo(response.body, maxBytes);
+  if (text === TOO_LARGE) throw tooLarge();
+  return text;
 }
 
 /**

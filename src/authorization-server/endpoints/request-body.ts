@@ -2,6 +2,7 @@
  * Bounded reads of request bodies: form bodies (OAuth 2.1 §3.2) and JSON objects (RFC 7591 §3.1),
  * with their media types checked.
  */
+import { declaresMoreThan, readUpTo, TOO_LARGE } from "../../shared/bounded-body.js";
 import { OAuthError } from "../../shared/errors.js";
 import { mediaType } from "../../shared/media-type.js";
 
@@ -18,39 +19,20 @@ export async function readCappedText(
   maxBytes: number,
   label = "request body",
 ): Promise<string> {
-  const declared = request.headers.get("content-length");
-  if (declared !== null && /^\d+$/.test(declared) && Number(declared) > maxBytes) {
-    throw new OAuthError("invalid_request", { description: `${label} is too large`, status: 413 });
-  }
-  if (request.body === null) return "";
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
+  const tooLarge = () =>
+    new OAuthError("invalid_request", { description: `${label} is too large`, status: 413 });
+  if (declaresMoreThan(request.headers, maxBytes)) throw tooLarge();
+  let bytes: Uint8Array | typeof TOO_LARGE;
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.byteLength;
-      if (size > maxBytes) {
-        await reader.cancel().catch(() => {});
-        throw new OAuthError("invalid_request", { description: `${label} is too large`, status: 413 });
-      }
-      chunks.push(value);
-    }
+    bytes = await readUpTo(request.body, maxBytes);
   } catch (error) {
-    if (error instanceof OAuthError) throw error;
     // The adapter errors the stream when its own cap is passed or the client goes away.
     throw new OAuthError("invalid_request", {
       description: `${label} could not be read`,
       detail: error instanceof Error ? error.message : String(error),
     });
   }
-  const bytes = new Uint8Array(size);
-  let offset = 0;
-  for (const c of chunks) {
-    bytes.set(c, offset);
-    offset += c.byteLength;
-  }
+  if (bytes === TOO_LARGE) throw tooLarge();
   try {
     return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch {

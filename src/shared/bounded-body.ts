@@ -1,0 +1,58 @@
+/**
+ * Bounded reads of bodies another party sends (SECURITY.md: bounded reads of anything remote): the
+ * one read loop every role uses. Each caller turns {@link TOO_LARGE} into its own error (an OAuth
+ * 413, a JSON-RPC answer, a check finding); a failing stream's error reaches the caller as it was.
+ */
+
+/** What {@link readUpTo} answers for a body past its limit. */
+export const TOO_LARGE: unique symbol = Symbol("body too large");
+
+/**
+ * Whether `headers` declare a `Content-Length` above `limit`, so a huge body is refused before a
+ * byte of it is read. Only a plain decimal counts; anything else is left to the counted read.
+ */
+export function declaresMoreThan(headers: Headers, limit: number): boolean {
+  const declared = headers.get("content-length");
+  return declared !== null && /^\s*\d+\s*$/.test(declared) && Number(declared) > limit;
+}
+
+/**
+ * Reads `body` to its end, at most `limit` bytes counted as they arrive (a declared length can
+ * lie); past that the stream is cancelled and {@link TOO_LARGE} answered. An absent body is empty.
+ */
+export async function readUpTo(
+  body: ReadableStream<Uint8Array> | null,
+  limit: number,
+): Promise<Uint8Array | typeof TOO_LARGE> {
+  if (body === null) return new Uint8Array(0);
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      return TOO_LARGE;
+    }
+    chunks.push(value);
+  }
+  if (chunks.length === 1) return chunks[0]!;
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return bytes;
+}
+
+/** {@link readUpTo} decoded as UTF-8 (malformed sequences replaced, as `Response.text()` does). */
+export async function readTextUpTo(
+  body: ReadableStream<Uint8Array> | null,
+  limit: number,
+): Promise<string | typeof TOO_LARGE> {
+  const bytes = await readUpTo(body, limit);
+  return bytes === TOO_LARGE ? TOO_LARGE : new TextDecoder().decode(bytes);
+}
