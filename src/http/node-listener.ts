@@ -1,8 +1,8 @@
 /**
- * node:http adapter, listener half: translates `IncomingMessage` → web `Request` and web
- * `Response` → `ServerResponse`, and starts servers. No protocol logic lives here (DESIGN.md
- * principle 1). Public through `node.ts` (the `gatehouse/node` entry point); the helpers marked
- * "shared with ..." are internal to the adapters.
+ * node:http adapter, listener half: translates `IncomingMessage` → web `Request` (lazily, see
+ * lazy-request.ts) and web `Response` → `ServerResponse`, and starts servers. No protocol logic
+ * lives here (DESIGN.md principle 1). Public through `node.ts` (the `gatehouse/node` entry point);
+ * the helpers marked "shared with ..." are internal to the adapters.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { type AddressInfo, isIP, isIPv4, isIPv6 } from "node:net";
@@ -522,7 +522,12 @@ async function streamWebResponse(
  * - The request URL is absolute: `https` when the socket is TLS, the authority from `Host`
  *   (from `X-Forwarded-*` only with `trustProxy`); a missing or malformed `Host` is answered 400
  *   (RFC 9112 §3.2 requires exactly one valid Host).
- * - The body is streamed, capped by `maxBodyBytes` (413).
+ * - The request is built as far as the handler looks (lazy-request.ts): method, URL, header reads
+ *   and the body stream come from the `IncomingMessage`; the full `Request` is built only when
+ *   another member is used, and `fetch(request)` / `new Request(request)` see the same request.
+ *   A target, method or URL the Request constructor would refuse is answered 400.
+ * - The body is streamed, capped by `maxBodyBytes` (413); a reader may stop early (the rest is
+ *   dropped).
  * - `request.signal` aborts when the client disconnects.
  * - Every response header is written, multiple `Set-Cookie` included; the body is streamed with
  *   backpressure; a client disconnect cancels the body and never crashes the process.
