@@ -235,6 +235,60 @@ describe("gatehouse fetch --callback-port", () => {
   }, 60_000);
 });
 
+describe("a saved registration for another port", () => {
+  it("with --callback-port, a dynamic registration saved for another port is not reused: the client registers again", async () => {
+    const [saved, pinned] = [await freePort(), await freePort()];
+    // A registration the store holds from an earlier login on another port, at a server that
+    // matches ports exactly (oidc-provider's web client).
+    const oldClientId = await registerExactPort(saved);
+    freshConfig();
+    const store = new EncryptedFileTokenStore({
+      directory: process.env.GATEHOUSE_CONFIG_DIR!,
+      keyLocation: "file",
+    });
+    await store.set("client", op.issuer, {
+      issuer: op.issuer,
+      client_id: oldClientId,
+      token_endpoint_auth_method: "none",
+      source: "dynamic",
+      redirect_uris: [`http://127.0.0.1:${saved}/callback`],
+      registered_at: Date.now(),
+    });
+    const before = readFileSync(browserLog, "utf8");
+    const result = await capture(() => login(["--callback-port", String(pinned), op.resourceUrl]));
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toContain(`Client identity at ${op.issuer}: dynamic`);
+    expect(readFileSync(browserLog, "utf8").slice(before.length)).toBe(
+      `http://127.0.0.1:${pinned}/callback\ndelivered 200\n`,
+    );
+    const client = await store.get("client", op.issuer);
+    expect(client?.client_id).not.toBe(oldClientId);
+    expect(client?.redirect_uris).toEqual([`http://127.0.0.1:${pinned}/callback`]);
+  }, 30_000);
+
+  it("with --callback-port, a registration saved for that very port is reused", async () => {
+    const port = await freePort();
+    const clientId = await registerExactPort(port);
+    freshConfig();
+    const store = new EncryptedFileTokenStore({
+      directory: process.env.GATEHOUSE_CONFIG_DIR!,
+      keyLocation: "file",
+    });
+    await store.set("client", op.issuer, {
+      issuer: op.issuer,
+      client_id: clientId,
+      token_endpoint_auth_method: "none",
+      source: "dynamic",
+      redirect_uris: [`http://127.0.0.1:${port}/callback`],
+      registered_at: Date.now(),
+    });
+    const result = await capture(() => login(["--callback-port", String(port), op.resourceUrl]));
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).not.toContain("Client identity at");
+    expect((await store.get("client", op.issuer))?.client_id).toBe(clientId);
+  }, 30_000);
+});
+
 describe("the client's option (gatehouse/client)", () => {
   it("browserSession({ callbackPort }) listens there; an out-of-range port is refused when configured", async () => {
     const port = await freePort();

@@ -51,6 +51,7 @@ export async function authorizationCode(
       store: state.store,
       fetch: state.fetch,
       redirectUri: session.redirectUri,
+      ...(session.exactRedirectUri && { exactRedirectUri: true }),
       ...(preregisteredClients(state, metadata.issuer) && {
         preregistered: preregisteredClients(state, metadata.issuer)!,
       }),

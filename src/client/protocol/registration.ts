@@ -41,6 +41,11 @@ export interface ResolveClientOptions {
   store: TokenStore;
   fetch: FetchLike;
   redirectUri: string;
+  /**
+   * The redirect URI's port was chosen by the user for a server that registers exact ports: a
+   * saved registration is reused only for this very URI (else the client registers again).
+   */
+  exactRedirectUri?: boolean;
   /** Pre-registered credentials, by exact issuer. */
   preregistered?: Readonly<Record<string, PreregisteredClient>>;
   /** The HTTPS URL of this client's Client ID Metadata Document. */
@@ -51,8 +56,11 @@ export interface ResolveClientOptions {
   registrationMetadata?: Record<string, unknown>;
 }
 
-function sameRedirect(registered: string, wanted: string): boolean {
+function sameRedirect(registered: string, wanted: string, exactPort: boolean): boolean {
   if (registered === wanted) return true;
+  // A port the user pinned (`--callback-port`) is pinned because the server matches it exactly:
+  // a registration for another port would be refused there at the authorization request.
+  if (exactPort) return false;
   // RFC 8252 §7.3: for loopback IP redirect URIs the port may vary; everything else must match.
   try {
     const a = new URL(registered);
@@ -200,7 +208,9 @@ export async function resolveClient(options: ResolveClientOptions): Promise<Stor
       stored.source === "preregistered" ||
       (stored.source === "metadata-document"
         ? cimdSupported && stored.client_id === options.clientMetadataUrl
-        : (stored.redirect_uris ?? []).some((r) => sameRedirect(r, options.redirectUri)));
+        : (stored.redirect_uris ?? []).some((r) =>
+            sameRedirect(r, options.redirectUri, options.exactRedirectUri === true),
+          ));
     if (stillValid) return stored;
   }
   // 2. Client ID Metadata Document, when the server says it supports them.

@@ -81,6 +81,7 @@ export function browserSession(
     });
     return {
       redirectUri: listener.redirectUri,
+      ...(options.callbackPort !== undefined && { exactRedirectUri: true }),
       async open(authorizationUrl: URL, expectedIssuer?: ExpectedResponseIssuer) {
         const url = assertOpenableAuthorizationUrl(authorizationUrl);
         const state = url.searchParams.get("state") ?? "";

@@ -8,6 +8,11 @@ export interface AuthorizationSession {
   /** The redirect URI registered and sent in the request (spec "Redirect URIs and state" 1-3). */
   redirectUri: string;
   /**
+   * The redirect URI's port was pinned (`callbackPort`) for a server that matches ports exactly:
+   * a saved registration is reused only for this very URI, not one that differs by its port.
+   */
+  exactRedirectUri?: boolean;
+  /**
    * Shows the user the (already validated) authorization URL; resolves with the callback URL.
    * `expectedIssuer` is the issuer recorded with the request, for a page that tells the user what
    * happened only once the response's `iss` checked out (RFC 9207 §2.4); the flow validates the
