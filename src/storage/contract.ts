@@ -57,6 +57,36 @@ export interface UserRecord {
   passwordHash: string;
   isAdmin: boolean;
   createdAt: number;
+  /**
+   * When an operator disabled the account ({@link AuthorizationStore.changeUser}): it cannot sign
+   * in, and no grant is issued for it; absent for an account in use.
+   */
+  disabledAt?: number;
+}
+
+/**
+ * An operator's change to an account ({@link AuthorizationStore.changeUser}). `remove` deletes the
+ * user with its consents and upstream identity links; grants keep the id (revoked by
+ * {@link AuthorizationStore.endUserAccess}).
+ */
+export type UserChange = "disable" | "enable" | "make-admin" | "remove-admin" | "remove";
+
+export type UserChangeResult =
+  /** `user` as it is now (for `remove`: as it was). */
+  | { status: "changed"; user: UserRecord }
+  | { status: "not_found" }
+  /**
+   * Refused: the user is the last enabled administrator, and `disable`, `remove` or `remove-admin`
+   * would leave the server with none (nobody could use the admin page). Nothing changed.
+   */
+  | { status: "last_admin" };
+
+/** What {@link AuthorizationStore.endUserAccess} ended. */
+export interface EndedUserAccess {
+  /** Grants revoked (with every token of them, and the grants exchanged from them). */
+  grants: number;
+  /** Browser sessions deleted. */
+  sessions: number;
 }
 
 /**
@@ -486,6 +516,22 @@ export interface AuthorizationStore {
   getUser(id: string): Promise<UserRecord | undefined>;
   listUsers(): Promise<UserRecord[]>;
   setUserPassword(id: string, passwordHash: string): Promise<void>;
+  /**
+   * Atomic: applies `change` to user `id` unless it would leave no enabled administrator where
+   * there was one (storage/rules.ts `judgeUserChange` decides; of two concurrent changes to two
+   * administrators at most one passes). `disable` keeps an earlier `disabledAt`. It changes the
+   * account only: ending what the user holds is {@link endUserAccess}, called after this one has
+   * settled, so that a grant committed meanwhile is either revoked there or sees the change when
+   * its issuer reads the user again (authorization-server/users.ts).
+   */
+  changeUser(id: string, change: UserChange, now: number): Promise<UserChangeResult>;
+  /**
+   * Revokes every grant of user `userId` (as {@link revokeGrant}: its tokens, its upstream token
+   * sets, the grants exchanged from it), deletes the user's browser sessions with the upstream
+   * token sets they hold, and marks the user's approved, not yet redeemed device authorizations
+   * denied. In one transaction.
+   */
+  endUserAccess(userId: string, now: number): Promise<EndedUserAccess>;
 
   // Browser sessions
   createSession(session: SessionRecord): Promise<void>;

@@ -20,6 +20,8 @@ import {
   type RedeemCodeResult,
   type RefreshTokenRecord,
   type RotateRefreshResult,
+  type UserChange,
+  type UserRecord,
 } from "./contract.js";
 
 /** A record expires at `expiresAt`: at that very millisecond it is already dead. */
@@ -287,6 +289,42 @@ export function decideDevice(
     sessionHash: decision.sessionHash,
     refreshAllowed: decision.refreshAllowed,
   });
+}
+
+/** Whether `user` counts as an administrator who can use the admin page: an enabled one. */
+export function isEnabledAdmin(user: UserRecord): boolean {
+  return user.isAdmin && user.disabledAt === undefined;
+}
+
+/**
+ * An operator's change to an account, judged for every backend: the user as it becomes (for
+ * `remove`, as it was: the caller deletes it), or `last_admin` when the user is an enabled
+ * administrator, no other one is enabled (`enabledAdmins` counts every enabled administrator,
+ * this user included) and the change would take that away: nobody could use the admin page or
+ * undo the change there (issue 26). Read `enabledAdmins` under the same lock that writes the result.
+ */
+export function judgeUserChange(
+  user: UserRecord,
+  change: UserChange,
+  enabledAdmins: number,
+  now: number,
+): UserRecord | "last_admin" {
+  const losesAdmin = change === "disable" || change === "remove" || change === "remove-admin";
+  if (losesAdmin && isEnabledAdmin(user) && enabledAdmins <= 1) return "last_admin";
+  switch (change) {
+    case "disable":
+      return { ...user, disabledAt: user.disabledAt ?? now };
+    case "enable": {
+      const { disabledAt: _gone, ...enabled } = user;
+      return enabled;
+    }
+    case "make-admin":
+      return { ...user, isAdmin: true };
+    case "remove-admin":
+      return { ...user, isAdmin: false };
+    default:
+      return user;
+  }
 }
 
 /** RFC 8628 §3.5: each `slow_down` raises the polling interval by 5 seconds. */

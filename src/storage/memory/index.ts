@@ -41,11 +41,13 @@ import {
   decideDevice,
   devicePollIssued,
   emptyPurgeResult,
+  isEnabledAdmin,
   isExpired,
   issuedTokenRecords,
   judgeAuthorizationCode,
   judgeDevicePoll,
   judgeRefreshToken,
+  judgeUserChange,
   markerBlocks,
   mergeScopes,
   rotationMarks,
@@ -283,6 +285,40 @@ export function createMemoryStore(): AuthorizationStore {
     async setUserPassword(id, passwordHash) {
       const user = users.get(id);
       if (user) user.passwordHash = passwordHash;
+    },
+
+    async changeUser(id, change, now) {
+      const user = users.get(id);
+      if (!user) return { status: "not_found" };
+      const admins = [...users.values()].filter(isEnabledAdmin).length;
+      const next = judgeUserChange(user, change, admins, now);
+      if (next === "last_admin") return { status: "last_admin" };
+      if (change === "remove") {
+        users.delete(id);
+        for (const [key, consent] of consents) if (consent.userId === id) consents.delete(key);
+        upstream.dropIdentitiesOfUser(id);
+      } else {
+        users.set(id, copy(next));
+      }
+      return { status: "changed", user: copy(next) };
+    },
+    async endUserAccess(userId, now) {
+      let revoked = 0;
+      for (const grant of grants.values()) {
+        if (grant.userId === userId && grant.revokedAt === undefined && revokeGrantNow(grant.grantId, now))
+          revoked++;
+      }
+      let ended = 0;
+      for (const [idHash, session] of sessions) {
+        if (session.userId !== userId) continue;
+        sessions.delete(idHash);
+        ended++;
+      }
+      upstream.dropTokenSetsOfUser(userId);
+      for (const device of devices.values()) {
+        if (device.userId === userId && device.status === "approved") device.status = "denied";
+      }
+      return { grants: revoked, sessions: ended };
     },
 
     async createSession(session) {

@@ -19,6 +19,10 @@ export interface MemoryUpstream {
   methods: UpstreamStoreMethods;
   /** Drops every token set of a holder (`session:<hash>` or `grant:<id>`), when it ends. */
   dropTokenSetsOf(holder: string): void;
+  /** Drops every token set of a user, whoever holds it (the user's access ended). */
+  dropTokenSetsOfUser(userId: string): void;
+  /** Drops a removed user's identity links. */
+  dropIdentitiesOfUser(userId: string): void;
   /** Drops expired logins and token sets, and those of grants that are gone. */
   purgeExpired(now: number): void;
 }
@@ -115,6 +119,14 @@ export function createMemoryUpstream(
     methods,
     dropTokenSetsOf(holder) {
       for (const [key, set] of upstreamTokenSets) if (set.holder === holder) upstreamTokenSets.delete(key);
+    },
+    dropTokenSetsOfUser(userId) {
+      for (const [key, set] of upstreamTokenSets) if (set.userId === userId) upstreamTokenSets.delete(key);
+    },
+    dropIdentitiesOfUser(userId) {
+      for (const [key, identity] of upstreamIdentities) {
+        if (identity.userId === userId) upstreamIdentities.delete(key);
+      }
     },
     purgeExpired(now) {
       for (const [key, login] of upstreamLogins) {

@@ -69,6 +69,7 @@ import {
   unclaimedCode,
 } from "./transaction-writes.js";
 import { postgresUpstreamMethods } from "./upstream-methods.js";
+import { postgresUserMethods } from "./user-methods.js";
 
 export type { PostgresStoreOptions } from "./pool.js";
 
@@ -170,6 +171,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
     async setUserPassword(id, passwordHash) {
       await execute("UPDATE users SET password_hash = $1 WHERE id = $2", [passwordHash, id]);
     },
+    ...postgresUserMethods(transaction),
 
     async createSession(session) {
       await execute(

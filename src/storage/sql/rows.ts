@@ -83,13 +83,14 @@ export function rowToClient(row: Row): ClientRecord {
 }
 
 export function rowToUser(row: Row): UserRecord {
-  return {
+  return withoutUndefined({
     id: str(row.id),
     username: str(row.username),
     passwordHash: str(row.password_hash),
     isAdmin: Boolean(row.is_admin),
     createdAt: num(row.created_at),
-  };
+    disabledAt: optNum(row.disabled_at),
+  });
 }
 
 export function rowToSession(row: Row): SessionRecord {

@@ -275,4 +275,15 @@ ALTER TABLE grants ADD COLUMN exchanged_from TEXT;
 CREATE INDEX grants_exchanged_from ON grants (exchanged_from) WHERE exchanged_from IS NOT NULL;
 `,
   },
+  {
+    version: 9,
+    description: "users: disabled_at (an account an operator disabled)",
+    // NULL for every existing account: each stays enabled. An instance still running the previous
+    // version (a rolling upgrade) does not read the column, so it would let a disabled user sign in
+    // until it is upgraded; disable users after every instance runs this version (the grants and
+    // sessions the disabling ended stay ended either way).
+    sql: `
+ALTER TABLE users ADD COLUMN disabled_at INTEGER;
+`,
+  },
 ];

@@ -69,6 +69,7 @@ import { createGroupCommit, type GroupCommitStats } from "./group-commit.js";
 import { SQLITE_MIGRATIONS } from "./schema.js";
 import { candidateParams, type RetireIo, SUPERSEDE_CANDIDATES_SQL } from "./superseded.js";
 import { sqliteUpstreamMethods } from "./upstream-methods.js";
+import { sqliteUserMethods } from "./user-methods.js";
 import {
   createWalSync,
   type SqliteSynchronous,
@@ -371,6 +372,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     async setUserPassword(id, passwordHash) {
       await write(() => run("UPDATE users SET password_hash = ? WHERE id = ?", passwordHash, id));
     },
+    ...sqliteUserMethods({ all, exec, write, revokeGrantRows, sqliteValue }),
 
     async createSession(session) {
       await write(() =>

@@ -20,6 +20,7 @@ import { signingKeyContract } from "./signing-keys.js";
 import { supersedeContract } from "./supersede.js";
 import { upstreamContract } from "./upstream.js";
 import { upstreamTokenContract } from "./upstream-tokens.js";
+import { userContract } from "./users.js";
 
 export interface StorageContractOptions {
   /** Names the suite in the test report: `storage contract: <name>`. */
@@ -99,5 +100,6 @@ export function runStorageContract(options: StorageContractOptions): void {
     deviceContract(context);
     upstreamContract(context);
     upstreamTokenContract(context);
+    userContract(context);
   });
 }
