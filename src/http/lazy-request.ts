@@ -283,6 +283,15 @@ for (const slot of Object.getOwnPropertySymbols(new Request("http://localhost/")
 let works: boolean | undefined;
 
 /**
+ * Tests only: makes {@link lazyRequestsWork} answer `value` (undefined: probe again), so the eager
+ * request a runtime without the forwarding gets is tested here too. Listeners already made keep
+ * what they read.
+ */
+export function overrideLazyRequestsForTests(value: boolean | undefined): void {
+  works = value;
+}
+
+/**
  * Whether lazy requests pass for real ones in this runtime: a probe with a body, a repeated field
  * and an odd-case name, copied by the runtime's own `Request` constructor (what `fetch` does with
  * a request), must come out with the same method, URL, fields and a body. Checked once.
