@@ -25,6 +25,8 @@ export interface AuthorizationFlowErrorOptions {
   status?: number;
   /** For `kind: "transport"`: the URL that could not be fetched (never carries a token). */
   url?: string;
+  /** A 503's Retry-After (RFC 9110 §10.2.3) in whole seconds from now, when the server sent one. */
+  retryAfter?: number;
 }
 
 export class AuthorizationFlowError extends GatehouseError<AuthorizationFlowErrorCode> {
@@ -33,6 +35,7 @@ export class AuthorizationFlowError extends GatehouseError<AuthorizationFlowErro
   readonly oauthError: AuthorizationFlowErrorOptions["oauthError"];
   readonly status: number | undefined;
   readonly url: string | undefined;
+  readonly retryAfter: number | undefined;
 
   constructor(code: AuthorizationFlowErrorCode, message: string, options: AuthorizationFlowErrorOptions) {
     super(code, `${options.step}: ${message}`, { cause: options.cause });
@@ -42,6 +45,7 @@ export class AuthorizationFlowError extends GatehouseError<AuthorizationFlowErro
     this.oauthError = options.oauthError;
     this.status = options.status;
     this.url = options.url;
+    this.retryAfter = options.retryAfter;
   }
 }
 

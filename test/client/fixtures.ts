@@ -14,6 +14,11 @@ export interface FakeOptions {
   impossibleScope?: string;
   refreshFails?: boolean;
   /**
+   * The token endpoint answers this grant 503 `temporarily_unavailable` (RFC 6749 §5.2), with
+   * `retryAfter` as Retry-After when given, `times` times before answering as usual: an outage.
+   */
+  unavailable?: { grant: "authorization_code" | "refresh_token"; times: number; retryAfter?: string };
+  /**
    * Publish a `revocation_endpoint` (RFC 7009) that records every call: `ok` answers 200 and
    * revokes the token; `fail` answers 400 invalid_request; `hold` keeps each call waiting until `releaseRevocations`.
    */
@@ -116,6 +121,15 @@ export async function startFake(options: FakeOptions = {}): Promise<Fake> {
     if (url.pathname === "/token") {
       const form = new URLSearchParams(await body(req));
       seen.token.push(form);
+      const outage = options.unavailable;
+      if (outage && outage.times > 0 && form.get("grant_type") === outage.grant) {
+        outage.times--;
+        return json(
+          503,
+          { error: "temporarily_unavailable", error_description: "the database is not answering" },
+          outage.retryAfter === undefined ? {} : { "retry-after": outage.retryAfter },
+        );
+      }
       if (form.get("grant_type") === "authorization_code") {
         const entry = codes.get(form.get("code") ?? "");
         const verifier = form.get("code_verifier") ?? "";

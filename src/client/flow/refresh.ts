@@ -105,19 +105,34 @@ async function refreshLocked(
     ...keysFor(state, client),
     ...(dpop && { dpop }),
   };
+  const request = {
+    refreshToken: current.refresh_token,
+    resource: resourceParameter(
+      state.options.issuerCompatibility,
+      current.issuer,
+      current.resource,
+      "refresh",
+      compatibilityReporter(state),
+    ),
+  };
   let response: oauth.TokenEndpointResponse;
   try {
-    response = await refreshAccessToken(ctx, {
-      refreshToken: current.refresh_token,
-      resource: resourceParameter(
-        state.options.issuerCompatibility,
-        current.issuer,
-        current.resource,
-        "refresh",
-        compatibilityReporter(state),
-      ),
-    });
+    try {
+      response = await refreshAccessToken(ctx, request);
+    } catch (error) {
+      const wait = outageWait(error);
+      if (wait === undefined) throw error;
+      // RFC 6749 §5.2 temporarily_unavailable with a short Retry-After: the server did not
+      // process the grant, so presenting the same refresh token once more is safe (a code
+      // redemption is never retried: the code is used once). Still under the refresh lock.
+      await new Promise((resolve) => setTimeout(resolve, wait * 1000));
+      response = await refreshAccessToken(ctx, request);
+    }
   } catch (error) {
+    if (isOutage(error)) {
+      // An outage says nothing about the grant: the refresh token is kept for the next call.
+      throw error;
+    }
     if (error instanceof AuthorizationFlowError && error.kind === "oauth") {
       // invalid_grant (or any refusal): the grant is gone; keep nothing that would loop.
       const { refresh_token: _dropped, ...rest } = current;
@@ -137,4 +152,22 @@ async function refreshLocked(
   await state.store.set("tokens", key, next);
   state.options.onEvent?.({ type: "refreshed", resource: current.resource, issuer: current.issuer });
   return next;
+}
+
+/** The longest Retry-After a refresh waits out before its one retry (longer: reported at once). */
+const MAX_OUTAGE_WAIT_SECONDS = 5;
+
+/** A 503 `temporarily_unavailable` from the token endpoint (RFC 6749 §5.2). */
+function isOutage(error: unknown): error is AuthorizationFlowError {
+  return (
+    error instanceof AuthorizationFlowError &&
+    error.status === 503 &&
+    error.oauthError?.error === "temporarily_unavailable"
+  );
+}
+
+/** The seconds to wait before retrying an outage answer once, or undefined: do not retry. */
+function outageWait(error: unknown): number | undefined {
+  if (!isOutage(error) || error.retryAfter === undefined) return undefined;
+  return error.retryAfter <= MAX_OUTAGE_WAIT_SECONDS ? error.retryAfter : undefined;
 }

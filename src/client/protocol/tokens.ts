@@ -189,6 +189,7 @@ export function endpointOAuthError(
         step,
         status: 503,
         oauthError: { error: "temporarily_unavailable" },
+        ...(seconds !== undefined && { retryAfter: seconds }),
         cause: error,
       },
     );
