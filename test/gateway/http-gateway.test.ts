@@ -5,9 +5,8 @@
  * cookies or forged identity headers; the identity headers the operator named; the body as judged.
  * Hostile: Host rebinding, a session id of another user, mixed batches, oversized bodies.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
-import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -22,6 +21,7 @@ import {
   type OperationPolicy,
 } from "../../src/resource-server/index.js";
 import { startIssuer, type TestIssuer } from "../resource-server/fixtures.js";
+import { freePort, startEverything } from "./everything.js";
 
 const POLICY: OperationPolicy = {
   base: ["mcp:use"],
@@ -29,43 +29,6 @@ const POLICY: OperationPolicy = {
   methods: { "tools/list": {}, "resources/list": {}, "prompts/list": {}, "resources/templates/list": {} },
   tools: { echo: {}, "get-sum": { scopes: ["math"] } },
 };
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-/** server-everything in Streamable HTTP mode, as `npx @modelcontextprotocol/server-everything streamableHttp` runs it. */
-async function startEverything(): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort();
-  const entry = createRequire(import.meta.url).resolve(
-    "@modelcontextprotocol/server-everything/dist/index.js",
-  );
-  const child = spawn(process.execPath, [entry, "streamableHttp"], {
-    env: { ...process.env, PORT: String(port) },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  await new Promise<void>((resolve, reject) => {
-    let text = "";
-    const timer = setTimeout(() => reject(new Error(`server-everything did not start: ${text}`)), 20_000);
-    child.stderr!.on("data", (chunk: Buffer) => {
-      text += chunk.toString();
-      if (text.includes("listening on port")) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.once("exit", (code) => reject(new Error(`server-everything exited ${code}: ${text}`)));
-  });
-  child.stdout!.resume();
-  return { url: `http://127.0.0.1:${port}/mcp`, child };
-}
 
 interface Recorded {
   headers: IncomingHttpHeaders;
