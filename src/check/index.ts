@@ -16,6 +16,7 @@ import { DEFAULT_REVISION } from "../shared/revision.js";
 import { findChallenge } from "../shared/www-authenticate.js";
 import { type LoginOptions, probeLogin } from "./login.js";
 import { probeMachineRegistration } from "./machine-registration.js";
+import { type OperationsOptions, probeOperations } from "./operations.js";
 import {
   MAX_AUTHORIZATION_SERVERS,
   Prober,
@@ -33,6 +34,7 @@ import type { CheckReport, Observations, Outcome, ResponseProbe, Revision } from
 
 export { classifyTransport, compareResource, type ResourceMatch, type TransportClass } from "./classify.js";
 export type { LoginOptions } from "./login.js";
+export type { OperationsObservation, OperationsOptions } from "./operations.js";
 export { formatHuman, formatJson } from "./report.js";
 export { evaluateRules, RULES, type Rule, type Verdict } from "./rules.js";
 export type * from "./types.js";
@@ -51,6 +53,8 @@ export interface CheckOptions {
   request?: "get" | "mcp" | "auto";
   /** Run the whole flow with this package's client (see login.ts). Off by default. */
   login?: LoginOptions;
+  /** Call the tools with this token holding few scopes and judge each refusal (see operations.ts). */
+  operations?: OperationsOptions;
 }
 
 /**
@@ -151,6 +155,10 @@ export async function runCheck(resourceUrl: string, options: CheckOptions = {}):
       exchanges: prober.exchanges,
       login: options.login,
     });
+  }
+
+  if (options.operations) {
+    observations.operations = await probeOperations(prober, resourceUrl, options.operations);
   }
 
   return buildReport(observations, prober, startedAt);

@@ -7,6 +7,7 @@
 import type { Rule } from "./rule-helpers.js";
 import { AUTHORIZATION_SERVER_RULES } from "./rules-as.js";
 import { LOGIN_RULES } from "./rules-login.js";
+import { OPERATION_RULES } from "./rules-operations.js";
 import { RESOURCE_RULES } from "./rules-resource.js";
 import { RESOURCE_DPOP_RULES } from "./rules-resource-dpop.js";
 import type { Observations } from "./types.js";
@@ -17,6 +18,7 @@ export type { Rule, Verdict } from "./rule-helpers.js";
 export const RULES: readonly Rule[] = [
   ...RESOURCE_RULES,
   ...RESOURCE_DPOP_RULES,
+  ...OPERATION_RULES,
   ...AUTHORIZATION_SERVER_RULES,
   ...LOGIN_RULES,
 ];

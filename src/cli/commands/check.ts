@@ -3,11 +3,14 @@
  * server against the spec (see docs/check.md). Exit status: 0 when every MUST rule holds, 1 when one
  * fails, 2 on a usage error.
  */
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { formatHuman, formatJson, type LoginOptions, parseResourceUrl, runCheck } from "../../check/index.js";
 import type { Revision } from "../../check/types.js";
 import { browserSession } from "../../client/user-agent/browser.js";
+import { type CompiledPolicy, parseOperationPolicy } from "../../resource-server/operations/policy.js";
 import { DEFAULT_REVISION } from "../../shared/revision.js";
+import { isScopeToken } from "../../shared/scopes.js";
 import { configDirectory } from "../client-commands.js";
 import { describeSettings, issuerCompatibilityPath, loadIssuerCompatibility } from "../issuer-compat-file.js";
 
@@ -28,14 +31,25 @@ Options:
   --print-url          with --login: print the authorization URL instead of opening a browser
   --client-metadata-url <url>
                        with --login: identify with this Client ID Metadata Document URL
+  --token-file <path>  also call each tool with the access token in this file (one holding
+                       few scopes) and judge every refusal: 403 insufficient_scope naming
+                       every needed scope, never a 200 with an error inside. Without
+                       --policy every listed tool is called with empty arguments: use a
+                       test deployment or a token that can do no harm
+  --policy <file>      with --token-file: the operation policy (as gatehouse gateway reads
+                       it); only the tools it refuses this token are called, each refusal
+                       compared with the scopes it names
+  --token-scope <s>    with --token-file: the token's scopes, space-separated (default: the
+                       scope claim of a JWT)
   -h, --help           show this help
 
 Per-issuer client compatibility settings in issuers.json (the config directory) are listed after
 the report, never applied: the rules are checked as the spec states them.
 
-Without --login, only metadata requests, two deliberately bogus tokens (sent to the resource URL
-itself) and one anonymous authorization request for an unknown client (two when the first names a
-refusal of resource) leave this machine. Exit status: 0 every MUST holds, 1 a MUST fails, 2 usage error.
+Without --login or --token-file, only metadata requests, two deliberately bogus tokens (sent to
+the resource URL itself) and one anonymous authorization request for an unknown client (two when
+the first names a refusal of resource) leave this machine; --token-file's token goes to the
+resource URL only. Exit status: 0 every MUST holds, 1 a MUST fails, 2 usage error.
 `;
 
 function usageError(message: string): number {
@@ -96,11 +110,42 @@ export async function run(args: string[]): Promise<number> {
         ...(values["client-metadata-url"] && { clientMetadataUrl: values["client-metadata-url"] }),
       }
     : undefined;
+  if ((values.policy !== undefined || values["token-scope"] !== undefined) && !values["token-file"]) {
+    return usageError("--policy and --token-scope need --token-file");
+  }
+  let operations: { token: string; tokenScopes?: string[]; policy?: CompiledPolicy } | undefined;
+  if (values["token-file"] !== undefined) {
+    // A file, not an argument: a token on the command line is visible to every local user (ps).
+    let token: string;
+    try {
+      token = readFileSync(values["token-file"], "utf8").trim();
+    } catch (error) {
+      return usageError(`cannot read --token-file: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+    }
+    // RFC 6750 §2.1 b64token; anything else is not a bearer token (and never echoed).
+    if (!/^[A-Za-z0-9\-._~+/]+=*$/.test(token))
+      return usageError("--token-file does not hold one bearer token");
+    operations = { token };
+    if (values["token-scope"] !== undefined) {
+      const scopes = values["token-scope"].split(" ").filter((s) => s !== "");
+      if (!scopes.every((s) => isScopeToken(s)))
+        return usageError("--token-scope is not a list of scope tokens");
+      operations.tokenScopes = scopes;
+    }
+    if (values.policy !== undefined) {
+      try {
+        operations.policy = parseOperationPolicy(readFileSync(values.policy, "utf8"), values.policy);
+      } catch (error) {
+        return usageError(error instanceof Error ? error.message : String(error));
+      }
+    }
+  }
   const report = await runCheck(resourceUrl, {
     revision: revision as Revision,
     timeoutMs,
     request,
     ...(login && { login }),
+    ...(operations && { operations }),
   });
   // The operator's per-issuer compatibility settings (issuers.json) are shown, never applied: the
   // audit reports the spec's rules as the server meets them.
@@ -154,6 +199,9 @@ function parse(args: string[]) {
       login: { type: "boolean" },
       "print-url": { type: "boolean" },
       "client-metadata-url": { type: "string" },
+      "token-file": { type: "string" },
+      "token-scope": { type: "string" },
+      policy: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
