@@ -11,6 +11,7 @@
  * claim conditions: 403 without a scope challenge, since no scope would help); then missing scopes
  * (403 `insufficient_scope`, the challenge built by challenge.ts).
  */
+import { declaresMoreThan, readTextUpTo, TOO_LARGE } from "../../shared/bounded-body.js";
 import { NO_STORE } from "../../shared/http.js";
 import type { BearerRequestHead } from "../bearer-token.js";
 import { headOfRequest } from "../bearer-token.js";
@@ -147,25 +148,9 @@ function isCompiled(policy: OperationPolicy | CompiledPolicy): policy is Compile
 
 /** Reads a web request's body, at most `limit` bytes (the stream is cancelled beyond). */
 export async function readBoundedText(request: Request, limit: number): Promise<ReadBody> {
-  const declared = request.headers.get("content-length");
-  if (declared !== null && Number(declared) > limit) return BODY_TOO_LARGE;
-  if (request.body === null) return "";
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      // Released, not cancelled: the node listener (node-listener.ts) closes the stream again when
-      // the request ends, which throws after a cancel; its own cap bounds what it still buffers.
-      reader.releaseLock();
-      return BODY_TOO_LARGE;
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks, size).toString("utf8");
+  if (declaresMoreThan(request.headers, limit)) return BODY_TOO_LARGE;
+  const text = await readTextUpTo(request.body, limit);
+  return text === TOO_LARGE ? BODY_TOO_LARGE : text;
 }
 
 /**
