@@ -75,13 +75,19 @@ export function noBrowserReason(
  */
 function refusingSession(url: string, reason: string): AuthorizationSessionFactory {
   return async (request) => {
-    // A step-up: a new login would only report the stored token; the same command with
-    // --device asks for the missing scope (issue 26).
+    // A step-up: a plain login would only report the stored token; the same command with
+    // --device, or a login asking for the missing scope, asks for it (issue 26).
     const missing = request?.missingScopes;
+    // The scopes come from the resource's challenge: a command to paste is offered only when
+    // every one is inert in a shell (RFC 6749 §3.3 allows $, backquotes and quotes in a scope).
+    const scopeLogin =
+      missing?.length && missing.every((s) => /^[\w.:/-]+$/.test(s))
+        ? `, or 'gatehouse login --device --scope "${missing.join(" ")}" ${url}' to add it to the stored login`
+        : "";
     throw new AuthorizationFlowError(
       "no_interactive_authorization",
       missing !== undefined
-        ? `${url} needs scope ${missing.join(" ") || "(more than the stored login holds)"}, which the stored login lacks, and no browser can be opened here (${reason}); run this command again with --device to approve it on another device, or run it where a browser can open`
+        ? `${url} needs scope ${missing.join(" ") || "(more than the stored login holds)"}, which the stored login lacks, and no browser can be opened here (${reason}); run this command again with --device to approve it on another device${scopeLogin}, or run it where a browser can open`
         : `${url} needs a login and no browser can be opened here (${reason}); run 'gatehouse login ${url}' where a browser can open, or 'gatehouse login --device ${url}' to approve on another device, or add --device to this command`,
       { kind: "action", step: "authorization" },
     );

@@ -4,6 +4,7 @@
  * (the device authorization grant, RFC 8628).
  */
 import { parseArgs } from "node:util";
+import { isScopeToken } from "../../shared/scopes.js";
 import {
   authorizationServerGivenHint,
   callbackPortOption,
@@ -42,6 +43,11 @@ Options:
   --client-id ID              pre-registered client id (with --issuer)
   --client-secret SECRET      pre-registered client secret (prefer GATEHOUSE_CLIENT_SECRET)
   --issuer URL                issuer the pre-registered client belongs to
+  --scope "A B"               ask for these scopes (space-separated). Over a stored login that
+                              lacks one of them this is a scope upgrade: the new login asks for
+                              what is stored and these together; without a stored login, for
+                              these alone. A stored login that holds them all is kept.
+                              With --device: a step-up where no browser can open
   --force                     authorize again even if a valid token is stored
 
 Exit status: 0 logged in; 1 the login failed (denied, expired, unreachable, refused); 2 usage;
@@ -60,6 +66,22 @@ export async function run(args: string[]): Promise<number> {
   }
   const callbackPort = callbackPortOption("login", values["callback-port"], values.device === true);
   if (callbackPort === null) return 2;
+  let scope: string | undefined;
+  if (values.scope !== undefined) {
+    // RFC 6749 §3.3: space-delimited scope tokens; checked before anything goes on the wire.
+    const scopes = values.scope.split(" ").filter((s) => s !== "");
+    const bad = scopes.find((s) => !isScopeToken(s));
+    if (!scopes.length || bad !== undefined) {
+      usageError(
+        "login",
+        bad === undefined
+          ? "--scope needs at least one scope"
+          : `--scope: ${JSON.stringify(bad)} is not a scope (RFC 6749 §3.3: printable ASCII, no space, quote or backslash)`,
+      );
+      return 2;
+    }
+    scope = scopes.join(" ");
+  }
   // The address and code on stdout, where the result of a login goes too.
   const device = values.device ? cliDeviceAuthorization(process.stdout) : undefined;
   const noBrowser = values.device ? undefined : noBrowserReason({ printOnly: values["print-url"] === true });
@@ -88,7 +110,10 @@ export async function run(args: string[]): Promise<number> {
   }
   device?.listen();
   try {
-    const tokens = await client.login(resource, { force: values.force ?? false });
+    const tokens = await client.login(resource, {
+      force: values.force ?? false,
+      ...(scope !== undefined && { scope }),
+    });
     const expires = tokens.expires_at ? `, expires ${new Date(tokens.expires_at).toISOString()}` : "";
     process.stdout.write(
       `Logged in to ${tokens.resource} via ${tokens.issuer}${tokens.scope ? ` (scope: ${tokens.scope})` : ""}${expires}${
@@ -124,6 +149,7 @@ function parse(args: string[]) {
       "client-id": { type: "string" },
       "client-secret": { type: "string" },
       issuer: { type: "string" },
+      scope: { type: "string" },
       force: { type: "boolean" },
     },
   });

@@ -159,17 +159,34 @@ export class AuthClient {
     }
   };
 
-  /** Logs in to a resource ahead of use (the CLI's `login`). */
-  async login(resourceUrl: string, options: { force?: boolean } = {}): Promise<StoredTokens> {
+  /**
+   * Logs in to a resource ahead of use (the CLI's `login`). With `scope` (space-separated), the
+   * login asks for those scopes: while stored tokens hold them all they are kept (unless `force`);
+   * otherwise, over stored tokens, it is a scope upgrade ahead of the resource's own 403 (spec
+   * "Client handling (scope upgrade)": under 2026-07-28 the union of the stored and the asked
+   * scopes, so nothing held is lost), and without any, the asked scopes alone.
+   */
+  async login(resourceUrl: string, options: { force?: boolean; scope?: string } = {}): Promise<StoredTokens> {
+    const asked = splitScope(options.scope);
     const binding = await bindingFor(this.#state, resourceUrl);
-    if (binding?.tokens && !options.force) {
+    const held = binding?.tokens
+      ? splitScope(binding.tokens.scope).filter((s) => s !== "offline_access")
+      : undefined;
+    if (binding?.tokens && !options.force && !asksForMore(held ?? [], asked)) {
       const fresh = await freshTokens(this.#state, binding.tokens);
       if (fresh) return fresh;
     }
     const probe = await this.#state.fetch(resourceUrl, { method: "GET", redirect: "manual" });
-    const challenge = probe.status === 401 || probe.status === 403 ? readChallenge(probe) : undefined;
+    const probed = probe.status === 401 || probe.status === 403 ? readChallenge(probe) : undefined;
     await discard(probe);
-    return authorize(this.#state, resourceUrl, challenge ?? { scheme: "Bearer" }, { fresh: true });
+    const challenge = probed ?? { scheme: "Bearer" };
+    if (!asked.length) return authorize(this.#state, resourceUrl, challenge, { fresh: true });
+    return authorize(
+      this.#state,
+      resourceUrl,
+      { ...challenge, scope: asked.join(" ") },
+      { fresh: true, ...(held && { previousScopes: held }) },
+    );
   }
 
   /**
