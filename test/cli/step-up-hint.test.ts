@@ -13,12 +13,14 @@ import { run as login } from "../../src/cli/commands/login.js";
 import { type Fake, startFake } from "../client/fixtures.js";
 import { tempDir } from "./helpers.js";
 
+/** A scope token (RFC 6749 §3.3) that a shell would run as a command substitution. */
+const HOSTILE_SCOPE = "write$(touch`pwned`)";
 let fake: Fake;
 let work: ReturnType<typeof tempDir>;
 const savedEnv = { ...process.env };
 
 beforeAll(async () => {
-  fake = await startFake({ requiredScope: "write$(touch${IFS}pwned)" });
+  fake = await startFake({ requiredScope: HOSTILE_SCOPE });
   work = tempDir("gatehouse-step-up-hint-");
   const browser = join(work.path, "browser.mjs");
   writeFileSync(browser, `#!${process.execPath}\nawait fetch(process.argv[2]);\n`);
@@ -55,7 +57,7 @@ describe("the headless step-up refusal", () => {
     expect(loggedIn.code, loggedIn.stderr).toBe(0);
     const refused = await capture(() => fetchCommand(["--no-browser", fake.resourceUrl]));
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain("needs scope write$(touch${IFS}pwned)");
+    expect(refused.stderr).toContain(`needs scope ${HOSTILE_SCOPE}`);
     expect(refused.stderr).toContain("run this command again with --device");
     expect(refused.stderr).not.toContain("gatehouse login --device --scope");
   }, 30_000);
