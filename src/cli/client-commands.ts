@@ -403,6 +403,15 @@ export async function authorizationServerGivenHint(
 ): Promise<string | undefined> {
   const noMetadata = isAuthorizationFlowError(failure) && failure.code === "prm_not_found";
   if (!noMetadata && failure !== 404) return undefined;
+  return authorizationServerAtOrigin(url);
+}
+
+/**
+ * When the origin of `url` serves authorization server metadata (RFC 8414 §3): the hint that
+ * the authorization server's URL was given where the resource's is expected. Else undefined.
+ * Only for a URL already known to be no protected resource (no metadata, a 404).
+ */
+export async function authorizationServerAtOrigin(url: string): Promise<string | undefined> {
   const origin = new URL(url).origin;
   try {
     const response = await fetch(`${origin}/.well-known/oauth-authorization-server`, {
