@@ -27,8 +27,24 @@ export type AuditEvent = {
   | { type: "upstream_account_created"; upstream_provider: string; user_id: string }
   /** A resource server received a kept upstream access token (upstream/tokens.ts); never the token. */
   | { type: "upstream_token_issued"; upstream_provider: string; client_id: string; grant_id: string }
-  /** `user_id` only when the username exists (the password was wrong). */
-  | { type: "login_failed"; user_id?: string }
+  /**
+   * `user_id` only when the username exists (the password was wrong, or, with `reason`, right for
+   * an account an operator disabled).
+   */
+  | { type: "login_failed"; user_id?: string; reason?: "account_disabled" }
+  /**
+   * An operator changed an account (user-accounts.ts): on the admin page (`admin_id`) or with
+   * `gatehouse users` (`by: "cli"`). Disabling and removing say what they ended.
+   */
+  | {
+      type: "user_changed";
+      user_id: string;
+      change: "disable" | "enable" | "make-admin" | "remove-admin" | "remove";
+      by: "admin" | "cli";
+      admin_id?: string;
+      grants_revoked?: number;
+      sessions_ended?: number;
+    }
   /** The account page's sign-out: the session ended and the grants approved in it were revoked. */
   | { type: "signed_out"; user_id: string; grants_revoked: number }
   | { type: "consent_granted"; client_id: string; user_id: string }

@@ -7,6 +7,7 @@ import { sha256Base64url } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
 import type { AuthorizationCodeRecord, ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
+import { refuseGrantOfDisabledUser } from "../user-accounts.js";
 import { approvedGrantResponse, drawTokens, tokensToWrite } from "./approved-grant.js";
 import { matchResource, required } from "./common.js";
 import { codeDPoPProblem, grantDPoPBinding, type TokenRequestDPoP } from "./dpop-binding.js";
@@ -132,6 +133,15 @@ export async function authorizationCodeGrant(
         description: "authorization code is invalid",
         detail: "unknown code",
       });
+  }
+  // An account disabled or removed since the code was issued gets nothing (issue 26; RFC 6749
+  // §5.2 invalid_grant: the grant's resource owner no longer authorizes). Read after the store
+  // committed the grant, which this revokes: a sealed code had no row the disabling could find.
+  if (await refuseGrantOfDisabledUser(ctx.store, result.grant.grantId, result.grant.userId, drawn.now)) {
+    throw new OAuthError("invalid_grant", {
+      description: "authorization code is invalid",
+      detail: "the user's account is disabled",
+    });
   }
   return approvedGrantResponse(ctx, client, result, drawn, "authorization_code", dpop.jkt);
 }

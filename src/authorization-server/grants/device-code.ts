@@ -7,6 +7,7 @@ import { sha256Base64url } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord, DeviceAuthorizationRecord, IssuedTokens } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
+import { refuseGrantOfDisabledUser } from "../user-accounts.js";
 import { approvedGrantResponse, drawTokens, tokensToWrite } from "./approved-grant.js";
 import { required } from "./common.js";
 import { codeDPoPProblem, grantDPoPBinding, type TokenRequestDPoP } from "./dpop-binding.js";
@@ -89,6 +90,11 @@ export async function deviceCodeGrant(
       throw invalid("device code already redeemed");
     default:
       throw invalid("unknown device code");
+  }
+  // An account disabled since it approved gets nothing (issue 26): disabling denies an approval not
+  // yet redeemed, and a poll that committed meanwhile reads the account here (user-accounts.ts).
+  if (await refuseGrantOfDisabledUser(ctx.store, result.grant.grantId, result.grant.userId, drawn.now)) {
+    throw pollError("access_denied", "the authorization was withdrawn", "the user's account is disabled");
   }
   return approvedGrantResponse(ctx, client, result, drawn, DEVICE_CODE_GRANT_TYPE, dpop.jkt);
 }

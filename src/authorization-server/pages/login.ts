@@ -11,6 +11,7 @@ import { DUMMY_PASSWORD_HASH_PROMISE, verifyPassword } from "../password.js";
 import { clientRateLimitKey, hitSlidingWindows } from "../rate-limit.js";
 import { NO_PASSWORD } from "../upstream/accounts.js";
 import { startUpstreamSignIn, upstreamFormTargets } from "../upstream/sign-in.js";
+import { isUsableAccount } from "../user-accounts.js";
 import {
   type BoundInteraction,
   csrfFailurePage,
@@ -251,6 +252,16 @@ async function submitLogin(request: Request, ctx: ServerContext, info: FetchInfo
   if (!user || !passwordOk) {
     ctx.audit?.(user ? { type: "login_failed", user_id: user.id } : { type: "login_failed" });
     return renderLogin(ctx, login, { status: 400, error: "Incorrect username or password.", username });
+  }
+  // A disabled account (user-accounts.ts) gets no session. Said only after the right password, so
+  // the page tells a stranger nothing about which accounts exist or are disabled (no enumeration).
+  if (!isUsableAccount(user)) {
+    ctx.audit?.({ type: "login_failed", user_id: user.id, reason: "account_disabled" });
+    return renderLogin(ctx, login, {
+      status: 403,
+      error: "This account is disabled. Ask an administrator of this server to enable it.",
+      username,
+    });
   }
   const cookie = await startSession(ctx, user.id);
   if (login.kind === "interaction") await ctx.store.setInteractionUser(login.bound.interaction.id, user.id);

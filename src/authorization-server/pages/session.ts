@@ -5,6 +5,7 @@
 import { randomToken, sha256Base64url } from "../../shared/crypto.js";
 import type { SessionRecord, UserRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
+import { isUsableAccount } from "../user-accounts.js";
 import { clearCookie, readCookie, serializeCookie } from "./cookies.js";
 
 /** How long a sign-in lasts in one browser. */
@@ -27,7 +28,8 @@ export async function currentSession(
   const record = await ctx.store.getSession(sha256Base64url(cookieValue), ctx.now());
   if (!record) return undefined;
   const user = await ctx.store.getUser(record.userId);
-  if (!user) return undefined;
+  // A disabled account has no sign-in, even through a session started while it was being disabled.
+  if (!user || !isUsableAccount(user)) return undefined;
   return { record, user, cookieValue };
 }
 

@@ -5,6 +5,7 @@
 import { randomToken } from "../../shared/crypto.js";
 import { StorageConflictError, type UserRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../config/context.js";
+import { isUsableAccount } from "../user-accounts.js";
 import { failed, type UpstreamFailure } from "./failure.js";
 import type { UpstreamProfile } from "./options.js";
 import type { ResolvedUpstreamProvider } from "./resolve.js";
@@ -53,6 +54,10 @@ export async function localAccountFor(
       ...fields,
       lastSignInAt: now,
     });
+    // A disabled account (user-accounts.ts) is not signed in through its provider either; the
+    // provider has already said who this is, so naming the reason reveals nothing to a stranger.
+    if (!isUsableAccount(await ctx.store.getUser(linked.userId)))
+      return failed("account_disabled", "the linked account is disabled");
     return { userId: linked.userId, created: false };
   }
   if (!provider.createAccounts) return failed("no_account", "no linked account and createAccounts is off");

@@ -17,7 +17,8 @@ export type UpstreamFailureReason =
   | "profile_invalid"
   | "email_not_verified"
   | "not_admitted"
-  | "no_account";
+  | "no_account"
+  | "account_disabled";
 
 /**
  * A failed step: the reason, and a private detail for the log (never shown). A class, told apart
@@ -111,6 +112,12 @@ const PAGES: Record<
     title: "No account here",
     message: (name) =>
       `There is no account on this server for your ${name} sign-in, and new accounts are not created automatically. Ask your administrator to create one for you.`,
+  },
+  account_disabled: {
+    status: 403,
+    title: "Account disabled",
+    message: () =>
+      "The account on this server for your sign-in is disabled. Ask an administrator of this server to enable it.",
   },
 };
 
