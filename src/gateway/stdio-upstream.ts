@@ -1,23 +1,38 @@
 /**
- * A stdio MCP server behind the gateway (`gatehouse gateway --stdio "<command>"`): one child
- * process per MCP session, started by the session's `initialize`, spoken to in newline-delimited
- * JSON-RPC on stdin/stdout (MCP transport spec, stdio), and exposed as Streamable HTTP: a request's
- * answer comes back as JSON, messages the child sends on its own (notifications, its requests)
- * go to the session's `GET` stream.
+ * A stdio MCP server behind the gateway (`gatehouse gateway --stdio "<command>"`): child processes
+ * spoken to in newline-delimited JSON-RPC on stdin/stdout (MCP transport spec, stdio), exposed as
+ * Streamable HTTP: a request's answer comes back as JSON, messages the child sends on its own
+ * (notifications, its requests) go to the session's `GET` stream.
+ *
+ * One child per MCP session (`scope: "session"`, the default), or one per user (`scope: "user"`,
+ * the token's `sub`): a user's sessions share the child. A stdio server speaks to one client, so
+ * the gateway keeps the sessions apart: request ids are rewritten to the gateway's own (and back
+ * in the answer), the first session's `initialize` answer is replayed to the later ones (whose
+ * `initialize` and `notifications/initialized` the child never sees again), and the child's own
+ * messages go to every session of the child.
  *
  * The child is started without a shell, with an environment of only what the operator names
  * (MCP authorization spec: a stdio server takes its credentials from its environment; the
  * gateway's own environment, its keys included, is not handed down), plus the caller's `sub` when
- * asked. Bounded: at most `maxChildren` at once (503 beyond), a line of at most `maxLineBytes`
- * (a child printing more is stopped), `maxQueued` messages waiting for a stream, `requestTimeoutMs`
- * for an answer (504), `idleMs` without a request (stopped). A child that exits takes its session
- * with it: pending requests get a JSON-RPC error, later ones 404, and the client's next
- * `initialize` starts a new child.
+ * asked, plus, when asked, the user's access tokens at upstream providers, fetched from the
+ * authorization server's `/upstream/token` with the gateway's own client credentials and the
+ * token of the request that starts the child (never the MCP client's token itself in the child:
+ * spec "Access token privilege restriction", no token passthrough). Each start fetches them again,
+ * so a restarted child has a fresh token, and a user whose upstream tokens are gone (grant
+ * revoked, provider refused the refresh) gets no child at all.
+ *
+ * Bounded: at most `maxChildren` children at once and `maxSessionsPerChild` sessions on one (503
+ * beyond), a line of at most `maxLineBytes` (a child printing more is stopped), `maxQueued`
+ * messages waiting for a stream, `requestTimeoutMs` for an answer (504), `idleMs` without a
+ * request (stopped). A child that exits takes its sessions with it: pending requests get a
+ * JSON-RPC error, later ones 404, and the client's next `initialize` starts a new child.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import type { OperationContext } from "../resource-server/operations/gate.js";
 import type { JsonRpcId } from "../resource-server/operations/messages.js";
+import { type UpstreamTokenClient, UpstreamTokenError } from "../resource-server/upstream-token.js";
+import { OAuthError } from "../shared/errors.js";
 import type { Logger } from "../shared/log.js";
 
 export interface StdioUpstreamOptions {
@@ -27,7 +42,20 @@ export interface StdioUpstreamOptions {
   env?: Readonly<Record<string, string>>;
   /** Also put the caller's `sub` in the child's environment under this name. */
   subjectEnv?: string;
+  /** One child per MCP session (default), or one per user (the token's `sub`) shared by their sessions. */
+  scope?: "session" | "user";
+  /**
+   * The user's upstream access tokens in the child's environment: `variables` maps an environment
+   * variable to an upstream provider's id at the authorization server, `client` asks for them
+   * (`upstreamTokenClient` with the gateway's own client credentials).
+   */
+  upstreamTokens?: {
+    readonly variables: Readonly<Record<string, string>>;
+    readonly client: UpstreamTokenClient;
+  };
   maxChildren?: number;
+  /** With `scope: "user"`: sessions sharing one child (default 16). */
+  maxSessionsPerChild?: number;
   idleMs?: number;
   requestTimeoutMs?: number;
   maxLineBytes?: number;
@@ -46,16 +74,33 @@ export interface StdioUpstream {
 interface Pending {
   resolve(message: unknown): void;
   timer: NodeJS.Timeout;
+  session: Session;
+  /** The id the session's client used, put back into the answer. */
+  originalId: JsonRpcId;
+}
+
+interface Child {
+  /** The session's id (scope "session") or the user's key (scope "user"). */
+  key: string;
+  process: ChildProcess;
+  /** By the gateway's own request id. */
+  pending: Map<string, Pending>;
+  nextId: number;
+  sessions: Set<Session>;
+  /** The child's answer to the first initialize, replayed to the later sessions of a shared child. */
+  initializeResult: unknown;
+  idle: NodeJS.Timeout | undefined;
+  dead: boolean;
 }
 
 interface Session {
   id: string;
   caller: string;
-  child: ChildProcess;
-  pending: Map<string, Pending>;
+  child: Child;
   queue: string[];
   stream: ReadableStreamDefaultController<Uint8Array> | undefined;
-  idle: NodeJS.Timeout | undefined;
+  /** This session's initialize was answered from the child's first one: its initialized notification is not sent. */
+  replayed: boolean;
   dead: boolean;
 }
 
@@ -107,44 +152,72 @@ export function commandWords(line: string): string[] {
 
 export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstream {
   if (options.argv.length === 0) throw new TypeError("argv must name a program");
+  const scope = options.scope ?? "session";
   const maxChildren = options.maxChildren ?? 16;
+  const maxSessionsPerChild = scope === "user" ? (options.maxSessionsPerChild ?? 16) : 1;
   const idleMs = options.idleMs ?? 10 * 60_000;
   const requestTimeoutMs = options.requestTimeoutMs ?? 60_000;
   const maxLineBytes = options.maxLineBytes ?? 4 * 1024 * 1024;
   const maxQueued = options.maxQueued ?? 1000;
   const sessions = new Map<string, Session>();
+  const children = new Map<string, Child>();
+  /** Children being started (their upstream tokens being fetched), by key: one start per key. */
+  const starting = new Map<string, Promise<Child | Response>>();
   const log = options.logger;
 
   const caller = (context: OperationContext) =>
     `${context.auth.subject ?? ""}\0${context.auth.clientId ?? ""}`;
 
-  const end = (session: Session, reason: string) => {
+  const endSession = (session: Session) => {
     if (session.dead) return;
     session.dead = true;
     sessions.delete(session.id);
-    if (session.idle) clearTimeout(session.idle);
-    for (const [, pending] of session.pending) {
+    session.child.sessions.delete(session);
+    for (const [key, pending] of session.child.pending) {
+      if (pending.session !== session) continue;
+      session.child.pending.delete(key);
       clearTimeout(pending.timer);
       pending.resolve(undefined);
     }
-    session.pending.clear();
     try {
       session.stream?.close();
     } catch {
       // already closed by the client
     }
-    if (session.child.exitCode === null && session.child.signalCode === null) session.child.kill("SIGKILL");
+  };
+
+  const endChild = (child: Child, reason: string) => {
+    if (child.dead) return;
+    child.dead = true;
+    if (children.get(child.key) === child) children.delete(child.key);
+    if (child.idle) clearTimeout(child.idle);
+    for (const session of [...child.sessions]) endSession(session);
+    for (const [, pending] of child.pending) {
+      clearTimeout(pending.timer);
+      pending.resolve(undefined);
+    }
+    child.pending.clear();
+    if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill("SIGKILL");
     log?.info("gateway.stdio_child_stopped", { reason });
   };
 
-  const touch = (session: Session) => {
-    if (session.idle) clearTimeout(session.idle);
-    session.idle = setTimeout(() => end(session, "idle"), idleMs);
-    session.idle.unref();
+  const touch = (child: Child) => {
+    if (child.idle) clearTimeout(child.idle);
+    child.idle = setTimeout(() => endChild(child, "idle"), idleMs);
+    child.idle.unref();
   };
 
-  /** A message the child sent: the answer to a pending request, or one for the session's stream. */
-  const fromChild = (session: Session, line: string) => {
+  const toStreams = (child: Child, message: unknown) => {
+    const event = `event: message\ndata: ${JSON.stringify(message)}\n\n`;
+    for (const session of child.sessions) {
+      if (session.stream) session.stream.enqueue(encoder.encode(event));
+      else if (session.queue.length < maxQueued) session.queue.push(event);
+      // Beyond the bound, messages nobody reads are dropped rather than kept without limit.
+    }
+  };
+
+  /** A message the child sent: the answer to a pending request, or one for the sessions' streams. */
+  const fromChild = (child: Child, line: string) => {
     let message: unknown;
     try {
       message = JSON.parse(line);
@@ -154,39 +227,81 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
     }
     const record = message as { id?: unknown; method?: unknown };
     if (record && typeof record === "object" && !("method" in record) && "id" in record) {
-      const pending = session.pending.get(idKey(record.id));
+      const pending = child.pending.get(idKey(record.id));
       if (pending) {
-        session.pending.delete(idKey(record.id));
+        child.pending.delete(idKey(record.id));
         clearTimeout(pending.timer);
-        pending.resolve(message);
+        // The answer goes back under the id its own client used.
+        pending.resolve({ ...(record as object), id: pending.originalId });
         return;
       }
     }
-    const event = `event: message\ndata: ${JSON.stringify(message)}\n\n`;
-    if (session.stream) session.stream.enqueue(encoder.encode(event));
-    else if (session.queue.length < maxQueued) session.queue.push(event);
-    // Beyond the bound, messages nobody reads are dropped rather than kept without limit.
+    toStreams(child, message);
   };
 
-  const start = (context: OperationContext): Session => {
-    const env: Record<string, string> = { ...(options.env ?? {}) };
+  /** The user's upstream tokens for the child's environment, or the answer refusing the start. */
+  const upstreamEnv = async (
+    request: Request,
+    id: JsonRpcId | undefined,
+  ): Promise<Record<string, string> | Response> => {
+    const env: Record<string, string> = {};
+    const wanted = options.upstreamTokens;
+    if (!wanted) return env;
+    for (const [variable, provider] of Object.entries(wanted.variables)) {
+      try {
+        // The subject token is the request's own, sent back only to the server that issued it.
+        env[variable] = (await wanted.client.token(request, provider)).accessToken;
+      } catch (error) {
+        // The reason only: no token, no secret (upstream-token.ts puts none in its errors).
+        const reason =
+          error instanceof UpstreamTokenError || error instanceof OAuthError ? error.code : "failed";
+        log?.warn("gateway.stdio_upstream_token_refused", { provider, reason });
+        if (error instanceof UpstreamTokenError && error.code === "ERR_UPSTREAM_UNAVAILABLE") {
+          return rpcError(503, -32603, `The ${provider} sign-in is unavailable; try again later`, id);
+        }
+        if (
+          (error instanceof UpstreamTokenError && error.code === "ERR_UPSTREAM_REAUTHENTICATE") ||
+          (error instanceof OAuthError && error.code === "invalid_request")
+        ) {
+          // Nothing usable is kept for this user (never signed in through it, the grant revoked,
+          // the provider refused the refresh): no child without its credentials.
+          return rpcError(403, -32001, `Sign in through ${provider} again to use this server`, id);
+        }
+        return rpcError(502, -32603, `The ${provider} token could not be obtained`, id);
+      }
+    }
+    return env;
+  };
+
+  const startChild = async (
+    key: string,
+    request: Request,
+    context: OperationContext,
+    id: JsonRpcId | undefined,
+  ): Promise<Child | Response> => {
+    const tokens = await upstreamEnv(request, id);
+    if (tokens instanceof Response) return tokens;
+    const env: Record<string, string> = { ...(options.env ?? {}), ...tokens };
     if (options.subjectEnv && context.auth.subject !== undefined)
       env[options.subjectEnv] = context.auth.subject;
-    const child = spawn(options.argv[0]!, options.argv.slice(1), { env, stdio: ["pipe", "pipe", "ignore"] });
-    const session: Session = {
-      id: randomBytes(24).toString("base64url"),
-      caller: caller(context),
-      child,
+    const proc = spawn(options.argv[0]!, options.argv.slice(1), {
+      env,
+      stdio: ["pipe", "pipe", "ignore"],
+    });
+    const child: Child = {
+      key,
+      process: proc,
       pending: new Map(),
-      queue: [],
-      stream: undefined,
+      nextId: 1,
+      sessions: new Set(),
+      initializeResult: undefined,
       idle: undefined,
       dead: false,
     };
-    sessions.set(session.id, session);
+    children.set(key, child);
     let buffered: Buffer[] = [];
     let size = 0;
-    child.stdout!.on("data", (chunk: Buffer) => {
+    proc.stdout!.on("data", (chunk: Buffer) => {
       let start = 0;
       for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, start)) {
         buffered.push(chunk.subarray(start, i));
@@ -194,48 +309,96 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
         buffered = [];
         size = 0;
         start = i + 1;
-        if (line) fromChild(session, line);
-        if (session.dead) return;
+        if (line) fromChild(child, line);
+        if (child.dead) return;
       }
       size += chunk.length - start;
-      if (size > maxLineBytes) return end(session, "line_too_long");
+      if (size > maxLineBytes) return endChild(child, "line_too_long");
       buffered.push(chunk.subarray(start));
     });
-    child.once("error", () => end(session, "spawn_failed"));
-    child.once("exit", () => end(session, "exited"));
-    child.stdin!.on("error", () => end(session, "stdin_closed"));
-    touch(session);
-    return session;
+    proc.once("error", () => endChild(child, "spawn_failed"));
+    proc.once("exit", () => endChild(child, "exited"));
+    proc.stdin!.on("error", () => endChild(child, "stdin_closed"));
+    touch(child);
+    return child;
+  };
+
+  /** The child a new session joins: the user's running one, or a new one (bounded). */
+  const childFor = async (
+    key: string,
+    request: Request,
+    context: OperationContext,
+    id: JsonRpcId | undefined,
+  ): Promise<Child | Response> => {
+    const running = children.get(key);
+    if (running && !running.dead) {
+      if (running.sessions.size >= maxSessionsPerChild) {
+        log?.warn("gateway.stdio_sessions_full", { max: maxSessionsPerChild });
+        return rpcError(503, -32603, "Too many MCP sessions for this user at once; try again later", id);
+      }
+      return running;
+    }
+    const pending = starting.get(key);
+    if (pending) return pending;
+    if (children.size + starting.size >= maxChildren) {
+      log?.warn("gateway.stdio_children_full", { max: maxChildren });
+      return rpcError(503, -32603, "Too many MCP sessions at once; try again later", id);
+    }
+    const started = startChild(key, request, context, id).finally(() => starting.delete(key));
+    starting.set(key, started);
+    return started;
   };
 
   /** Sends messages to the child; resolves with the answers to its requests (undefined: none came). */
   const send = (session: Session, messages: readonly unknown[]): Promise<unknown[]> => {
+    const child = session.child;
     const waits: Promise<unknown>[] = [];
     for (const message of messages) {
-      const record = message as { id?: unknown; method?: unknown };
+      let record = message as { id?: JsonRpcId; method?: unknown; params?: Record<string, unknown> };
       if (typeof record.method === "string" && "id" in record) {
-        const key = idKey(record.id);
+        // The gateway's own id: two sessions of one child may both use id 1.
+        const id = child.nextId++;
+        const key = idKey(id);
         waits.push(
           new Promise((resolve) => {
             const timer = setTimeout(() => {
-              session.pending.delete(key);
+              child.pending.delete(key);
               resolve(null);
             }, requestTimeoutMs);
-            session.pending.set(key, { resolve, timer });
+            child.pending.set(key, { resolve, timer, session, originalId: record.id ?? null });
           }),
         );
+        record = { ...record, id };
+      } else if (
+        record.method === "notifications/cancelled" &&
+        record.params &&
+        "requestId" in record.params
+      ) {
+        // A cancellation names the request by the client's id: the child knows it by the gateway's.
+        for (const [key, pending] of child.pending) {
+          if (pending.session === session && pending.originalId === record.params.requestId) {
+            record = { ...record, params: { ...record.params, requestId: JSON.parse(key) } };
+            break;
+          }
+        }
       }
-      session.child.stdin!.write(`${JSON.stringify(message)}\n`);
+      child.process.stdin!.write(`${JSON.stringify(record)}\n`);
     }
     return Promise.all(waits);
   };
 
   const answer = async (session: Session, context: OperationContext, headers: Headers): Promise<Response> => {
-    const messages = Array.isArray(context.body) ? (context.body as unknown[]) : [context.body];
+    const child = session.child;
+    let messages = Array.isArray(context.body) ? (context.body as unknown[]) : [context.body];
     const firstRequestId = (messages.find((m) => "id" in (m as object)) as { id?: JsonRpcId } | undefined)
       ?.id;
+    if (session.replayed) {
+      // The child was initialized by its first session: this one's notice is not repeated to it.
+      messages = messages.filter((m) => (m as { method?: unknown }).method !== "notifications/initialized");
+      if (messages.length === 0) return new Response(null, { status: 202, headers });
+    }
     // A child that does not read its stdin: what waits for it is bounded, not the client's to grow.
-    if (session.child.stdin!.writableLength > maxLineBytes) {
+    if (child.process.stdin!.writableLength > maxLineBytes) {
       return rpcError(
         503,
         -32603,
@@ -256,34 +419,83 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
     return new Response(body, { status: 200, headers });
   };
 
+  /** A new session: started by one initialize, on a new child or (scope "user") the user's own. */
+  const open = async (request: Request, context: OperationContext, headers: Headers): Promise<Response> => {
+    const first = context.messages[0];
+    if (request.method !== "POST" || context.messages.length !== 1 || first?.method !== "initialize") {
+      return rpcError(400, -32600, "Bad Request: no session (start one with initialize)");
+    }
+    const id = randomBytes(24).toString("base64url");
+    let key = id;
+    if (scope === "user") {
+      // One child per user: a token without a subject names no user to share it with.
+      if (context.auth.subject === undefined) {
+        return rpcError(
+          403,
+          -32001,
+          "This server runs one process per user: the token names no user",
+          first.id,
+        );
+      }
+      key = `user\0${context.auth.subject}`;
+    }
+    const child = await childFor(key, request, context, first.id);
+    if (child instanceof Response) return child;
+    if (child.dead) return rpcError(502, -32603, "The MCP server process exited", first.id);
+    const session: Session = {
+      id,
+      caller: caller(context),
+      child,
+      queue: [],
+      stream: undefined,
+      replayed: false,
+      dead: false,
+    };
+    sessions.set(id, session);
+    child.sessions.add(session);
+    touch(child);
+    headers.set("mcp-session-id", id);
+    if (child.initializeResult !== undefined) {
+      // The child speaks to one client and was initialized once: its answer is this session's too.
+      session.replayed = true;
+      headers.set("content-type", "application/json");
+      const replay = { jsonrpc: "2.0", id: first.id ?? null, result: child.initializeResult };
+      return new Response(JSON.stringify(replay), { status: 200, headers });
+    }
+    const response = await answer(session, context, headers);
+    if (response.status === 200 && child.initializeResult === undefined) {
+      const text = await response.text();
+      const result = (JSON.parse(text) as { result?: unknown }).result;
+      if (result !== undefined) child.initializeResult = result;
+      return new Response(text, { status: 200, headers: response.headers });
+    }
+    if (response.status !== 200) {
+      // No session came of it: its id is not handed out, and a child nobody uses is stopped.
+      endSession(session);
+      response.headers.delete("mcp-session-id");
+      if (child.sessions.size === 0) endChild(child, "initialize_failed");
+    }
+    return response;
+  };
+
   return {
     get children() {
-      return sessions.size;
+      return children.size;
     },
     async relay(request, context, sessionId) {
       const headers = new Headers({ "access-control-expose-headers": "Mcp-Session-Id" });
-      if (sessionId === undefined) {
-        const first = context.messages[0];
-        if (request.method !== "POST" || context.messages.length !== 1 || first?.method !== "initialize") {
-          return rpcError(400, -32600, "Bad Request: no session (start one with initialize)");
-        }
-        if (sessions.size >= maxChildren) {
-          log?.warn("gateway.stdio_children_full", { max: maxChildren });
-          return rpcError(503, -32603, "Too many MCP sessions at once; try again later", first.id);
-        }
-        const session = start(context);
-        headers.set("mcp-session-id", session.id);
-        return answer(session, context, headers);
-      }
+      if (sessionId === undefined) return open(request, context, headers);
       const session = sessions.get(sessionId);
       // MCP transport spec: an unknown (or ended) session is 404; another caller's is unknown too.
       if (session === undefined || session.dead || session.caller !== caller(context)) {
         return rpcError(404, -32001, "Session not found");
       }
-      touch(session);
+      touch(session.child);
       headers.set("mcp-session-id", session.id);
       if (request.method === "DELETE") {
-        end(session, "deleted");
+        endSession(session);
+        // The last session of a child ends it (a user's child lives while one of their sessions does).
+        if (session.child.sessions.size === 0) endChild(session.child, "deleted");
         return new Response(null, { status: 200, headers });
       }
       if (request.method === "GET") {
@@ -304,7 +516,7 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
       return answer(session, context, headers);
     },
     async close() {
-      for (const session of [...sessions.values()]) end(session, "shutdown");
+      for (const child of [...children.values()]) endChild(child, "shutdown");
     },
   };
 }

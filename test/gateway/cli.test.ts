@@ -188,6 +188,92 @@ describe("gatehouse gateway", () => {
     expect(await gateway.exited).toBe(0);
   }, 40_000);
 
+  it("--stdio-scope and the upstream-token flags: bad values and missing companions are usage errors", async () => {
+    const policy = join(dir, "usage-policy.yaml");
+    writeFileSync(policy, "base: [mcp:use]\n");
+    const base = ["gateway", "--resource", "http://127.0.0.1:1/mcp", "--authorization-server", issuer.issuer];
+    const cases: [string[], string][] = [
+      [["--stdio", "node s.js", "--stdio-scope", "tenant"], "--stdio-scope takes user or session"],
+      [["--upstream", upstreamUrl, "--stdio-scope", "user"], "--stdio-scope needs --stdio"],
+      [
+        ["--stdio", "node s.js", "--stdio-upstream-token-env", "GITHUB_TOKEN=github"],
+        "--stdio-upstream-token-env needs --upstream-token-client-id and --upstream-token-client-secret-file",
+      ],
+      [
+        ["--stdio", "node s.js", "--upstream-token-client-id", "gw"],
+        "--upstream-token-client-id and its secret file go with --stdio-upstream-token-env",
+      ],
+    ];
+    for (const [args, message] of cases) {
+      const result = await runCli([...base, "--policy", policy, ...args]);
+      expect(result.code, args.join(" ")).toBe(2);
+      expect(result.stderr).toContain(message);
+    }
+  });
+
+  it("--stdio-scope user: one child per user, shared by that user's sessions", async () => {
+    const script = join(dir, "pid-stdio.js");
+    writeFileSync(
+      script,
+      `const rl = require("node:readline").createInterface({ input: process.stdin });
+       rl.on("line", (line) => { const m = JSON.parse(line); if (m.id === undefined) return;
+         process.stdout.write(JSON.stringify({ jsonrpc: "2.0", id: m.id, result: { pid: process.pid, user: process.env.MCP_USER } }) + "\\n"); });`,
+    );
+    const policy = join(dir, "user-policy.yaml");
+    writeFileSync(policy, "base: [mcp:use]\ndefault: {}\n");
+    const port = await freePort();
+    const resource = `http://127.0.0.1:${port}/mcp`;
+    const gateway = await startGatewayProcess([
+      "--stdio",
+      `"${process.execPath}" "${script}"`,
+      "--stdio-scope",
+      "user",
+      "--user-env",
+      "MCP_USER",
+      "--resource",
+      resource,
+      "--authorization-server",
+      issuer.issuer,
+      "--jwks-uri",
+      issuer.jwksUri,
+      "--policy",
+      policy,
+      "--port",
+      String(port),
+      "--json",
+    ]);
+    const call = async (token: string, method: string, session?: string) => {
+      const response = await fetch(resource, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          ...(session ? { "mcp-session-id": session } : {}),
+        },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: {} }),
+      });
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as { result: { pid: number; user: string } };
+      return { session: response.headers.get("mcp-session-id")!, ...body.result };
+    };
+    try {
+      const dana = await issuer.sign({ aud: resource, sub: "dana", scope: "mcp:use" });
+      const erin = await issuer.sign({ aud: resource, sub: "erin", scope: "mcp:use" });
+      const first = await call(dana, "initialize");
+      const second = await call(dana, "initialize");
+      expect(second.session).not.toBe(first.session);
+      // The second session's own request reaches the same process as the first's.
+      expect((await call(dana, "ping", second.session)).pid).toBe(first.pid);
+      const other = await call(erin, "initialize");
+      expect(other.pid).not.toBe(first.pid);
+      expect(other.user).toBe("erin");
+    } finally {
+      gateway.child.kill("SIGTERM");
+    }
+    expect(await gateway.exited).toBe(0);
+  }, 40_000);
+
   it("a policy with a bad value is refused at start-up, naming the file and the line", async () => {
     const policy = join(dir, "bad.yaml");
     writeFileSync(policy, 'base: [mcp:use]\ntools:\n  delete_file: { scopes: ["files admin"] }\n');

@@ -34,6 +34,7 @@ const POLICY: OperationPolicy = {
   methods: { "tools/list": {} },
   tools: {
     echo: {},
+    "get-env": {},
     read_text_file: {},
     list_directory: {},
     list_allowed_directories: {},
@@ -212,6 +213,76 @@ describe("server-everything in stdio mode", () => {
       await gateway.close();
     }
   }, 30_000);
+});
+
+describe("one child per user (scope: user), server-everything in stdio mode", () => {
+  const everything = () => [
+    process.execPath,
+    resolvePackage("@modelcontextprotocol/server-everything/dist/index.js"),
+    "stdio",
+  ];
+  const envOf = async (client: Client) => {
+    const answer = await client.callTool({ name: "get-env", arguments: {} });
+    return JSON.parse((answer.content as { text: string }[])[0]!.text) as Record<string, string>;
+  };
+
+  it("a user's sessions share one child, another user has their own; each session gets its own answers", async () => {
+    const gateway = await startStdioGateway({ argv: everything(), scope: "user", subjectEnv: "MCP_USER" });
+    try {
+      const alice1 = await connect(gateway, await gateway.sign("alice", "mcp:use"));
+      const alice2 = await connect(gateway, await gateway.sign("alice", "mcp:use"));
+      const bob = await connect(gateway, await gateway.sign("bob", "mcp:use"));
+      expect(gateway.upstream.children).toBe(2);
+      // Both of alice's clients number their requests alike: the gateway keeps their answers apart.
+      const [one, two] = await Promise.all([
+        alice1.client.callTool({ name: "echo", arguments: { message: "first session" } }),
+        alice2.client.callTool({ name: "echo", arguments: { message: "second session" } }),
+      ]);
+      expect(JSON.stringify(one.content)).toContain("first session");
+      expect(JSON.stringify(two.content)).toContain("second session");
+      expect((await envOf(alice2.client)).MCP_USER).toBe("alice");
+      expect((await envOf(bob.client)).MCP_USER).toBe("bob");
+      // Ending one of alice's sessions leaves her child to the other; her last one stops it.
+      await alice1.transport.terminateSession();
+      expect(gateway.upstream.children).toBe(2);
+      expect(
+        JSON.stringify(
+          (await alice2.client.callTool({ name: "echo", arguments: { message: "still" } })).content,
+        ),
+      ).toContain("still");
+      await alice2.transport.terminateSession();
+      expect(gateway.upstream.children).toBe(1);
+      await Promise.all([alice1.client.close(), alice2.client.close(), bob.client.close()]);
+    } finally {
+      await gateway.close();
+    }
+  }, 30_000);
+
+  it("bounded per user and overall; a token without sub gets no shared child", async () => {
+    const gateway = await startStdioGateway({
+      argv: fakeServer("send({ jsonrpc: '2.0', id: m.id, result: {} });"),
+      scope: "user",
+      maxChildren: 1,
+      maxSessionsPerChild: 2,
+    });
+    try {
+      const alice = await gateway.sign("alice", "mcp:use");
+      expect((await post(gateway, alice, INITIALIZE)).status).toBe(200);
+      const second = await post(gateway, alice, { ...INITIALIZE, id: 7 });
+      expect(second.status).toBe(200);
+      // The second session's initialize is the child's first answer, under its own id.
+      expect(((await second.json()) as { id: number }).id).toBe(7);
+      expect((await post(gateway, alice, INITIALIZE)).status).toBe(503);
+      expect((await post(gateway, await gateway.sign("bob", "mcp:use"), INITIALIZE)).status).toBe(503);
+      const nobody = await issuer.sign({ aud: gateway.url, client_id: "app", scope: "mcp:use" });
+      const refused = await post(gateway, nobody, INITIALIZE);
+      expect(refused.status).toBe(403);
+      expect(JSON.stringify(await refused.json())).toContain("names no user");
+      expect(gateway.upstream.children).toBe(1);
+    } finally {
+      await gateway.close();
+    }
+  });
 });
 
 describe("hostile children", () => {

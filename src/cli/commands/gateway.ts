@@ -12,6 +12,7 @@ import { jwtVerifier } from "../../resource-server/jwt-verifier.js";
 import { createOperationGate } from "../../resource-server/operations/gate.js";
 import { parseOperationPolicy } from "../../resource-server/operations/policy.js";
 import { createResourceServer } from "../../resource-server/resource-server.js";
+import { upstreamTokenClient } from "../../resource-server/upstream-token.js";
 import { jsonLogger } from "../../shared/log.js";
 import { isLoopbackHost } from "../../shared/resource-uri.js";
 import { authorizationServerMetadataUrls } from "../../shared/well-known.js";
@@ -38,7 +39,8 @@ const OPTIONS: OptionSpecs = {
   stdio: {
     type: "string",
     valueName: "command",
-    description: "instead of --upstream: a stdio MCP server, one child process per session (no shell)",
+    description:
+      "instead of --upstream: a stdio MCP server, a child process per session or per user (no shell)",
   },
   env: {
     type: "string",
@@ -56,6 +58,28 @@ const OPTIONS: OptionSpecs = {
     type: "string",
     valueName: "NAME",
     description: "with --stdio: the caller's sub in this variable",
+  },
+  "stdio-scope": {
+    type: "string",
+    valueName: "user|session",
+    description: "with --stdio: one child per session (default) or per user (the token's sub)",
+  },
+  "stdio-upstream-token-env": {
+    type: "string",
+    multiple: true,
+    valueName: "NAME=provider",
+    description:
+      "with --stdio: the user's access token at this upstream provider (from the authorization server's /upstream/token) in variable NAME",
+  },
+  "upstream-token-client-id": {
+    type: "string",
+    valueName: "id",
+    description: "the gateway's client id at the authorization server, for /upstream/token",
+  },
+  "upstream-token-client-secret-file": {
+    type: "string",
+    valueName: "file",
+    description: "the file holding that client's secret (client_secret_basic)",
   },
   "max-children": {
     type: "string",
@@ -183,6 +207,56 @@ async function discoverJwksUri(issuer: string): Promise<string> {
   throw new Error(`no authorization server metadata found for ${issuer} (give --jwks-uri)`);
 }
 
+/**
+ * `--stdio-upstream-token-env NAME=provider`: the user's upstream token in the child's
+ * environment, asked of the authorization server's /upstream/token with the gateway's own client
+ * credentials (a pre-registered confidential client the provider's keepTokens lists for
+ * --resource). The secret comes from a file: a command line is visible to every local user.
+ */
+function upstreamTokensOption(parsed: ReturnType<typeof parseCommandArgs>, issuer: string) {
+  const pairs = stringList(parsed, "stdio-upstream-token-env");
+  const clientId = stringValue(parsed, "upstream-token-client-id");
+  const secretFile = stringValue(parsed, "upstream-token-client-secret-file");
+  if (pairs.length === 0) {
+    if (clientId !== undefined || secretFile !== undefined)
+      throw new UsageError(
+        "--upstream-token-client-id and its secret file go with --stdio-upstream-token-env",
+      );
+    return undefined;
+  }
+  if (clientId === undefined || secretFile === undefined) {
+    throw new UsageError(
+      "--stdio-upstream-token-env needs --upstream-token-client-id and --upstream-token-client-secret-file",
+    );
+  }
+  const variables: Record<string, string> = {};
+  for (const pair of pairs) {
+    const eq = pair.indexOf("=");
+    const name = pair.slice(0, eq);
+    const provider = pair.slice(eq + 1);
+    if (eq <= 0 || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || provider === "") {
+      throw new UsageError("--stdio-upstream-token-env takes NAME=provider (NAME a variable name)");
+    }
+    variables[name] = provider;
+  }
+  let clientSecret: string;
+  try {
+    clientSecret = readFileSync(secretFile, "utf8").trim();
+  } catch (error) {
+    throw new UsageError(
+      `cannot read --upstream-token-client-secret-file: ${(error as NodeJS.ErrnoException).code ?? "error"}`,
+    );
+  }
+  if (clientSecret === "") throw new UsageError("--upstream-token-client-secret-file is empty");
+  let client: ReturnType<typeof upstreamTokenClient>;
+  try {
+    client = upstreamTokenClient({ issuer, clientAuth: { clientId, clientSecret } });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  return { variables, client };
+}
+
 export async function run(args: string[]): Promise<number> {
   return runCommand("gateway", async () => {
     const parsed = parseCommandArgs(args, OPTIONS);
@@ -206,6 +280,20 @@ export async function run(args: string[]): Promise<number> {
       );
     }
     const policy = parseOperationPolicy(policyText, policyFile);
+    for (const name of [
+      "stdio-scope",
+      "stdio-upstream-token-env",
+      "upstream-token-client-id",
+      "upstream-token-client-secret-file",
+    ]) {
+      if (stdioCommand === undefined && parsed.values[name] !== undefined)
+        throw new UsageError(`--${name} needs --stdio`);
+    }
+    const stdioScope = stringValue(parsed, "stdio-scope") ?? "session";
+    if (stdioScope !== "user" && stdioScope !== "session") {
+      throw new UsageError("--stdio-scope takes user or session");
+    }
+    const upstreamTokens = upstreamTokensOption(parsed, issuer);
     const port = integerValue(parsed, "port", 65535) ?? 8080;
     const host = stringValue(parsed, "host") ?? "127.0.0.1";
     const maxBodyBytes = integerValue(parsed, "max-body-bytes", 256 * 1024 * 1024);
@@ -263,6 +351,8 @@ export async function run(args: string[]): Promise<number> {
       stdio = createStdioUpstream({
         argv,
         env,
+        scope: stdioScope,
+        upstreamTokens,
         subjectEnv: stringValue(parsed, "user-env"),
         maxChildren: integerValue(parsed, "max-children", 10_000),
         idleMs: (integerValue(parsed, "idle-seconds", 86_400) ?? 600) * 1000,
