@@ -158,6 +158,8 @@ export function cliAuthClient(options: {
                     "run the command again, use --print-url to open the URL yourself, or log in with 'gatehouse login --device <url>'",
                   ...(options.printOnly && { printOnly: true }),
                   ...(options.callbackPort !== undefined && { callbackPort: options.callbackPort }),
+                  // Ctrl-C while waiting for the browser is said, as for the device login.
+                  cancelOnInterrupt: () => new LoginCancelled(),
                 }),
                 options.browserNotice,
                 print,
@@ -197,7 +199,10 @@ export function cliAuthClient(options: {
   });
 }
 
-/** A device login ended by Ctrl-C (the abort reason the flow rejects with). */
+/**
+ * A login ended by Ctrl-C: the abort reason the device flow rejects with, and the cause of the
+ * browser flow's `user_agent_failed` (see {@link isLoginCancelled}).
+ */
 export class LoginCancelled extends Error {
   /** The shell's status for a command ended by SIGINT. */
   static readonly EXIT_STATUS = 130;
@@ -205,6 +210,14 @@ export class LoginCancelled extends Error {
     super("login cancelled");
     this.name = "LoginCancelled";
   }
+}
+
+/** Whether `error` is a login cancelled with Ctrl-C, in the device flow or the browser's. */
+export function isLoginCancelled(error: unknown): boolean {
+  return (
+    error instanceof LoginCancelled ||
+    (isAuthorizationFlowError(error) && error.cause instanceof LoginCancelled)
+  );
 }
 
 /** How long until `expiresAt`, in words ("10 minutes", "45 seconds"). */
@@ -280,6 +293,9 @@ export function describeError(error: unknown, options: { url?: string | URL } = 
       if (network) detail = ` — ${network.hint}`;
     } else if (error.code === "user_agent_failed" && error.cause instanceof Error) {
       detail = ` (${error.cause.message})`;
+    } else if (error.code === "client_information_required" && error.issuer !== undefined) {
+      // The library's words name its options; the command's are these (login and fetch).
+      detail = ` — with a client registered there: gatehouse login --client-id <id> --issuer ${error.issuer} ${options.url ?? "<url>"} (its secret, if any, in GATEHOUSE_CLIENT_SECRET)`;
     }
     return `${error.message}${oauth}${detail}${KIND_HINTS[error.kind] ?? ""}`;
   }

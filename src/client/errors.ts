@@ -25,6 +25,8 @@ export interface AuthorizationFlowErrorOptions {
   status?: number;
   /** For `kind: "transport"`: the URL that could not be fetched (never carries a token). */
   url?: string;
+  /** The authorization server (its issuer) the failure concerns, when one is known. */
+  issuer?: string;
   /** A 503's Retry-After (RFC 9110 §10.2.3) in whole seconds from now, when the server sent one. */
   retryAfter?: number;
 }
@@ -36,6 +38,7 @@ export class AuthorizationFlowError extends GatehouseError<AuthorizationFlowErro
   readonly status: number | undefined;
   readonly url: string | undefined;
   readonly retryAfter: number | undefined;
+  readonly issuer: string | undefined;
 
   constructor(code: AuthorizationFlowErrorCode, message: string, options: AuthorizationFlowErrorOptions) {
     super(code, `${options.step}: ${message}`, { cause: options.cause });
@@ -46,6 +49,7 @@ export class AuthorizationFlowError extends GatehouseError<AuthorizationFlowErro
     this.status = options.status;
     this.url = options.url;
     this.retryAfter = options.retryAfter;
+    this.issuer = options.issuer;
   }
 }
 

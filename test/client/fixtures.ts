@@ -18,6 +18,8 @@ export interface FakeOptions {
    * `retryAfter` as Retry-After when given, `times` times before answering as usual: an outage.
    */
   unavailable?: { grant: "authorization_code" | "refresh_token"; times: number; retryAfter?: string };
+  /** No `registration_endpoint` (and no metadata document support): only pre-registered clients. */
+  noRegistration?: boolean;
   /**
    * Publish a `revocation_endpoint` (RFC 7009) that records every call: `ok` answers 200 and
    * revokes the token; `fail` answers 400 invalid_request; `hold` keeps each call waiting until `releaseRevocations`.
@@ -90,7 +92,7 @@ export async function startFake(options: FakeOptions = {}): Promise<Fake> {
         issuer: options.metadataIssuer ? options.metadataIssuer(base) : base,
         authorization_endpoint: `${base}/authorize`,
         token_endpoint: `${base}/token`,
-        registration_endpoint: `${base}/register`,
+        ...(!options.noRegistration && { registration_endpoint: `${base}/register` }),
         ...(options.revocation && { revocation_endpoint: `${base}/revoke` }),
         ...(options.pkceMethods !== null && {
           code_challenge_methods_supported: options.pkceMethods ?? ["S256"],

@@ -11,7 +11,8 @@ import { browserSession } from "../../client/user-agent/browser.js";
 import { type CompiledPolicy, parseOperationPolicy } from "../../resource-server/operations/policy.js";
 import { DEFAULT_REVISION } from "../../shared/revision.js";
 import { isScopeToken } from "../../shared/scopes.js";
-import { configDirectory } from "../client-commands.js";
+import { authorizationServerAtOrigin, configDirectory } from "../client-commands.js";
+import { explainParseArgsError } from "../command-line-text.js";
 import { describeSettings, issuerCompatibilityPath, loadIssuerCompatibility } from "../issuer-compat-file.js";
 
 const USAGE = `Usage: gatehouse check <resource-url> [options]
@@ -67,7 +68,13 @@ export async function run(args: string[]): Promise<number> {
   try {
     parsed = parse(args);
   } catch (error) {
-    return usageError(error instanceof Error ? error.message : String(error));
+    // Worded as for every other command: "unknown option --jsn (did you mean --json?)".
+    return usageError(
+      explainParseArgsError(
+        error,
+        [...USAGE.matchAll(/--([a-z][\w-]*)/g)].map((m) => m[1]!),
+      ),
+    );
   }
   const { values, positionals } = parsed;
   if (values.help) {
@@ -147,6 +154,12 @@ export async function run(args: string[]): Promise<number> {
     ...(login && { login }),
     ...(operations && { operations }),
   });
+  // No protected resource metadata where the origin serves authorization server metadata: the
+  // authorization server's URL was given (as login and fetch say), said before the report's FAILs.
+  if (report.findings.some((f) => f.rule === "prm.discoverable" && f.outcome === "fail")) {
+    const hint = await authorizationServerAtOrigin(resourceUrl);
+    if (hint) process.stderr.write(`gatehouse check: ${hint}\n`);
+  }
   // The operator's per-issuer compatibility settings (issuers.json) are shown, never applied: the
   // audit reports the spec's rules as the server meets them.
   let compatibility: ReturnType<typeof loadIssuerCompatibility>;

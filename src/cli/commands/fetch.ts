@@ -8,6 +8,7 @@ import {
   cliAuthClient,
   cliDeviceAuthorization,
   describeError,
+  isLoginCancelled,
   LoginCancelled,
   noBrowserReason,
   parseCommandLine,
@@ -43,7 +44,7 @@ on stderr; see 'gatehouse status'.
 
 Exit status: 0 a 2xx response; 22 any other HTTP status (as curl --fail; the body still goes
 to stdout, the status line to stderr); 1 the request or the authorization failed; 2 usage;
-130 a --device login cancelled with Ctrl-C.
+130 a login cancelled with Ctrl-C.
 `;
 
 export async function run(args: string[]): Promise<number> {
@@ -103,16 +104,20 @@ export async function run(args: string[]): Promise<number> {
       for (const [k, v] of response.headers) process.stdout.write(`${k}: ${v}\n`);
       process.stdout.write("\n");
     }
-    process.stdout.write(Buffer.from(await response.arrayBuffer()));
+    const received = Buffer.from(await response.arrayBuffer());
+    process.stdout.write(received);
     if (response.ok) return 0;
-    // The body went to stdout as curl does; the status, which a terminal would not show, to stderr.
+    // The body went to stdout as curl does, byte for byte; the status, which a terminal would not
+    // show, to stderr, on a line of its own when the body left its last line open (on a terminal
+    // both streams share the screen).
+    const newline = received.length > 0 && received[received.length - 1] !== 0x0a ? "\n" : "";
     const hint = await authorizationServerGivenHint(response.status, url);
     process.stderr.write(
-      `gatehouse fetch: ${url} answered ${response.status} ${response.statusText}\n${hint ? `  ${hint}\n` : ""}`,
+      `${newline}gatehouse fetch: ${url} answered ${response.status} ${response.statusText}\n${hint ? `  ${hint}\n` : ""}`,
     );
     return 22; // curl --fail's exit status for HTTP errors
   } catch (error) {
-    if (error instanceof LoginCancelled) {
+    if (isLoginCancelled(error)) {
       process.stderr.write("gatehouse fetch: login cancelled; no request was sent with new tokens\n");
       return LoginCancelled.EXIT_STATUS;
     }

@@ -11,6 +11,7 @@ import {
   cliAuthClient,
   cliDeviceAuthorization,
   describeError,
+  isLoginCancelled,
   LoginCancelled,
   missingResourceProblem,
   noBrowserReason,
@@ -51,7 +52,7 @@ Options:
   --force                     authorize again even if a valid token is stored
 
 Exit status: 0 logged in; 1 the login failed (denied, expired, unreachable, refused); 2 usage;
-130 a --device login cancelled with Ctrl-C.
+130 a login cancelled with Ctrl-C.
 `;
 
 export async function run(args: string[]): Promise<number> {
@@ -122,7 +123,7 @@ export async function run(args: string[]): Promise<number> {
     );
     return 0;
   } catch (error) {
-    if (error instanceof LoginCancelled) {
+    if (isLoginCancelled(error)) {
       process.stderr.write("gatehouse login: cancelled; nothing was stored\n");
       return LoginCancelled.EXIT_STATUS;
     }

@@ -238,6 +238,10 @@ export async function resolveClient(options: ResolveClientOptions): Promise<Stor
     `no way to obtain a client id at ${issuer}: no pre-registered client for this issuer, ${
       cimdSupported ? "no clientMetadataUrl configured" : "no Client ID Metadata Document support"
     }, and no registration_endpoint. Register a client with this authorization server and pass its client_id (and secret)`,
-    { kind: "action", step: "client registration (spec order: pre-registered, metadata document, dynamic)" },
+    {
+      kind: "action",
+      step: "client registration (spec order: pre-registered, metadata document, dynamic)",
+      issuer,
+    },
   );
 }

@@ -67,6 +67,12 @@ export function browserSession(
      * an exact port. A port in use fails the login with `user_agent_failed`, naming the port.
      */
     callbackPort?: number;
+    /**
+     * While waiting for the browser, Ctrl-C (SIGINT) ends the wait, rejecting with the error this
+     * returns (the flow then closes the listener), instead of ending the process: a command can
+     * say that the login was cancelled. The handler is there only during the wait.
+     */
+    cancelOnInterrupt?: () => Error;
   } = {},
 ): AuthorizationSessionFactory {
   const print = options.print ?? ((m: string) => process.stderr.write(`${m}\n`));
@@ -95,7 +101,13 @@ export function browserSession(
         print(
           `Waiting for you to finish in the browser (Ctrl-C to cancel; gives up after ${formatWait(timeoutMs)})…`,
         );
-        return wait;
+        const cancel = options.cancelOnInterrupt;
+        if (!cancel) return wait;
+        return new Promise<string>((resolve, reject) => {
+          const onInterrupt = () => reject(cancel());
+          process.once("SIGINT", onInterrupt);
+          wait.then(resolve, reject).finally(() => process.off("SIGINT", onInterrupt));
+        });
       },
       close: () => listener.close(),
     };
