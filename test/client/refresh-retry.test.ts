@@ -26,10 +26,11 @@ afterEach(async () => {
 type Outage = NonNullable<FakeOptions["unavailable"]>;
 
 /**
- * Logs in with the outage off, marks the stored access token expired (the next call refreshes
- * first), then switches `outage` on.
+ * Logs in with the outage off, moves the stored access token's expiry to `expiresIn` ms from now
+ * (default: expired; either way inside the refresh lead, so the next call refreshes first), then
+ * switches `outage` on.
  */
-async function loggedInThenOutage(outage: Outage) {
+async function loggedInThenOutage(outage: Outage, expiresIn = -1000) {
   const options: FakeOptions = {};
   fake = await startFake(options);
   const store = new MemoryTokenStore();
@@ -43,7 +44,12 @@ async function loggedInThenOutage(outage: Outage) {
   expect((await client.fetch(fake.resourceUrl)).status).toBe(200);
   const [entry] = await store.list("tokens");
   const [tokensKey, stored] = entry!;
-  await store.set("tokens", tokensKey, { ...stored, expires_at: Date.now() - 1000 });
+  // Obtained an hour ago: the default lead is then the full 30 s (a third of the lifetime at most).
+  await store.set("tokens", tokensKey, {
+    ...stored,
+    obtained_at: Date.now() - 3_600_000,
+    expires_at: Date.now() + expiresIn,
+  });
   options.unavailable = outage;
   return { client, store, events, stored };
 }
@@ -112,6 +118,19 @@ describe("503 temporarily_unavailable at the token endpoint", () => {
     const error = await flowError(client.fetch(fake!.resourceUrl));
     expect(error.message).toContain("retry later");
     expect(requests("refresh_token")).toBe(1);
+  });
+
+  it("a refresh ahead of expiry that meets the outage goes on with the access token, still valid", async () => {
+    const { client, store, stored } = await loggedInThenOutage(
+      { grant: "refresh_token", times: 1, retryAfter: "30" },
+      10_000,
+    );
+    const response = await client.fetch(fake!.resourceUrl);
+    expect(response.status).toBe(200);
+    expect(requests("refresh_token")).toBe(1);
+    const [[, after]] = (await store.list("tokens")) as [[string, typeof stored]];
+    expect(after.access_token).toBe(stored.access_token);
+    expect(after.refresh_token).toBe(stored.refresh_token);
   });
 
   it("a code redemption answered 503 is never retried (the code may be spent)", async () => {

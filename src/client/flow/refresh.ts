@@ -46,7 +46,14 @@ export async function freshTokens(state: AuthState, tokens: StoredTokens): Promi
   if (tokens.expires_at === undefined || !dueForRefresh(tokens, state.options.refreshSkewSeconds))
     return tokens;
   if (!tokens.refresh_token) return tokens.expires_at > Date.now() ? tokens : undefined;
-  return refreshTokens(state, tokens, false);
+  try {
+    return await refreshTokens(state, tokens, false);
+  } catch (error) {
+    // A refresh ahead of expiry that meets an outage: the access token still works until it
+    // expires, so the call goes on with it (the next call refreshes again).
+    if (isOutage(error) && tokens.expires_at > Date.now()) return tokens;
+    throw error;
+  }
 }
 
 /**
