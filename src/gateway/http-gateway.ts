@@ -30,6 +30,7 @@ import {
 import type { ResourceServer } from "../resource-server/resource-server.js";
 import { completeResponse } from "../shared/http.js";
 import type { Logger } from "../shared/log.js";
+import type { IdentityAssertionSigner } from "./identity-assertion.js";
 import type { StdioUpstream } from "./stdio-upstream.js";
 
 /** Headers the gateway sets for the upstream from the verified token (names are the operator's). */
@@ -50,6 +51,11 @@ export interface HttpGatewayOptions {
   resourceServer: Pick<ResourceServer, "resource" | "handles" | "metadataResponse">;
   gate: OperationGate;
   identityHeaders?: IdentityHeaders;
+  /**
+   * A signed identity assertion (identity-assertion.ts) in header `header`, for an upstream that
+   * checks who called by signature rather than by trusting a private link.
+   */
+  identityAssertion?: { header: string; signer: IdentityAssertionSigner };
   /** Key binding session ids to callers (32 bytes or more; default: random per process). */
   sessionKey?: Uint8Array;
   /** Time to wait for the upstream's response headers, in ms (default 30 000). */
@@ -165,8 +171,13 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
     if (name !== undefined && !HEADER_NAME.test(name))
       throw new TypeError(`invalid identity header name ${name}`);
   }
+  const assertionHeader = options.identityAssertion?.header;
+  if (assertionHeader !== undefined && !HEADER_NAME.test(assertionHeader))
+    throw new TypeError(`invalid identity assertion header name ${assertionHeader}`);
+  if (assertionHeader !== undefined && options.stdio !== undefined)
+    throw new TypeError("an identity assertion is for an HTTP upstream");
   const identityNames = new Set(
-    Object.values(identity)
+    [...Object.values(identity), assertionHeader]
       .filter((n): n is string => n !== undefined)
       .map((n) => n.toLowerCase()),
   );
@@ -234,6 +245,13 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
     put(identity.subject, identityValue(context.auth.subject));
     put(identity.clientId, identityValue(context.auth.clientId));
     put(identity.scopes, identityValue(context.auth.scopes.join(" ")));
+    // Set by the gateway alone: a client's own header of that name is never among those passed.
+    if (options.identityAssertion) {
+      headers.set(
+        options.identityAssertion.header,
+        await options.identityAssertion.signer.assertion(context.auth),
+      );
+    }
 
     const abort = new AbortController();
     const onClientGone = () => abort.abort();

@@ -5,11 +5,13 @@
  * token, /health, and a graceful exit on SIGTERM.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { importJWK, type JWK, jwtVerify } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBuilt, MAIN, runCli } from "../cli/helpers.js";
 import { startIssuer, type TestIssuer } from "../resource-server/fixtures.js";
@@ -37,6 +39,7 @@ beforeAll(async () => {
           result: {
             saw_authorization: req.headers.authorization !== undefined,
             user: req.headers["x-user"] ?? null,
+            identity: req.headers["x-gatehouse-identity"] ?? null,
           },
         }),
       );
@@ -268,6 +271,98 @@ describe("gatehouse gateway", () => {
       const other = await call(erin, "initialize");
       expect(other.pid).not.toBe(first.pid);
       expect(other.user).toBe("erin");
+    } finally {
+      gateway.child.kill("SIGTERM");
+    }
+    expect(await gateway.exited).toBe(0);
+  }, 40_000);
+
+  it("--identity-assertion-header: the upstream verifies the caller with the key the ready line prints", async () => {
+    const keyFile = join(dir, "identity.pem");
+    writeFileSync(
+      keyFile,
+      generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey.export({ type: "pkcs8", format: "pem" }),
+    );
+    const policy = join(dir, "identity-policy.yaml");
+    writeFileSync(policy, "base: [mcp:use]\ndefault: {}\n");
+    const usage = [
+      "gateway",
+      "--resource",
+      "http://127.0.0.1:1/mcp",
+      "--authorization-server",
+      issuer.issuer,
+      "--policy",
+      policy,
+    ];
+    const alone = await runCli([...usage, "--upstream", upstreamUrl, "--identity-assertion-header", "X-Id"]);
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toContain(
+      "--identity-assertion-header and --identity-assertion-key-file go together",
+    );
+    const notKey = join(dir, "not-a-key.pem");
+    writeFileSync(notKey, "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LXRleHQ=\n-----END PRIVATE KEY-----\n");
+    const bad = await runCli([
+      ...usage,
+      "--upstream",
+      upstreamUrl,
+      "--identity-assertion-header",
+      "X-Id",
+      "--identity-assertion-key-file",
+      notKey,
+    ]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("--identity-assertion-key-file: not a PEM private key");
+    expect(bad.stderr).not.toContain("c2VjcmV0LXRleHQ");
+
+    const port = await freePort();
+    const resource = `http://127.0.0.1:${port}/mcp`;
+    const gateway = await startGatewayProcess([
+      "--upstream",
+      upstreamUrl,
+      "--resource",
+      resource,
+      "--authorization-server",
+      issuer.issuer,
+      "--jwks-uri",
+      issuer.jwksUri,
+      "--policy",
+      policy,
+      "--port",
+      String(port),
+      "--identity-assertion-header",
+      "X-Gatehouse-Identity",
+      "--identity-assertion-key-file",
+      keyFile,
+      "--json",
+    ]);
+    try {
+      const ready = JSON.parse(gateway.stdout.split("\n")[0]!) as { identity_assertion_jwk: JWK };
+      expect(ready.identity_assertion_jwk).toMatchObject({ kty: "EC", alg: "ES256" });
+      expect(ready.identity_assertion_jwk.d).toBeUndefined();
+      const token = await issuer.sign({
+        aud: resource,
+        sub: "carol",
+        client_id: "cli-app",
+        scope: "mcp:use",
+      });
+      const relayed = await fetch(resource, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          "x-gatehouse-identity": "forged",
+        },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+      });
+      expect(relayed.status).toBe(200);
+      const { result } = (await relayed.json()) as { result: { identity: string } };
+      const { payload } = await jwtVerify(result.identity, await importJWK(ready.identity_assertion_jwk), {
+        typ: "gatehouse-identity+jwt",
+        issuer: resource,
+        audience: upstreamUrl,
+      });
+      expect(payload).toMatchObject({ sub: "carol", client_id: "cli-app", scope: "mcp:use" });
     } finally {
       gateway.child.kill("SIGTERM");
     }

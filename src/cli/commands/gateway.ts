@@ -6,6 +6,7 @@
  */
 import { readFileSync } from "node:fs";
 import { createHttpGateway } from "../../gateway/http-gateway.js";
+import { identityAssertionSigner } from "../../gateway/identity-assertion.js";
 import { commandWords, createStdioUpstream } from "../../gateway/stdio-upstream.js";
 import { cachedVerifier } from "../../resource-server/cache.js";
 import { jwtVerifier } from "../../resource-server/jwt-verifier.js";
@@ -127,6 +128,17 @@ const OPTIONS: OptionSpecs = {
     type: "string",
     valueName: "name",
     description: "header telling the upstream the token's scopes",
+  },
+  "identity-assertion-header": {
+    type: "string",
+    valueName: "name",
+    description:
+      "with --upstream: a signed JWT in this header telling the upstream the caller (sub, client_id, scope; aud = --upstream)",
+  },
+  "identity-assertion-key-file": {
+    type: "string",
+    valueName: "file",
+    description: "the PEM private key (P-256 or Ed25519) signing that assertion",
   },
   "filter-listings": {
     type: "boolean",
@@ -257,6 +269,44 @@ function upstreamTokensOption(parsed: ReturnType<typeof parseCommandArgs>, issue
   return { variables, client };
 }
 
+/**
+ * `--identity-assertion-header` with `--identity-assertion-key-file`: the signed identity
+ * assertion to the HTTP upstream (src/gateway/identity-assertion.ts), `iss` the resource and `aud`
+ * the upstream URL.
+ */
+function identityAssertionOption(
+  parsed: ReturnType<typeof parseCommandArgs>,
+  resource: string,
+  upstream: string | undefined,
+) {
+  const header = stringValue(parsed, "identity-assertion-header");
+  const keyFile = stringValue(parsed, "identity-assertion-key-file");
+  if (header === undefined && keyFile === undefined) return undefined;
+  if (header === undefined || keyFile === undefined) {
+    throw new UsageError("--identity-assertion-header and --identity-assertion-key-file go together");
+  }
+  if (upstream === undefined) throw new UsageError("--identity-assertion-header is for --upstream");
+  let pem: string;
+  try {
+    pem = readFileSync(keyFile, "utf8");
+  } catch (error) {
+    throw new UsageError(
+      `cannot read --identity-assertion-key-file: ${(error as NodeJS.ErrnoException).code ?? "error"}`,
+    );
+  }
+  try {
+    return {
+      header,
+      signer: identityAssertionSigner({ privateKey: pem, issuer: resource, audience: upstream }),
+    };
+  } catch (error) {
+    // The key's text is never echoed: only why it is refused.
+    throw new UsageError(
+      `--identity-assertion-key-file: ${error instanceof TypeError && /P-256|private key/.test(error.message) ? error.message : "not a PEM private key"}`,
+    );
+  }
+}
+
 export async function run(args: string[]): Promise<number> {
   return runCommand("gateway", async () => {
     const parsed = parseCommandArgs(args, OPTIONS);
@@ -294,6 +344,7 @@ export async function run(args: string[]): Promise<number> {
       throw new UsageError("--stdio-scope takes user or session");
     }
     const upstreamTokens = upstreamTokensOption(parsed, issuer);
+    const identityAssertion = identityAssertionOption(parsed, resource, upstream);
     const port = integerValue(parsed, "port", 65535) ?? 8080;
     const host = stringValue(parsed, "host") ?? "127.0.0.1";
     const maxBodyBytes = integerValue(parsed, "max-body-bytes", 256 * 1024 * 1024);
@@ -365,6 +416,7 @@ export async function run(args: string[]): Promise<number> {
       resourceServer,
       gate,
       sessionKey,
+      identityAssertion,
       identityHeaders: {
         subject: stringValue(parsed, "user-header"),
         clientId: stringValue(parsed, "client-header"),
@@ -376,7 +428,16 @@ export async function run(args: string[]): Promise<number> {
     running.setHandler((request) => gateway.fetch(request));
     const url = `http://${host.includes(":") ? `[${host}]` : host}:${running.port}`;
     const behind = upstream ?? `stdio: ${stdioCommand}`;
-    if (flag(parsed, "json")) outJson({ url, resource, upstream: behind, authorization_server: issuer });
+    const assertionJwk = await identityAssertion?.signer.publicJwk();
+    if (flag(parsed, "json"))
+      outJson({
+        url,
+        resource,
+        upstream: behind,
+        authorization_server: issuer,
+        // The public key the upstream verifies the identity assertion with (docs/gateway.md).
+        ...(assertionJwk && { identity_assertion_jwk: assertionJwk }),
+      });
     else out(`gatehouse gateway on ${url}: ${resource} -> ${behind} (tokens from ${issuer})`);
     await waitForShutdownSignal(log);
     // Graceful: stop accepting, let in-flight requests and streams finish (10 s), then cut.
