@@ -89,6 +89,8 @@ interface Child {
   sessions: Set<Session>;
   /** The child's answer to the first initialize, replayed to the later sessions of a shared child. */
   initializeResult: unknown;
+  /** Set while the first initialize waits for the child's answer. */
+  initializing: Promise<void> | undefined;
   idle: NodeJS.Timeout | undefined;
   dead: boolean;
 }
@@ -295,6 +297,7 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
       nextId: 1,
       sessions: new Set(),
       initializeResult: undefined,
+      initializing: undefined,
       idle: undefined,
       dead: false,
     };
@@ -331,13 +334,7 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
     id: JsonRpcId | undefined,
   ): Promise<Child | Response> => {
     const running = children.get(key);
-    if (running && !running.dead) {
-      if (running.sessions.size >= maxSessionsPerChild) {
-        log?.warn("gateway.stdio_sessions_full", { max: maxSessionsPerChild });
-        return rpcError(503, -32603, "Too many MCP sessions for this user at once; try again later", id);
-      }
-      return running;
-    }
+    if (running && !running.dead) return running;
     const pending = starting.get(key);
     if (pending) return pending;
     if (children.size + starting.size >= maxChildren) {
@@ -441,7 +438,14 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
     }
     const child = await childFor(key, request, context, first.id);
     if (child instanceof Response) return child;
+    // A session arriving while the child's first initialize is in flight waits for its answer.
+    while (child.initializing) await child.initializing;
     if (child.dead) return rpcError(502, -32603, "The MCP server process exited", first.id);
+    // Counted after the waits: sessions that joined together are bounded too.
+    if (child.sessions.size >= maxSessionsPerChild) {
+      log?.warn("gateway.stdio_sessions_full", { max: maxSessionsPerChild });
+      return rpcError(503, -32603, "Too many MCP sessions for this user at once; try again later", first.id);
+    }
     const session: Session = {
       id,
       caller: caller(context),
@@ -462,20 +466,27 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
       const replay = { jsonrpc: "2.0", id: first.id ?? null, result: child.initializeResult };
       return new Response(JSON.stringify(replay), { status: 200, headers });
     }
-    const response = await answer(session, context, headers);
-    if (response.status === 200 && child.initializeResult === undefined) {
-      const text = await response.text();
-      const result = (JSON.parse(text) as { result?: unknown }).result;
-      if (result !== undefined) child.initializeResult = result;
-      return new Response(text, { status: 200, headers: response.headers });
-    }
-    if (response.status !== 200) {
+    let initialized!: () => void;
+    child.initializing = new Promise<void>((resolve) => {
+      initialized = resolve;
+    });
+    try {
+      const response = await answer(session, context, headers);
+      if (response.status === 200) {
+        const text = await response.text();
+        const result = (JSON.parse(text) as { result?: unknown }).result;
+        if (result !== undefined) child.initializeResult = result;
+        return new Response(text, { status: 200, headers: response.headers });
+      }
       // No session came of it: its id is not handed out, and a child nobody uses is stopped.
       endSession(session);
       response.headers.delete("mcp-session-id");
       if (child.sessions.size === 0) endChild(child, "initialize_failed");
+      return response;
+    } finally {
+      child.initializing = undefined;
+      initialized();
     }
-    return response;
   };
 
   return {

@@ -258,6 +258,40 @@ describe("one child per user (scope: user), server-everything in stdio mode", ()
     }
   }, 30_000);
 
+  it("initializes arriving together: the child sees one, each session gets its answer, the bound holds", async () => {
+    const script = `
+      const rl = require("node:readline").createInterface({ input: process.stdin });
+      let initializes = 0;
+      rl.on("line", (line) => {
+        const m = JSON.parse(line);
+        if (m.method === "initialize") initializes++;
+        if (m.id === undefined) return;
+        // Answered late, so the other sessions arrive while the first initialize is in flight.
+        setTimeout(() => process.stdout.write(JSON.stringify({ jsonrpc: "2.0", id: m.id, result: { initializes } }) + "\\n"), 200);
+      });`;
+    const gateway = await startStdioGateway({
+      argv: [process.execPath, "-e", script],
+      scope: "user",
+      maxSessionsPerChild: 2,
+    });
+    try {
+      const alice = await gateway.sign("alice", "mcp:use");
+      const answers = await Promise.all(
+        [11, 12, 13].map((id) => post(gateway, alice, { ...INITIALIZE, id })),
+      );
+      expect(answers.map((a) => a.status).sort()).toEqual([200, 200, 503]);
+      const bodies = (await Promise.all(answers.filter((a) => a.status === 200).map((a) => a.json()))) as {
+        id: number;
+        result: { initializes: number };
+      }[];
+      expect(bodies.map((b) => b.result.initializes)).toEqual([1, 1]);
+      expect(new Set(bodies.map((b) => b.id)).size).toBe(2);
+      expect(gateway.upstream.children).toBe(1);
+    } finally {
+      await gateway.close();
+    }
+  });
+
   it("bounded per user and overall; a token without sub gets no shared child", async () => {
     const gateway = await startStdioGateway({
       argv: fakeServer("send({ jsonrpc: '2.0', id: m.id, result: {} });"),
