@@ -2,6 +2,7 @@
  * The account page (`/account`): the user's authorizations, each withdrawable, and sign-out; and
  * `/logout`, its former address, kept for existing links and forms.
  */
+import { isLoopbackHost } from "../../shared/resource-uri.js";
 import type { ClientRecord, ConsentRecord, GrantRecord } from "../../storage/contract.js";
 import type { Endpoint, ServerContext } from "../config/context.js";
 import { ENDPOINT_PATHS } from "../endpoints/paths.js";
@@ -67,9 +68,37 @@ function scopeList(ctx: ServerContext, scopes: readonly string[]): SafeHtml {
   return html`<ul class="scopes">${scopes.map((s) => scopeItem(ctx, s, true))}</ul>`;
 }
 
-/** A day, unambiguous in every locale (UTC). */
-function day(ms: number): string {
-  return new Date(ms).toISOString().slice(0, 10);
+/**
+ * A time to the minute, unambiguous in every locale (UTC), in a `<time>` element: two rows of one
+ * application approved the same day are told apart by it (issue 26).
+ */
+function minute(ms: number): SafeHtml {
+  const iso = new Date(ms).toISOString();
+  return html`<time datetime="${iso}">${iso.slice(0, 16).replace("T", " ")} UTC</time>`;
+}
+
+/**
+ * Where an application returns the browser: the redirect URI's host, with the port (a loopback
+ * client listens on a port of its own each run, the only thing telling its rows apart) and "this
+ * computer" for loopback.
+ */
+function returnsTo(redirectUri: string): string {
+  try {
+    const url = new URL(redirectUri);
+    return isLoopbackHost(url.hostname) ? `${url.host} (this computer)` : url.host;
+  } catch {
+    return redirectUri;
+  }
+}
+
+/** The resources a row's grants are for, by name when the server names them, and the URI. */
+function resourceList(ctx: ServerContext, uris: readonly string[]): SafeHtml {
+  const unique = [...new Set(uris)];
+  if (unique.length === 0) return html``;
+  return html`<br><span class="muted" data-testid="resource">for ${unique.map((uri, i) => {
+    const name = ctx.resources.get(uri)?.name;
+    return html`${i ? ", " : ""}${name ? html`${name} (<code>${uri}</code>)` : html`<code>${uri}</code>`}`;
+  })}</span>`;
 }
 
 /**
@@ -97,14 +126,22 @@ async function showAccount(request: Request, ctx: ServerContext): Promise<Respon
   }
   const csrf = accountCsrf(session);
   const consents = await ctx.store.listConsents(session.user.id);
+  const now = ctx.now();
+  const activeGrants = (await ctx.store.listGrants({ userId: session.user.id, active: true })).filter(
+    (g) => g.expiresAt > now,
+  );
   const rows = await Promise.all(
     consents.map(async (c: ConsentRecord) => {
-      let host = c.redirectUri;
-      try {
-        host = new URL(c.redirectUri).host;
-      } catch {}
+      // A consent is per redirect URI, its grants per client: the row shows the client's live ones.
+      const grants = activeGrants.filter((g) => g.clientId === c.clientId);
+      const newest = Math.max(c.updatedAt, ...grants.map((g) => g.createdAt));
       return html`<tr data-testid="consent-row"><td><span class="name">${await clientName(ctx, c.clientId)}</span><br>
-<span class="muted">returns to ${host} · since ${day(c.createdAt)}</span>
+<span class="muted">returns to ${returnsTo(c.redirectUri)} · approved ${minute(c.createdAt)}${
+        newest > c.createdAt ? html` · last authorized ${minute(newest)}` : ""
+      }</span>${resourceList(
+        ctx,
+        grants.map((g) => g.resource),
+      )}
 ${scopeList(ctx, c.scopes)}</td>
 <td class="withdraw"><form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.account)}">
 <input type="hidden" name="csrf" value="${csrf}">
@@ -119,7 +156,7 @@ ${scopeList(ctx, c.scopes)}</td>
       const client = await storedClient(ctx, g.clientId);
       const device = client?.grantTypes.includes(DEVICE_CODE_GRANT_TYPE) === true;
       return html`<tr data-testid="grant-row" data-grant="${g.grantId}"><td><span class="name">${nameOf(client, g.clientId)}</span><br>
-<span class="muted">${device ? "on a device · " : ""}granted ${day(g.createdAt)}</span>
+<span class="muted">${device ? "on a device · " : ""}granted ${minute(g.createdAt)}</span>${resourceList(ctx, [g.resource])}
 ${scopeList(ctx, g.scopes)}</td>
 <td class="withdraw"><form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.account)}">
 <input type="hidden" name="csrf" value="${csrf}">

@@ -138,7 +138,7 @@ describe("account page: grants made on a device", () => {
     const row = html.match(/<tr data-testid="grant-row"[\s\S]*?<\/tr>/)?.[0] ?? "";
     expect(row).toContain("Living-room TV");
     expect(row).toContain("on a device · granted ");
-    expect(row).toMatch(/granted \d{4}-\d{2}-\d{2}/);
+    expect(row).toMatch(/granted <time datetime="[^"]+">\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC<\/time>/);
     expect(row).toContain('data-scope="notes:read">Read your notes <code>notes:read</code>');
     expect(row).toContain('data-scope="notes:write">Change your notes <code>notes:write</code>');
     const withdraw = forms.find((f) => f.action === "revoke-grant")!;
