@@ -207,6 +207,9 @@ export class LazyRequest {
    * null for a request without a body.
    */
   get body(): ReadableStream<Uint8Array> | null {
+    // Once built, the real request's body is the body: its clone() tees the stream and keeps one
+    // branch as its own, so the stream handed out before is locked to the tee from then on.
+    if (this.#real !== undefined) return this.#real.body;
     if (this.#init.body === undefined) return null;
     this.#stream ??= this.#init.body();
     return this.#stream;
@@ -214,6 +217,7 @@ export class LazyRequest {
 
   /** Fetch "body used": the body stream has been read from or cancelled. */
   get bodyUsed(): boolean {
+    if (this.#real !== undefined) return this.#real.bodyUsed;
     return this.#stream !== undefined && isDisturbed(this.#stream);
   }
 }

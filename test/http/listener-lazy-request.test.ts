@@ -175,6 +175,17 @@ describe("the listener's request", () => {
     });
   });
 
+  it("clone() then the body stream (a logging middleware, then a form reader): the stream is the body", async () => {
+    const seen = await serve(async (request) => {
+      const logged = await request.clone().text();
+      const before = request.bodyUsed;
+      const body = await new Response(request.body).text();
+      return { logged, before, body, after: request.bodyUsed };
+    });
+    await fetch(`${running!.url}/p`, { method: "POST", body: "grant_type=x" });
+    expect(seen.value).toEqual({ logged: "grant_type=x", before: false, body: "grant_type=x", after: true });
+  });
+
   it("signal: one AbortSignal, not aborted while the client waits, aborted when it leaves", async () => {
     let signal: AbortSignal | undefined;
     let release: () => void = () => {};
