@@ -22,3 +22,16 @@ export function formFor(
   const formAction = /\baction="([^"]*)"/.exec(matches[0]!.attributes)?.[1] ?? "";
   return { fields: matches[0]!.fields, formAction: formAction.replace(/&amp;/g, "&") };
 }
+
+/**
+ * The query string of the one review button (a GET form with a hidden `review` field, the account
+ * and admin pages' destructive buttons) on `html` whose review is `review` and whose hidden fields
+ * include `match`. Throws when none, or more than one, matches.
+ */
+export function reviewQuery(html: string, review: string, match: Record<string, string> = {}): string {
+  const matches = [...html.matchAll(/<form method="get"[^>]*>([\s\S]*?)<\/form>/g)]
+    .map((m) => hiddenFields(m[1]!))
+    .filter((f) => f.review === review && Object.entries(match).every(([k, v]) => f[k] === v));
+  if (matches.length !== 1) throw new Error(`expected one "${review}" button, found ${matches.length}`);
+  return new URLSearchParams(matches[0]!).toString();
+}

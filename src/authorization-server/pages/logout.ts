@@ -19,8 +19,8 @@ import { type CurrentSession, currentSession, endSession } from "./session.js";
 
 /**
  * The account page at `/account`: who is signed in, the applications they have authorized (each
- * with a button to withdraw it), and a sign-out button. Every change is a POST with a CSRF token
- * derived from the session cookie, answered with a 303 back here.
+ * with a button to withdraw it, which opens a review first), and a sign-out button. Every change is
+ * a POST with a CSRF token derived from the session cookie, answered with a 303 back here.
  *
  * Withdrawing an authorization deletes the consent for that client and redirect URI and revokes
  * the user's grants for the client (their refresh and access tokens), so it takes effect at once.
@@ -117,6 +117,78 @@ async function uncoveredGrants(
     .sort((a, b) => b.createdAt - a.createdAt);
 }
 
+/**
+ * A Withdraw button: a GET form to its review (`?review=`), which changes nothing; the review
+ * carries the POST form that withdraws. One click never revokes, and no script asks (the pages run
+ * none), as on the admin page.
+ */
+function withdrawButton(
+  ctx: ServerContext,
+  review: "withdraw" | "withdraw-grant",
+  fields: Record<string, string>,
+): SafeHtml {
+  return html`<form method="get" action="${issuerPath(ctx, ENDPOINT_PATHS.account)}">
+<input type="hidden" name="review" value="${review}">
+${Object.entries(fields).map(([name, value]) => html`<input type="hidden" name="${name}" value="${value}">`)}
+<button type="submit">Withdraw…</button></form>`;
+}
+
+/**
+ * The review of one withdrawal, of the signed-in user's own authorization only: what it will do,
+ * said exactly (the access-token caveat in seconds), the POST form (CSRF token) and Cancel. A
+ * record that is gone or not this user's gets a line saying so, and no form.
+ */
+async function withdrawReview(
+  ctx: ServerContext,
+  session: CurrentSession,
+  csrf: string,
+  params: URLSearchParams,
+  consents: readonly ConsentRecord[],
+  activeGrants: readonly GrantRecord[],
+): Promise<SafeHtml> {
+  const here = issuerPath(ctx, ENDPOINT_PATHS.account);
+  const ttl = ctx.options.accessTokenTtlSeconds;
+  const tokens = (count: number) =>
+    count === 0
+      ? "It holds no active grant now."
+      : `Its ${count === 1 ? "active grant is" : `${count} active grants are`} revoked: refresh tokens stop working at once, ` +
+        `but an access token already issued stays valid at a resource server that checks it itself until it expires, at most ${ttl} s from now.`;
+  const section = (title: string, what: SafeHtml, consequences: string, fields: Record<string, string>) =>
+    html`<section class="review" data-testid="review"><h2>${title}</h2>${what}<p data-testid="consequences">${consequences}</p>
+<div class="actions"><form method="post" action="${here}">
+<input type="hidden" name="csrf" value="${csrf}">
+${Object.entries(fields).map(([name, value]) => html`<input type="hidden" name="${name}" value="${value}">`)}
+<button type="submit">Withdraw</button></form>
+<form method="get" action="${here}"><button type="submit" data-testid="cancel">Cancel</button></form></div></section>`;
+  if (params.get("review") === "withdraw") {
+    const consent = consents.find(
+      (c) => c.clientId === params.get("client_id") && c.redirectUri === params.get("redirect_uri"),
+    );
+    if (consent) {
+      const name = await clientName(ctx, consent.clientId);
+      const count = activeGrants.filter((g) => g.clientId === consent.clientId).length;
+      return section(
+        `Withdraw ${name}?`,
+        html`<p>${name}, returning to ${returnsTo(consent.redirectUri)}, approved ${minute(consent.createdAt)}.</p>`,
+        `${name} will have to ask you again before it gets access. ${tokens(count)}`,
+        { action: "revoke", client_id: consent.clientId, redirect_uri: consent.redirectUri },
+      );
+    }
+  } else if (params.get("review") === "withdraw-grant") {
+    const grant = activeGrants.find((g) => g.grantId === params.get("grant_id"));
+    if (grant && grant.userId === session.user.id) {
+      const name = await clientName(ctx, grant.clientId);
+      return section(
+        `Withdraw ${name}?`,
+        html`<p>${name}, granted ${minute(grant.createdAt)}.</p>`,
+        tokens(1),
+        { action: "revoke-grant", grant_id: grant.grantId },
+      );
+    }
+  }
+  return html`<p class="notice" role="status" data-testid="notice">Nothing to withdraw: that authorization no longer exists.</p>`;
+}
+
 async function showAccount(request: Request, ctx: ServerContext): Promise<Response> {
   const session = await currentSession(request, ctx);
   if (!session) {
@@ -143,12 +215,7 @@ async function showAccount(request: Request, ctx: ServerContext): Promise<Respon
         grants.map((g) => g.resource),
       )}
 ${scopeList(ctx, c.scopes)}</td>
-<td class="withdraw"><form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.account)}">
-<input type="hidden" name="csrf" value="${csrf}">
-<input type="hidden" name="action" value="revoke">
-<input type="hidden" name="client_id" value="${c.clientId}">
-<input type="hidden" name="redirect_uri" value="${c.redirectUri}">
-<button type="submit">Withdraw</button></form></td></tr>`;
+<td class="withdraw">${withdrawButton(ctx, "withdraw", { client_id: c.clientId, redirect_uri: c.redirectUri })}</td></tr>`;
     }),
   );
   const grantRows = await Promise.all(
@@ -158,16 +225,17 @@ ${scopeList(ctx, c.scopes)}</td>
       return html`<tr data-testid="grant-row" data-grant="${g.grantId}"><td><span class="name">${nameOf(client, g.clientId)}</span><br>
 <span class="muted">${device ? "on a device · " : ""}granted ${minute(g.createdAt)}</span>${resourceList(ctx, [g.resource])}
 ${scopeList(ctx, g.scopes)}</td>
-<td class="withdraw"><form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.account)}">
-<input type="hidden" name="csrf" value="${csrf}">
-<input type="hidden" name="action" value="revoke-grant">
-<input type="hidden" name="grant_id" value="${g.grantId}">
-<button type="submit">Withdraw</button></form></td></tr>`;
+<td class="withdraw">${withdrawButton(ctx, "withdraw-grant", { grant_id: g.grantId })}</td></tr>`;
     }),
   );
   rows.push(...grantRows);
+  const params = new URL(request.url).searchParams;
+  const review = params.has("review")
+    ? await withdrawReview(ctx, session, csrf, params, consents, activeGrants)
+    : undefined;
   const body = html`<h1>Your account</h1>
 <p>Signed in as <strong data-testid="username">${session.user.username}</strong>.</p>
+${review ?? ""}
 <h2>Authorized applications</h2>
 ${rows.length > 0 ? html`<table class="consents">${rows}</table>` : html`<p class="muted" data-testid="no-consents">None.</p>`}
 <form method="post" action="${issuerPath(ctx, ENDPOINT_PATHS.account)}">

@@ -119,9 +119,19 @@ async function accountForms(agent: Agent): Promise<{ html: string; forms: Record
   const page = await agent.get("/account");
   expect(page.status).toBe(200);
   const html = await page.text();
-  const forms = [...html.matchAll(/<form method="post" action="\/account">([\s\S]*?)<\/form>/g)].map((m) =>
+  const postForms = (text: string) =>
+    [...text.matchAll(/<form method="post" action="\/account">([\s\S]*?)<\/form>/g)].map((m) =>
+      hiddenFields(m[1]!),
+    );
+  // Each Withdraw button opens a review (a GET that changes nothing) carrying the form that acts.
+  const reviews = [...html.matchAll(/<form method="get" action="\/account">([\s\S]*?)<\/form>/g)].map((m) =>
     hiddenFields(m[1]!),
   );
+  const forms = postForms(html);
+  for (const review of reviews) {
+    const reviewed = await agent.get(`/account?${new URLSearchParams(review)}`);
+    forms.push(...postForms(await reviewed.text()));
+  }
   return { html, forms };
 }
 
@@ -246,6 +256,14 @@ describe("account page with a device grant, in Chromium", () => {
       const box = (await button.boundingBox())!;
       expect(box.height).toBeLessThan(50);
       await button.click();
+      // The review: nothing changed yet; its own button withdraws.
+      await page.waitForURL((u) => u.searchParams.get("review") === "withdraw-grant");
+      expect((await server.store.getGrant(grantId))!.revokedAt).toBeUndefined();
+      await page.screenshot({
+        path: join(SCREENSHOT_DIR, "account-device-grant-review.png"),
+        fullPage: true,
+      });
+      await page.getByTestId("review").getByRole("button", { name: "Withdraw", exact: true }).click();
       await page.waitForURL(`${server.issuer}/account`);
       expect(await page.getByTestId("grant-row").count()).toBe(0);
       expect((await server.store.getGrant(grantId))!.revokedAt).toBeDefined();

@@ -13,7 +13,7 @@ import {
 } from "../../../src/authorization-server/pages/login.js";
 import { sha256Base64url } from "../../../src/shared/crypto.js";
 import { StorageUnavailableError } from "../../../src/storage/contract.js";
-import { formFor } from "../../support/page-forms.js";
+import { formFor, reviewQuery } from "../../support/page-forms.js";
 import {
   Agent,
   authorizeUrl,
@@ -548,7 +548,12 @@ describe("account page (/account)", () => {
     const rowFields = [...html.matchAll(/<form method="post" action="\/account">([\s\S]*?)<\/form>/g)].map(
       (m) => hiddenFields(m[1]!),
     );
-    const revoke = rowFields.find((f) => f.action === "revoke" && f.client_id === "v6")!;
+    // The row's button opens a review (nothing changes); the review's form withdraws.
+    const review = await (
+      await agent.get(`/account?${reviewQuery(html, "withdraw", { client_id: "v6" })}`)
+    ).text();
+    expect(await h.store.getConsent(user.id, "v6", "http://[::1]/cb")).toBeDefined();
+    const revoke = formFor(review, "revoke").fields;
     expect(revoke.redirect_uri).toBe("http://[::1]/cb");
     expect((await agent.post("/account", { ...revoke, csrf: "forged" })).status).toBe(403);
     expect(await h.store.getConsent(user.id, "v6", "http://[::1]/cb")).toBeDefined();
