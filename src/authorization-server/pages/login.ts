@@ -72,6 +72,17 @@ function allowedReturn(ctx: ServerContext, requested: string | undefined | null)
   return typeof requested === "string" && isDeviceReturnPath(ctx, requested) ? requested : undefined;
 }
 
+/**
+ * What a sign-in outside an authorization request is for, said on the page (issue 26: a sign-in
+ * reached from /device, /admin or /account said nothing of where it leads). `returnTo` is one of
+ * {@link allowedReturn}'s answers.
+ */
+function accountPurpose(ctx: ServerContext, returnTo: string | undefined): string {
+  if (returnTo === issuerPath(ctx, ENDPOINT_PATHS.admin)) return "to open the administration page";
+  if (returnTo !== undefined) return "to connect a device: you confirm the code it shows on the next page";
+  return "to see your account and the applications you have authorized";
+}
+
 async function loginContext(
   request: Request,
   ctx: ServerContext,
@@ -168,6 +179,7 @@ ${login.kind === "account" && login.returnTo ? html`<input type="hidden" name="r
   const body = html`<h1>Sign in</h1>
 <p class="muted">with your account on <strong data-testid="issuer-host">${issuerHost}</strong></p>
 ${clientName !== undefined ? html`<p>to continue to <span class="name" data-testid="client-name">${clientName}</span></p>` : ""}
+${login.kind === "account" ? html`<p data-testid="sign-in-purpose">${accountPurpose(ctx, login.returnTo)}</p>` : ""}
 ${options.error ? html`<p class="error" role="alert" data-testid="login-error">${options.error}</p>` : ""}
 ${
   providers.length > 0
