@@ -147,6 +147,31 @@ describe("accounts are found by provider and subject, never by e-mail", () => {
     expect(signedIn.status).toBe(303);
     expect(await sessionUser(signedIn.agent)).toBe("local-grace");
   });
+
+  it("an identity linked to a disabled account signs nobody in: the 'Account disabled' page, no session", async () => {
+    const now = Date.now();
+    await gatehouse.store.createUser({
+      id: "local-heidi",
+      username: "heidi",
+      passwordHash: await hashPassword("a long local password"),
+      isAdmin: false,
+      createdAt: now,
+    });
+    await gatehouse.store.linkUpstreamIdentity({
+      providerId: "github-invite",
+      subject: "3004",
+      userId: "local-heidi",
+      emailVerified: false,
+      createdAt: now,
+      lastSignInAt: now,
+    });
+    expect((await gatehouse.store.changeUser("local-heidi", "disable", now)).status).toBe("changed");
+    github.users.set("heidi-gh", { id: 3004, login: "heidi-gh", emails: [], orgs: [] });
+    const refused = await signInAtGithub("heidi-gh", "github-invite");
+    expect(refused.status).toBe(403);
+    expect(refused.text).toContain("Account disabled");
+    expect(await sessionUser(refused.agent)).toBeUndefined();
+  });
 });
 
 describe("accounts created from an upstream identity have no password", () => {
