@@ -7,7 +7,7 @@
 const COMMANDS: Record<string, { summary: string }> = {
   serve: { summary: "run the authorization server" },
   demo: { summary: "run the authorization server with the demo notes resource (SQLite)" },
-  users: { summary: "manage local user accounts (users add|list|passwd)" },
+  users: { summary: "manage local user accounts (users add|list|passwd|disable|enable|admin|remove)" },
   clients: { summary: "manage pre-registered clients (clients add|list|remove)" },
   keys: { summary: "manage signing keys and their encryption (keys rotate|list|rewrap|generate-kek)" },
   login: { summary: "log in to a protected resource from the command line" },
