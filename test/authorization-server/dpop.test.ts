@@ -13,6 +13,7 @@ import {
   client,
   codeRequest,
   decodePayload,
+  ensureUser,
   ISSUER,
   issueCode,
   makeServer,
@@ -243,6 +244,7 @@ describe("dpop_jkt binds the authorization code (RFC 9449 §10)", () => {
   async function boundCode(t: TestServer, jkt: string) {
     const { verifier, challenge } = pkcePair();
     const code = randomToken();
+    await ensureUser(t.store, "user-1");
     await t.store.insertAuthorizationCode({
       codeHash: sha256Base64url(code),
       grantId: randomToken(16),

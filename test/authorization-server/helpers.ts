@@ -6,7 +6,11 @@ import {
 } from "../../src/authorization-server/index.js";
 import { randomToken, sha256Base64url } from "../../src/shared/crypto.js";
 import type { Logger } from "../../src/shared/log.js";
-import type { AuthorizationStore, ClientRecord } from "../../src/storage/contract.js";
+import {
+  type AuthorizationStore,
+  type ClientRecord,
+  StorageConflictError,
+} from "../../src/storage/contract.js";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
 
 export const ISSUER = "https://as.example.test";
@@ -97,6 +101,20 @@ export function pkcePair(): { verifier: string; challenge: string } {
 }
 
 /**
+ * Makes sure user `id` exists (a password nobody knows): a code redeemed for a user the store does
+ * not hold is refused (user-accounts.ts: a removed account gets no grant), so the codes these
+ * helpers insert name a real user. Safe on a store several servers share.
+ */
+export async function ensureUser(store: AuthorizationStore, id: string): Promise<void> {
+  if (await store.getUser(id)) return;
+  try {
+    await store.createUser({ id, username: id, passwordHash: "unusable", isAdmin: false, createdAt: 0 });
+  } catch (error) {
+    if (!(error instanceof StorageConflictError)) throw error;
+  }
+}
+
+/**
  * Inserts a code the way the consent page does (code = randomToken(), stored as its SHA-256,
  * grantId = randomToken(16)); returns the raw code and its verifier.
  */
@@ -119,6 +137,7 @@ export async function issueCode(
   const code = randomToken();
   const grantId = randomToken(16);
   const scopes = overrides.scopes ?? ["notes:read", "offline_access"];
+  await ensureUser(t.store, overrides.userId ?? "user-1");
   await t.store.insertAuthorizationCode({
     codeHash: sha256Base64url(code),
     grantId,

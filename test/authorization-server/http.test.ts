@@ -3,7 +3,7 @@ import { type AuthorizationServer, createAuthorizationServer } from "../../src/a
 import { type ListeningServer, listen } from "../../src/http/node.js";
 import { randomToken, sha256Base64url } from "../../src/shared/crypto.js";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
-import { memoryLogger, pkcePair, REVISIONS } from "./helpers.js";
+import { ensureUser, memoryLogger, pkcePair, REVISIONS } from "./helpers.js";
 
 const RESOURCE = "https://rs.example.test/mcp";
 const REDIRECT = "http://127.0.0.1:9999/callback";
@@ -56,6 +56,7 @@ describe.each(REVISIONS)("over real HTTP on loopback (revision %s)", (revision) 
     // What the consent page does on approval.
     const { verifier, challenge } = pkcePair();
     const code = randomToken();
+    await ensureUser(store, "alice");
     await store.insertAuthorizationCode({
       codeHash: sha256Base64url(code),
       grantId: randomToken(16),

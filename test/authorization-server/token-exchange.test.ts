@@ -14,7 +14,7 @@ import { randomToken, sha256Base64url } from "../../src/shared/crypto.js";
 import { GatehouseError, OAuthError } from "../../src/shared/errors.js";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
 import { proof, proofKey } from "./dpop-support.js";
-import { basic, client, memoryLogger, pkcePair, REDIRECT } from "./helpers.js";
+import { basic, client, ensureUser, memoryLogger, pkcePair, REDIRECT } from "./helpers.js";
 
 const TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token";
@@ -109,6 +109,7 @@ async function post(path: string, params: Record<string, string>, headers: Recor
 async function userToken(resource = NOTES, scopes = ["files:read", "files:write"]): Promise<string> {
   const { verifier, challenge } = pkcePair();
   const code = randomToken();
+  await ensureUser(store, "alice");
   await store.insertAuthorizationCode({
     codeHash: sha256Base64url(code),
     grantId: randomToken(16),
