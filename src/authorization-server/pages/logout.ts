@@ -8,6 +8,7 @@ import type { Endpoint, ServerContext } from "../config/context.js";
 import { ENDPOINT_PATHS } from "../endpoints/paths.js";
 import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
 import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
+import { mayUseGrantType } from "../policy/grants.js";
 import { csrfFailurePage } from "./bound-interaction.js";
 import { scopeItem } from "./consent.js";
 import { errorPage } from "./error-page.js";
@@ -221,7 +222,7 @@ ${scopeList(ctx, c.scopes)}</td>
   const grantRows = await Promise.all(
     (await uncoveredGrants(ctx, session.user.id, consents)).map(async (g) => {
       const client = await storedClient(ctx, g.clientId);
-      const device = client?.grantTypes.includes(DEVICE_CODE_GRANT_TYPE) === true;
+      const device = client !== undefined && mayUseGrantType(client, DEVICE_CODE_GRANT_TYPE);
       return html`<tr data-testid="grant-row" data-grant="${g.grantId}"><td><span class="name">${nameOf(client, g.clientId)}</span><br>
 <span class="muted">${device ? "on a device · " : ""}granted ${minute(g.createdAt)}</span>${resourceList(ctx, [g.resource])}
 ${scopeList(ctx, g.scopes)}</td>
