@@ -190,12 +190,20 @@ ${Object.entries(fields).map(([name, value]) => html`<input type="hidden" name="
   return html`<p class="notice" role="status" data-testid="notice">Nothing to withdraw: that authorization no longer exists.</p>`;
 }
 
+/** The `done` value of the account page's address right after a sign-out. */
+const SIGNED_OUT = "signed-out";
+
 async function showAccount(request: Request, ctx: ServerContext): Promise<Response> {
   const session = await currentSession(request, ctx);
   if (!session) {
-    const body = html`<h1>You are signed out</h1>
+    // "Signed out" only right after this browser signed out (the sign-out's 303 says so); someone
+    // who never signed in is told only that nobody is. The flag is wording, not state: a forged
+    // one changes a heading and nothing else.
+    const justSignedOut = new URL(request.url).searchParams.get("done") === SIGNED_OUT;
+    const heading = justSignedOut ? "You are signed out" : "You are not signed in";
+    const body = html`<h1 data-testid="not-signed-in">${heading}</h1>
 <p><a href="${issuerPath(ctx, ENDPOINT_PATHS.login)}">Sign in</a> to see the applications you have authorized.</p>`;
-    return htmlResponse(page("Signed out", body));
+    return htmlResponse(page(justSignedOut ? "Signed out" : "Not signed in", body));
   }
   const csrf = accountCsrf(session);
   const consents = await ctx.store.listConsents(session.user.id);
@@ -283,7 +291,7 @@ async function submitAccount(request: Request, ctx: ServerContext): Promise<Resp
   if (!session) return seeOther(here);
   if (!csrfMatches(form.get("csrf"), accountCsrf(session))) return csrfFailurePage();
   const action = form.get("action");
-  if (action === "logout") return seeOther(here, [await signOut(ctx, session)]);
+  if (action === "logout") return seeOther(`${here}?done=${SIGNED_OUT}`, [await signOut(ctx, session)]);
   if (action === "revoke") {
     const clientId = form.get("client_id");
     if (clientId === undefined)

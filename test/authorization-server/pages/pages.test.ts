@@ -568,7 +568,11 @@ describe("account page (/account)", () => {
     expect(out.status).toBe(303);
     expect(out.headers.getSetCookie()[0]).toMatch(/^gatehouse_session=; .*Max-Age=0/);
     expect(await h.store.getSession(sha256Base64url(session), Date.now())).toBeUndefined();
-    expect(await (await agent.get("/account")).text()).toContain("You are signed out");
+    // The answer to the sign-out says so; the account page alone says only that nobody is signed in.
+    expect(await (await agent.get(out.headers.get("location")!)).text()).toContain("You are signed out");
+    const later = await (await agent.get("/account")).text();
+    expect(later).toContain("You are not signed in");
+    expect(later).not.toContain("signed out");
   });
 
   it("/logout, the page's first address, still works: GET → 303 /account, the sign-out POST signs out", async () => {
@@ -583,7 +587,7 @@ describe("account page (/account)", () => {
     const session = agent.cookies.get("gatehouse_session")!;
     const out = await agent.post("/logout", { ...fields, action: "logout" });
     expect(out.status).toBe(303);
-    expect(out.headers.get("location")).toBe("/account");
+    expect(out.headers.get("location")).toBe("/account?done=signed-out");
     expect(await h.store.getSession(sha256Base64url(session), Date.now())).toBeUndefined();
     expect((await fetch(`${h.url}/logout`, { method: "DELETE" })).status).toBe(405);
   });

@@ -75,7 +75,7 @@ describe.each(["/account", "/logout"])("signing out at %s", (path) => {
 
     const out = await here.agent.post(path, fields);
     expect(out.status).toBe(303);
-    expect(await (await here.agent.get("/account")).text()).toContain("You are signed out");
+    expect(await (await here.agent.get(out.headers.get("location")!)).text()).toContain("You are signed out");
 
     expect((await server.store.getGrant(here.grantId))?.revokedAt).toBeDefined();
     expect(await refresh(server.issuer, CLIENT, here.refreshToken)).toMatchObject({

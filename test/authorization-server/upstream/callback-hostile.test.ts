@@ -64,11 +64,11 @@ async function callbackUrl(agent: Agent, providerId = "idp"): Promise<string> {
   return location;
 }
 
-/** Whether the agent has a Gatehouse session: the account page shows its applications, not "signed out". */
+/** Whether the agent has a Gatehouse session: the account page shows its applications, not "not signed in". */
 async function signedIn(agent: Agent): Promise<boolean> {
   const account = await agent.get("/account");
   expect(account.status).toBe(200);
-  return !(await account.text()).includes("You are signed out");
+  return !(await account.text()).includes('data-testid="not-signed-in"');
 }
 
 async function page(response: Response): Promise<{ status: number; text: string }> {

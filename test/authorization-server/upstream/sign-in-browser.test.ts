@@ -276,19 +276,19 @@ describe("failure pages (screenshots in /tmp/upstream-*.png)", () => {
     const r = await failureAt("cancelled", (page) => signInAtGithub(page, "octo", "Cancel"));
     expect(r.title).toBe("Sign-in cancelled");
     expect(r.message).toContain("The sign-in at GitHub was cancelled");
-    expect(r.signedOut).toBe("You are signed out");
+    expect(r.signedOut).toBe("You are not signed in");
   });
 
   it("a GitHub account outside the admitted organisations", async () => {
     const r = await failureAt("not-admitted-org", (page) => signInAtGithub(page, "outsider"));
     expect(r.title).toBe("Not allowed to sign in here");
-    expect(r.signedOut).toBe("You are signed out");
+    expect(r.signedOut).toBe("You are not signed in");
   });
 
   it("an e-mail address the provider has not verified, under an e-mail domain rule", async () => {
     const r = await failureAt("email-not-verified", (page) => signInAtCorp(page, "unverified"));
     expect(r.title).toBe("E-mail address not verified");
-    expect(r.signedOut).toBe("You are signed out");
+    expect(r.signedOut).toBe("You are not signed in");
   });
 
   it("a verified address in a domain that is not admitted", async () => {
