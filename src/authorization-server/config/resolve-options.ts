@@ -1,107 +1,34 @@
 /**
  * The one place that decides the authorization server's option defaults and limits, and checks
  * the issuer and the served resources (DESIGN.md principle 5: a bad configuration fails at start-up).
+ * The limits table and shared checks live in ./option-limits.ts, the token exchange, enterprise
+ * and workload identity options in ./grant-extensions.ts; both are re-exported here.
  */
 import { DEFAULT_DPOP_ALGORITHMS, dpopProofVerifier } from "../../shared/dpop-proof.js";
 import { GatehouseTypeError } from "../../shared/errors.js";
-import { fetchUrlProblem } from "../../shared/guarded-fetch-url.js";
 import { canonicalResourceUri, isLoopbackHost } from "../../shared/resource-uri.js";
 import { DEFAULT_REVISION, isRevision } from "../../shared/revision.js";
 import { isScopeToken } from "../../shared/scopes.js";
 import { dpopNonceSecret } from "../grants/dpop-binding.js";
 import { resolveUpstreamSignIn } from "../upstream/resolve.js";
 import type { ResolvedDPoPOptions, ResolvedOptions } from "./context.js";
+import { resolveGrantExtensions } from "./grant-extensions.js";
+import { boolean, DAY, fail, integer, limited } from "./option-limits.js";
 import type {
   AuthorizationServerOptions,
   ClientDocumentTrustPolicy,
-  EnterpriseAuthorizationOptions,
-  IdentityProviderOptions,
   InitialAccessTokenOptions,
   ResourceOptions,
-  TokenExchangeOptions,
-  TokenExchangePolicy,
-  TrustedIssuerOptions,
-  WorkloadIdentityOptions,
-  WorkloadIssuerOptions,
 } from "./options.js";
+
+export { ASYMMETRIC_ALGORITHMS } from "./grant-extensions.js";
+export { fail, type LimitedOption, limited, OPTION_LIMITS } from "./option-limits.js";
 
 /** The default refresh race window, `refreshTokens.reuseGraceSeconds` (grants/refresh-policy.ts reuseGraceMs). */
 const DEFAULT_REUSE_GRACE_SECONDS = 30;
 
 /** Scope that asks for a refresh token (OpenID Connect Core §11; the spec's refresh-token section). */
 export const OFFLINE_ACCESS = "offline_access";
-
-/** Seconds in a day, for the limits below. */
-export const DAY = 24 * 60 * 60;
-
-/** Refuses an option (`GatehouseTypeError`, code `ERR_INVALID_OPTION`). */
-export function fail(message: string): never {
-  throw new GatehouseTypeError("ERR_INVALID_OPTION", message);
-}
-
-/** An integer option between `min` and `max`, or `fallback` when absent. */
-export function integer(value: unknown, name: string, fallback: number, min: number, max: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
-    fail(`${name} must be an integer between ${min} and ${max}`);
-  }
-  return value;
-}
-
-/**
- * The limits of every integer option with fixed bounds (inclusive), decided here only: the resolver
- * applies them and the CLI's config schema (src/cli/config.ts) takes them from this table.
- * Lifetimes that are bounded by another option (the `withoutOfflineAccess` ones) are checked below.
- */
-export const OPTION_LIMITS = {
-  // Access tokens are bearer credentials that cannot be revoked once issued as JWTs: short-lived.
-  accessTokenTtlSeconds: { min: 10, max: DAY },
-  // Codes are short-lived (OAuth 2.1 §4.1.2 recommends at most 10 minutes; Gatehouse: 60 s).
-  codeTtlSeconds: { min: 1, max: 60 },
-  "refreshTokens.idleTtlSeconds": { min: 60, max: 3650 * DAY },
-  "refreshTokens.absoluteTtlSeconds": { min: 60, max: 3650 * DAY },
-  // A grace window weakens reuse detection (RFC 9700 §4.14.2): at most five minutes.
-  "refreshTokens.reuseGraceSeconds": { min: 0, max: 300 },
-  "dynamicRegistration.ratePerHour": { min: 1, max: 1_000_000 },
-  "dynamicRegistration.unusedTtlSeconds": { min: 60, max: 365 * DAY },
-  // 0 turns a token endpoint limit off.
-  "tokenRateLimit.perClientPerMinute": { min: 0, max: 1_000_000 },
-  "tokenRateLimit.perAddressPerMinute": { min: 0, max: 1_000_000 },
-  // RFC 8628 §3.2 `expires_in`: long enough to walk to another device and sign in, short enough
-  // that a user code (20^8 values, guessed at a bounded rate, §5.1) is not worth guessing.
-  "deviceAuthorization.ttlSeconds": { min: 60, max: 1800 },
-  // RFC 8628 §3.2 `interval` (default 5 s); polls faster than it get `slow_down` (§3.5).
-  "deviceAuthorization.intervalSeconds": { min: 1, max: 60 },
-  "clientMetadataDocuments.maxBytes": { min: 256, max: 1024 * 1024 },
-  "clientMetadataDocuments.timeoutMs": { min: 100, max: 60_000 },
-  "clientMetadataDocuments.minCacheSeconds": { min: 0, max: DAY },
-  "clientMetadataDocuments.maxCacheSeconds": { min: 0, max: 30 * DAY },
-  maintenanceIntervalMs: { min: 0, max: 7 * DAY * 1000 },
-  // RFC 9449 §11.1: proofs are accepted for "a relatively brief period on the order of seconds or
-  // minutes"; the shared verifier allows at most ten minutes.
-  "dpop.iatWindowSeconds": { min: 1, max: 600 },
-  "dpop.nonceLifetimeSeconds": { min: 10, max: DAY },
-  // An ID-JAG is a short-lived grant (a few minutes); a workload token lives as long as its issuer
-  // makes it (service-account tokens: about an hour), but never more than a day here.
-  "enterpriseAuthorization.maxAssertionLifetimeSeconds": { min: 10, max: 3600 },
-  "workloadIdentity.maxAssertionLifetimeSeconds": { min: 10, max: DAY },
-  // One request to an upstream identity provider, while the user waits on a page.
-  "upstreamSignIn.timeoutMs": { min: 100, max: 60_000 },
-} as const satisfies Record<string, { min: number; max: number }>;
-
-export type LimitedOption = keyof typeof OPTION_LIMITS;
-
-/** An integer option within its {@link OPTION_LIMITS}, or `fallback` when absent. */
-export function limited(value: unknown, name: LimitedOption, fallback: number): number {
-  const { min, max } = OPTION_LIMITS[name];
-  return integer(value, name, fallback, min, max);
-}
-
-function boolean(value: unknown, name: string, fallback: boolean): boolean {
-  if (value === undefined) return fallback;
-  if (typeof value !== "boolean") fail(`${name} must be a boolean`);
-  return value;
-}
 
 /**
  * Checks the issuer identifier (RFC 8414 §2: an `https` URL with no query or fragment; spec
@@ -360,230 +287,6 @@ function upstreamSignIn(
 ): Pick<ResolvedOptions, "upstreamSignIn"> {
   const resolved = resolveUpstreamSignIn(value);
   return resolved ? { upstreamSignIn: resolved } : {};
-}
-
-// ---------------------------------------------------------------------------------------------
-// Token exchange, enterprise-managed authorization and workload identity (each off unless set)
-// ---------------------------------------------------------------------------------------------
-
-/** Algorithms accepted from a trusted assertion issuer unless it lists its own. */
-export const DEFAULT_ASSERTION_ALGORITHMS = ["ES256", "ES384", "PS256", "RS256", "EdDSA"];
-
-/**
- * Asymmetric JWS algorithms only (RFC 8725 §3.1, §3.2): an HMAC algorithm would let anyone who holds
- * the published key sign, and `none` signs nothing.
- */
-export const ASYMMETRIC_ALGORITHMS: ReadonlySet<string> = new Set([
-  "ES256",
-  "ES384",
-  "ES512",
-  "PS256",
-  "PS384",
-  "PS512",
-  "RS256",
-  "RS384",
-  "RS512",
-  "EdDSA",
-  "Ed25519",
-]);
-
-function objectOption(value: unknown, name: string): Record<string, unknown> {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) fail(`${name} must be an object`);
-  return value as Record<string, unknown>;
-}
-
-function nonEmptyArray(value: unknown, name: string): unknown[] {
-  if (!Array.isArray(value) || value.length === 0) fail(`${name} must be a non-empty array`);
-  return value;
-}
-
-function nonEmptyString(value: unknown, name: string): string {
-  if (typeof value !== "string" || value === "") fail(`${name} must be a non-empty string`);
-  return value;
-}
-
-function scopeList(value: unknown, name: string): string[] | undefined {
-  if (value === undefined) return undefined;
-  if (!Array.isArray(value) || !value.every((s) => typeof s === "string" && isScopeToken(s))) {
-    fail(`${name} must be an array of RFC 6749 §3.3 scope tokens`);
-  }
-  return [...value];
-}
-
-/** A resource URI written in canonical form (RFC 8707 §2), as `resources[].uri` must be. */
-function resourceUri(value: unknown, name: string): string {
-  const uri = nonEmptyString(value, name);
-  let canonical: string;
-  try {
-    canonical = canonicalResourceUri(uri, { keepTrailingSlash: uri.endsWith("/") });
-  } catch {
-    return fail(`${name} is not a valid resource URI`);
-  }
-  if (canonical !== uri) fail(`${name} must be written in canonical form (${canonical})`);
-  return uri;
-}
-
-/** Checks a trusted assertion issuer: its identifier, exactly one key source, asymmetric algorithms. */
-function trustedIssuer<T extends TrustedIssuerOptions>(value: T, name: string): T & { algorithms: string[] } {
-  const o = objectOption(value, name);
-  nonEmptyString(o.issuer, `${name}.issuer`);
-  if ((o.jwksUri === undefined) === (o.jwks === undefined))
-    fail(`${name} needs exactly one of jwksUri and jwks`);
-  if (o.jwksUri !== undefined) {
-    const problem = fetchUrlProblem(o.jwksUri as string);
-    if (problem) fail(`${name}.jwksUri: ${problem}`);
-  } else {
-    const keys = (objectOption(o.jwks, `${name}.jwks`) as { keys?: unknown }).keys;
-    for (const [i, key] of nonEmptyArray(keys, `${name}.jwks.keys`).entries()) {
-      const jwk = objectOption(key, `${name}.jwks.keys[${i}]`);
-      // Public asymmetric keys only: a symmetric (`oct`) key would be the HMAC confusion by another road.
-      if (jwk.kty !== "EC" && jwk.kty !== "RSA" && jwk.kty !== "OKP")
-        fail(`${name}.jwks.keys[${i}] must be EC, RSA or OKP`);
-      if ("d" in jwk) fail(`${name}.jwks.keys[${i}] must be a public key (it has a private part)`);
-    }
-  }
-  const algorithms = o.algorithms ?? DEFAULT_ASSERTION_ALGORITHMS;
-  if (
-    !Array.isArray(algorithms) ||
-    algorithms.length === 0 ||
-    !algorithms.every((a) => typeof a === "string" && ASYMMETRIC_ALGORITHMS.has(a))
-  ) {
-    fail(`${name}.algorithms must list asymmetric JWS algorithms (never HS* or none)`);
-  }
-  return { ...value, algorithms: [...algorithms] };
-}
-
-function uniqueIssuers(issuers: { issuer: string }[], name: string): void {
-  const seen = new Set<string>();
-  for (const { issuer } of issuers) {
-    if (seen.has(issuer)) fail(`${name} lists the issuer ${issuer} twice`);
-    seen.add(issuer);
-  }
-}
-
-function loopbackForTesting(value: unknown, name: string): { ca?: string[] } | undefined {
-  if (value === undefined) return undefined;
-  const o = objectOption(value, name);
-  if (o.ca !== undefined && (!Array.isArray(o.ca) || !o.ca.every((c) => typeof c === "string"))) {
-    fail(`${name}.ca must be an array of PEM strings`);
-  }
-  return o.ca === undefined ? {} : { ca: [...(o.ca as string[])] };
-}
-
-/** Token exchange policies (RFC 8693); undefined when not configured. */
-function resolveTokenExchange(
-  value: unknown,
-  served: Set<string> | undefined,
-): TokenExchangeOptions | undefined {
-  if (value === undefined) return undefined;
-  const o = objectOption(value, "tokenExchange");
-  const policies = nonEmptyArray(o.policies, "tokenExchange.policies").map((p, i): TokenExchangePolicy => {
-    const name = `tokenExchange.policies[${i}]`;
-    const policy = objectOption(p, name);
-    const clientId = nonEmptyString(policy.clientId, `${name}.clientId`);
-    const fromResource = resourceUri(policy.fromResource, `${name}.fromResource`);
-    const toResources = nonEmptyArray(policy.toResources, `${name}.toResources`).map((r, j) =>
-      resourceUri(r, `${name}.toResources[${j}]`),
-    );
-    for (const uri of [fromResource, ...toResources]) {
-      if (served && !served.has(uri)) fail(`${name} names ${uri}, which is not among resources`);
-    }
-    const scopes = scopeList(policy.scopes, `${name}.scopes`);
-    return { clientId, fromResource, toResources, ...(scopes === undefined ? {} : { scopes }) };
-  });
-  return { policies };
-}
-
-/** Enterprise identity providers for ID-JAG assertions; undefined when not configured. */
-function resolveEnterpriseAuthorization(value: unknown): ResolvedOptions["enterpriseAuthorization"] {
-  if (value === undefined) return undefined;
-  const o = objectOption(value, "enterpriseAuthorization") as Partial<EnterpriseAuthorizationOptions>;
-  const identityProviders = nonEmptyArray(
-    o.identityProviders,
-    "enterpriseAuthorization.identityProviders",
-  ).map((p, i) => {
-    const name = `enterpriseAuthorization.identityProviders[${i}]`;
-    const provider = trustedIssuer(p as IdentityProviderOptions, name);
-    if (
-      provider.clients !== undefined &&
-      (!Array.isArray(provider.clients) || !provider.clients.every((c) => typeof c === "string" && c !== ""))
-    ) {
-      fail(`${name}.clients must be an array of client ids`);
-    }
-    return provider;
-  });
-  uniqueIssuers(identityProviders, "enterpriseAuthorization.identityProviders");
-  const loopback = loopbackForTesting(
-    o.dangerouslyAllowLoopbackForTesting,
-    "enterpriseAuthorization.dangerouslyAllowLoopbackForTesting",
-  );
-  return {
-    identityProviders,
-    maxAssertionLifetimeSeconds: limited(
-      o.maxAssertionLifetimeSeconds,
-      "enterpriseAuthorization.maxAssertionLifetimeSeconds",
-      300,
-    ),
-    ...(loopback ? { dangerouslyAllowLoopbackForTesting: loopback } : {}),
-  };
-}
-
-/** Workload identity issuers and the clients their subjects act as; undefined when not configured. */
-function resolveWorkloadIdentity(value: unknown): ResolvedOptions["workloadIdentity"] {
-  if (value === undefined) return undefined;
-  const o = objectOption(value, "workloadIdentity") as Partial<WorkloadIdentityOptions>;
-  const issuers = nonEmptyArray(o.issuers, "workloadIdentity.issuers").map((entry, i) => {
-    const name = `workloadIdentity.issuers[${i}]`;
-    const issuer = trustedIssuer(entry as WorkloadIssuerOptions, name);
-    if (issuer.audience !== undefined) nonEmptyString(issuer.audience, `${name}.audience`);
-    const subjects = nonEmptyArray(issuer.subjects, `${name}.subjects`).map((s, j) => {
-      const sname = `${name}.subjects[${j}]`;
-      const subject = objectOption(s, sname);
-      const scopes = scopeList(subject.scopes, `${sname}.scopes`);
-      return {
-        subject: nonEmptyString(subject.subject, `${sname}.subject`),
-        clientId: nonEmptyString(subject.clientId, `${sname}.clientId`),
-        ...(scopes === undefined ? {} : { scopes }),
-      };
-    });
-    if (new Set(subjects.map((s) => s.subject)).size !== subjects.length) {
-      fail(`${name}.subjects lists a subject twice`);
-    }
-    return { ...issuer, subjects, singleUse: boolean(issuer.singleUse, `${name}.singleUse`, true) };
-  });
-  uniqueIssuers(issuers, "workloadIdentity.issuers");
-  const loopback = loopbackForTesting(
-    o.dangerouslyAllowLoopbackForTesting,
-    "workloadIdentity.dangerouslyAllowLoopbackForTesting",
-  );
-  return {
-    issuers,
-    maxAssertionLifetimeSeconds: limited(
-      o.maxAssertionLifetimeSeconds,
-      "workloadIdentity.maxAssertionLifetimeSeconds",
-      3600,
-    ),
-    ...(loopback ? { dangerouslyAllowLoopbackForTesting: loopback } : {}),
-  };
-}
-
-/** The three assertion and exchange options, resolved (each undefined when not configured). */
-function resolveGrantExtensions(
-  options: Pick<AuthorizationServerOptions, "tokenExchange" | "enterpriseAuthorization" | "workloadIdentity">,
-): Pick<ResolvedOptions, "tokenExchange" | "enterpriseAuthorization" | "workloadIdentity"> {
-  // The served resources, when the caller passed them, so a policy naming another resource fails here.
-  const resources = (options as { resources?: unknown }).resources;
-  const served = Array.isArray(resources)
-    ? new Set(resources.map((r) => (r as { uri?: unknown } | null)?.uri).filter((u) => typeof u === "string"))
-    : undefined;
-  const tokenExchange = resolveTokenExchange(options.tokenExchange, served as Set<string> | undefined);
-  const enterpriseAuthorization = resolveEnterpriseAuthorization(options.enterpriseAuthorization);
-  const workloadIdentity = resolveWorkloadIdentity(options.workloadIdentity);
-  return {
-    ...(tokenExchange ? { tokenExchange } : {}),
-    ...(enterpriseAuthorization ? { enterpriseAuthorization } : {}),
-    ...(workloadIdentity ? { workloadIdentity } : {}),
-  };
 }
 
 /** RFC 7591 §3 initial access tokens: each a SHA-256 (43 base64url characters) with its scopes. */
