@@ -21,7 +21,6 @@ import type {
   GrantRecord,
   InteractionRecord,
   IssuedTokens,
-  PollDeviceAuthorizationResult,
   PurgeResult,
   RedeemCodeResult,
   RefreshTokenRecord,
@@ -38,30 +37,25 @@ import {
   accessTokenFromGrant,
   assertMarkerKey,
   compareBy,
-  decideDevice,
-  devicePollIssued,
   emptyPurgeResult,
   isEnabledAdmin,
   isExpired,
   issuedTokenRecords,
   judgeAuthorizationCode,
-  judgeDevicePoll,
   judgeRefreshToken,
   judgeUserChange,
   markerBlocks,
-  mergeScopes,
   rotationMarks,
-  sameJsonValue,
   tokensForRefresh,
   withoutUndefined,
 } from "../rules.js";
+import { createMemoryClientMethods } from "./clients.js";
 import { copy } from "./copy.js";
+import { createMemoryDeviceMethods } from "./devices.js";
 import { createGrantIndex } from "./grant-index.js";
+import { createMemorySessionMethods } from "./sessions.js";
+import { createMemorySigningKeyMethods } from "./signing-keys.js";
 import { createMemoryUpstream } from "./upstream.js";
-
-function consentKey(userId: string, clientId: string, redirectUri: string): string {
-  return JSON.stringify([userId, clientId, redirectUri]);
-}
 
 /** Creates an empty in-memory store. `migrate()` and `close()` are no-ops. */
 export function createMemoryStore(): AuthorizationStore {
@@ -236,33 +230,22 @@ export function createMemoryStore(): AuthorizationStore {
       ...(superseded && { superseded }),
     };
   }
+  const clientMethods = createMemoryClientMethods(clients);
+  const sessionMethods = createMemorySessionMethods(sessions, interactions, consents, upstream);
+  const signingKeyMethods = createMemorySigningKeyMethods(signingKeys);
+  const deviceMethods = createMemoryDeviceMethods({
+    devices,
+    devicesByUserCode,
+    grants,
+    index,
+    assertTokensFree,
+    writeTokens,
+  });
   const store: AuthorizationStore = {
     async migrate() {},
     async close() {},
 
-    async createClient(client) {
-      if (clients.has(client.clientId)) throw new StorageConflictError("client already exists");
-      clients.set(client.clientId, copy(client));
-    },
-    async upsertClient(client) {
-      clients.set(client.clientId, copy(client));
-    },
-    async getClient(clientId) {
-      const client = clients.get(clientId);
-      return client && copy(client);
-    },
-    async listClients() {
-      return [...clients.values()].sort(compareBy((c) => [c.createdAt, c.clientId])).map(copy);
-    },
-    async deleteClient(clientId) {
-      return clients.delete(clientId);
-    },
-    async markClientUsed(clientId, now) {
-      const client = clients.get(clientId);
-      if (!client) return;
-      client.lastUsedAt = now;
-      delete client.expiresAt;
-    },
+    ...clientMethods,
 
     async createUser(user) {
       if (users.has(user.id)) throw new StorageConflictError("user id already exists");
@@ -321,68 +304,7 @@ export function createMemoryStore(): AuthorizationStore {
       return { grants: revoked, sessions: ended };
     },
 
-    async createSession(session) {
-      if (sessions.has(session.idHash)) throw new StorageConflictError("session already exists");
-      sessions.set(session.idHash, copy(session));
-    },
-    async getSession(idHash, now) {
-      const session = sessions.get(idHash);
-      return session && !isExpired(session.expiresAt, now) ? copy(session) : undefined;
-    },
-    async deleteSession(idHash) {
-      sessions.delete(idHash);
-      upstream.dropTokenSetsOf(`session:${idHash}`);
-    },
-
-    async createInteraction(interaction) {
-      if (interactions.has(interaction.id)) throw new StorageConflictError("interaction already exists");
-      interactions.set(interaction.id, copy(interaction));
-    },
-    async getInteraction(id, now) {
-      const interaction = interactions.get(id);
-      return interaction && !isExpired(interaction.expiresAt, now) ? copy(interaction) : undefined;
-    },
-    async setInteractionUser(id, userId) {
-      const interaction = interactions.get(id);
-      if (interaction) interaction.userId = userId;
-    },
-    async consumeInteraction(id, now) {
-      const interaction = interactions.get(id);
-      if (!interaction) return undefined;
-      interactions.delete(id);
-      return isExpired(interaction.expiresAt, now) ? undefined : copy(interaction);
-    },
-
-    async getConsent(userId, clientId, redirectUri) {
-      const consent = consents.get(consentKey(userId, clientId, redirectUri));
-      return consent && copy(consent);
-    },
-    async grantConsent(consent) {
-      const key = consentKey(consent.userId, consent.clientId, consent.redirectUri);
-      const existing = consents.get(key);
-      if (existing) {
-        existing.scopes = mergeScopes(existing.scopes, consent.scopes);
-        existing.updatedAt = consent.updatedAt;
-      } else {
-        consents.set(key, copy({ ...consent, scopes: mergeScopes([], consent.scopes) }));
-      }
-    },
-    async revokeConsent(userId, clientId, redirectUri) {
-      let removed = 0;
-      for (const [key, consent] of consents) {
-        if (consent.userId !== userId || consent.clientId !== clientId) continue;
-        if (redirectUri !== undefined && consent.redirectUri !== redirectUri) continue;
-        consents.delete(key);
-        removed++;
-      }
-      return removed;
-    },
-    async listConsents(userId) {
-      return [...consents.values()]
-        .filter((c) => userId === undefined || c.userId === userId)
-        .sort(compareBy((c) => [c.createdAt, c.userId, c.clientId, c.redirectUri]))
-        .map(copy);
-    },
+    ...sessionMethods,
 
     async insertAuthorizationCode(code) {
       if (codes.has(code.codeHash)) throw new StorageConflictError("authorization code already exists");
@@ -474,88 +396,9 @@ export function createMemoryStore(): AuthorizationStore {
       return true;
     },
 
-    async listSigningKeys() {
-      return [...signingKeys.values()].sort(compareBy((k) => [k.createdAt, k.kid])).map(copy);
-    },
-    async addSigningKey(key, retireOthersAt) {
-      if (signingKeys.has(key.kid)) throw new StorageConflictError("signing key id already exists");
-      if (retireOthersAt) {
-        for (const other of signingKeys.values()) {
-          if (other.retiredAt !== undefined) continue;
-          other.retiredAt = retireOthersAt.retiredAt;
-          other.expiresAt = retireOthersAt.expiresAt;
-        }
-      }
-      signingKeys.set(key.kid, copy(key));
-    },
-    async replaceSigningKeyPrivateJwk(kid, expected, next) {
-      const key = signingKeys.get(kid);
-      if (!key || !sameJsonValue(key.privateJwk, expected)) return false;
-      key.privateJwk = copy(next);
-      return true;
-    },
+    ...signingKeyMethods,
 
-    async createDeviceAuthorization(record) {
-      if (devices.has(record.deviceCodeHash)) throw new StorageConflictError("device code already exists");
-      if (devicesByUserCode.has(record.userCodeHash))
-        throw new StorageConflictError("user code already exists");
-      devices.set(record.deviceCodeHash, copy(record));
-      devicesByUserCode.set(record.userCodeHash, record.deviceCodeHash);
-    },
-    async getDeviceAuthorizationByUserCode(userCodeHash, now) {
-      const deviceCodeHash = devicesByUserCode.get(userCodeHash);
-      const record = deviceCodeHash === undefined ? undefined : devices.get(deviceCodeHash);
-      if (record?.status !== "pending" || isExpired(record.expiresAt, now)) return undefined;
-      return copy(record);
-    },
-    async decideDeviceAuthorization(userCodeHash, decision, now) {
-      const deviceCodeHash = devicesByUserCode.get(userCodeHash);
-      const record = deviceCodeHash === undefined ? undefined : devices.get(deviceCodeHash);
-      const decided = record && decideDevice(record, copy(decision), now);
-      if (!decided) return false;
-      devices.set(decided.deviceCodeHash, copy(decided));
-      return true;
-    },
-    async pollDeviceAuthorization(
-      deviceCodeHash,
-      clientId,
-      now,
-      tokens,
-    ): Promise<PollDeviceAuthorizationResult> {
-      const stored = devices.get(deviceCodeHash);
-      if (!stored) return { status: "not_found" };
-      const verdict = judgeDevicePoll(stored, clientId, now, tokens);
-      switch (verdict.status) {
-        case "not_found":
-        case "expired":
-        case "denied":
-        case "consumed":
-          return { status: verdict.status };
-        case "pending":
-        case "slow_down":
-          devices.set(deviceCodeHash, copy(verdict.record));
-          return { status: verdict.status };
-        case "refused":
-          devices.set(deviceCodeHash, copy(verdict.record));
-          return { status: "refused", error: verdict.error };
-      }
-      const { record, grant, tokens: issued } = verdict;
-      // As for codes: check every write first, so a conflict leaves the authorization approved.
-      if (grants.has(grant.grantId)) throw new StorageConflictError("grant already exists");
-      assertTokensFree(issued);
-      devices.set(deviceCodeHash, copy(record));
-      const storedGrant = copy(grant);
-      grants.set(storedGrant.grantId, storedGrant);
-      index.grantStored(storedGrant);
-      const refreshIssued = writeTokens(
-        grant,
-        grant.clientId,
-        grant.scopes,
-        issued,
-        record.refreshAllowed === true,
-      );
-      return devicePollIssued(copy(record), copy(grant), refreshIssued);
-    },
+    ...deviceMethods,
 
     async useOnce(key, expiresAt, now) {
       assertMarkerKey(key);
