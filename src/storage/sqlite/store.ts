@@ -11,42 +11,18 @@
  */
 
 import Database from "better-sqlite3";
-import type {
-  AuthorizationStore,
-  GrantRecord,
-  IssuedTokens,
-  PurgeResult,
-  RotateRefreshResult,
-} from "../contract.js";
-import {
-  assertMarkerKey,
-  emptyPurgeResult,
-  issuedTokenRecords,
-  judgeRefreshToken,
-  mergeScopes,
-  rotationMarks,
-  sameJsonValue,
-  tokensForRefresh,
-} from "../rules.js";
+import type { AuthorizationStore, GrantRecord, IssuedTokens, PurgeResult } from "../contract.js";
+import { assertMarkerKey, emptyPurgeResult, issuedTokenRecords, sameJsonValue } from "../rules.js";
 import {
   accessTokenInsert,
   clientColumns,
   fromJson,
-  grantInsert,
   insertSql,
-  interactionData,
   type Row,
   type RowInsert,
   refreshTokenInsert,
-  rowToAccessToken,
   rowToClient,
-  rowToConsent,
-  rowToGrant,
-  rowToInteraction,
-  rowToRefreshToken,
-  rowToSession,
   rowToSigningKey,
-  rowToSupersedeCandidate,
   rowToUser,
   signingKeyInsert,
   toJson,
@@ -54,20 +30,20 @@ import {
 import { refuseNewerSchema } from "../sql/schema-version.js";
 import {
   purgeStatements,
-  revokeAccessTokenStatement,
   revokeGrantStatements,
   type Statement,
   useOnceStatement,
 } from "../sql/statements.js";
-import { deleteSessionUpstreamTokensStatement } from "../sql/upstream-tokens.js";
 import { type CheckpointerStats, createCheckpointer } from "./checkpointer.js";
 import { createClientCache } from "./client-cache.js";
 import { sqliteCodeMethods } from "./code-methods.js";
 import { sqliteDeviceMethods } from "./device-methods.js";
 import { prepareFile, translate } from "./files.js";
+import { sqliteGrantMethods } from "./grant-methods.js";
 import { createGroupCommit, type GroupCommitStats } from "./group-commit.js";
 import { SQLITE_MIGRATIONS } from "./schema.js";
-import { candidateParams, type RetireIo, SUPERSEDE_CANDIDATES_SQL } from "./superseded.js";
+import { sqliteSessionMethods } from "./session-methods.js";
+import type { RetireIo } from "./superseded.js";
 import { sqliteUpstreamMethods } from "./upstream-methods.js";
 import { sqliteUserMethods } from "./user-methods.js";
 import {
@@ -78,14 +54,6 @@ import {
   type WalSync,
   type WalSyncStats,
 } from "./wal-sync.js";
-
-/** listGrants filter fields and the grants columns they match. */
-const GRANT_FILTER_COLUMNS = [
-  ["userId", "user_id"],
-  ["clientId", "client_id"],
-  ["resource", "resource"],
-  ["sessionHash", "session_hash"],
-] as const;
 
 /** SQLite has no booleans: they are bound as 0/1. */
 function sqliteValue(value: unknown): unknown {
@@ -374,214 +342,9 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
     ...sqliteUserMethods({ all, exec, write, revokeGrantRows, sqliteValue }),
 
-    async createSession(session) {
-      await write(() =>
-        run(
-          "INSERT INTO sessions (id_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
-          session.idHash,
-          session.userId,
-          session.createdAt,
-          session.expiresAt,
-        ),
-      );
-    },
-    async getSession(idHash, now) {
-      const row = await read(() =>
-        one("SELECT * FROM sessions WHERE id_hash = ? AND expires_at > ?", idHash, now),
-      );
-      return row && rowToSession(row);
-    },
-    async deleteSession(idHash) {
-      await write(() => {
-        run("DELETE FROM sessions WHERE id_hash = ?", idHash);
-        exec(deleteSessionUpstreamTokensStatement("?", idHash));
-      });
-    },
+    ...sqliteSessionMethods({ one, all, run, exec, read, write }),
 
-    async createInteraction(interaction) {
-      await write(() =>
-        run(
-          "INSERT INTO interactions (id, data, user_id, expires_at) VALUES (?, ?, ?, ?)",
-          interaction.id,
-          interactionData(interaction),
-          interaction.userId ?? null,
-          interaction.expiresAt,
-        ),
-      );
-    },
-    async getInteraction(id, now) {
-      const row = await read(() =>
-        one("SELECT * FROM interactions WHERE id = ? AND expires_at > ?", id, now),
-      );
-      return row && rowToInteraction(row);
-    },
-    async setInteractionUser(id, userId) {
-      await write(() => run("UPDATE interactions SET user_id = ? WHERE id = ?", userId, id));
-    },
-    async consumeInteraction(id, now) {
-      // One statement: the row is returned to exactly one caller.
-      const row = await write(() => one("DELETE FROM interactions WHERE id = ? RETURNING *", id));
-      return row && Number(row.expires_at) > now ? rowToInteraction(row) : undefined;
-    },
-
-    async getConsent(userId, clientId, redirectUri) {
-      const row = await read(() =>
-        one(
-          "SELECT * FROM consents WHERE user_id = ? AND client_id = ? AND redirect_uri = ?",
-          userId,
-          clientId,
-          redirectUri,
-        ),
-      );
-      return row && rowToConsent(row);
-    },
-    async grantConsent(consent) {
-      await write(() => {
-        const row = one(
-          "SELECT scopes FROM consents WHERE user_id = ? AND client_id = ? AND redirect_uri = ?",
-          consent.userId,
-          consent.clientId,
-          consent.redirectUri,
-        );
-        if (row) {
-          const scopes = mergeScopes(fromJson<string[]>(row.scopes), consent.scopes);
-          run(
-            "UPDATE consents SET scopes = ?, updated_at = ? WHERE user_id = ? AND client_id = ? AND redirect_uri = ?",
-            toJson(scopes),
-            consent.updatedAt,
-            consent.userId,
-            consent.clientId,
-            consent.redirectUri,
-          );
-        } else {
-          run(
-            `INSERT INTO consents (user_id, client_id, redirect_uri, scopes, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?)`,
-            consent.userId,
-            consent.clientId,
-            consent.redirectUri,
-            toJson(mergeScopes([], consent.scopes)),
-            consent.createdAt,
-            consent.updatedAt,
-          );
-        }
-      });
-    },
-    async revokeConsent(userId, clientId, redirectUri) {
-      return write(() =>
-        redirectUri === undefined
-          ? run("DELETE FROM consents WHERE user_id = ? AND client_id = ?", userId, clientId)
-          : run(
-              "DELETE FROM consents WHERE user_id = ? AND client_id = ? AND redirect_uri = ?",
-              userId,
-              clientId,
-              redirectUri,
-            ),
-      );
-    },
-    async listConsents(userId) {
-      const order = "ORDER BY created_at, user_id, client_id, redirect_uri";
-      const rows = await read(() =>
-        userId === undefined
-          ? all(`SELECT * FROM consents ${order}`)
-          : all(`SELECT * FROM consents WHERE user_id = ? ${order}`, userId),
-      );
-      return rows.map(rowToConsent);
-    },
-
-    async createGrantWithAccessToken(grant, accessToken) {
-      await write(() => {
-        insert(grantInsert(grant));
-        insertTokens(grant, grant.clientId, grant.scopes, { accessToken }, false);
-      });
-    },
-    async getGrant(grantId) {
-      const row = await read(() => one("SELECT * FROM grants WHERE grant_id = ?", grantId));
-      return row && rowToGrant(row);
-    },
-    async listGrants(filter = {}) {
-      // Only the conditions the filter sets: a `(? IS NULL OR user_id = ?)` term keeps SQLite from
-      // using the user_id and client_id indexes, so every call scanned the whole grants table
-      // (which grows by one row per approved flow). One statement text per filter shape, cached.
-      // With a user, the user's index is the one to search (a client may have every user's grants):
-      // a unary `+` keeps the client_id term from competing for it (SQLite query optimizer overview,
-      // "Disqualifying WHERE clause terms using unary-+"). Column names come from the table above.
-      const conditions: string[] = [];
-      const params: Record<string, string> = {};
-      for (const [key, column] of GRANT_FILTER_COLUMNS) {
-        const value = filter[key];
-        if (value === undefined) continue;
-        const term = key === "clientId" && filter.userId !== undefined ? `+${column}` : column;
-        conditions.push(`${term} = $${key}`);
-        params[key] = value;
-      }
-      if (filter.active) conditions.push("revoked_at IS NULL");
-      const where = conditions.length ? ` WHERE ${conditions.join(" AND ")}` : "";
-      const rows = await read(() =>
-        all(`SELECT * FROM grants${where} ORDER BY created_at, grant_id`, params),
-      );
-      return rows.map(rowToGrant);
-    },
-    async listSupersedeCandidates(key) {
-      const rows = await read(() => all(SUPERSEDE_CANDIDATES_SQL, ...candidateParams(key)));
-      return rows.map((row) => rowToSupersedeCandidate(row, key));
-    },
-    async revokeGrant(grantId, now) {
-      return write(() => revokeGrantRows(grantId, now));
-    },
-    async requestStepUp(jti, now) {
-      const changed = await write(() =>
-        run(
-          `UPDATE grants SET step_up_requested_at = ?
-           WHERE grant_id = (SELECT grant_id FROM access_tokens WHERE jti = ?) AND revoked_at IS NULL`,
-          now,
-          jti,
-        ),
-      );
-      return changed > 0;
-    },
-
-    async rotateRefreshToken(tokenHash, now, check, tokensOrFn, graceMs = 0): Promise<RotateRefreshResult> {
-      return write((): RotateRefreshResult => {
-        const row = one("SELECT * FROM refresh_tokens WHERE token_hash = ?", tokenHash);
-        if (!row) return { status: "not_found" };
-        const token = rowToRefreshToken(row);
-        const grantRow = one("SELECT * FROM grants WHERE grant_id = ?", token.grantId);
-        if (!grantRow) return { status: "not_found" };
-        const grant = rowToGrant(grantRow);
-        const verdict = judgeRefreshToken(token, grant, now, graceMs, check);
-        if (verdict.status === "reused") revokeGrantRows(grant.grantId, now);
-        if (verdict.status !== "ok") return verdict;
-        const { scopes } = verdict;
-        const tokens = tokensForRefresh(tokensOrFn, token, grant);
-        const old = { ...token };
-        const marks = rotationMarks(token, tokens.refreshToken !== undefined, now);
-        if (marks.rotatedAt !== undefined) {
-          old.rotatedAt = marks.rotatedAt;
-          run("UPDATE refresh_tokens SET rotated_at = ? WHERE token_hash = ?", old.rotatedAt, tokenHash);
-        }
-        if (marks.parentSuccessorUsed !== undefined) {
-          run(
-            "UPDATE refresh_tokens SET successor_used_at = ? WHERE token_hash = ? AND successor_used_at IS NULL",
-            now,
-            marks.parentSuccessorUsed,
-          );
-        }
-        insertTokens(grant, token.clientId, scopes, tokens, true, tokenHash);
-        return { status: "issued", old, grant, scopes: [...scopes] };
-      });
-    },
-    async getRefreshToken(tokenHash) {
-      const row = await read(() => one("SELECT * FROM refresh_tokens WHERE token_hash = ?", tokenHash));
-      return row && rowToRefreshToken(row);
-    },
-    async getAccessToken(jti) {
-      const row = await read(() => one("SELECT * FROM access_tokens WHERE jti = ?", jti));
-      return row && rowToAccessToken(row);
-    },
-    async revokeAccessToken(jti, now) {
-      return (await write(() => exec(revokeAccessTokenStatement("?", jti, now)))) > 0;
-    },
+    ...sqliteGrantMethods({ one, all, run, exec, insert, insertTokens, revokeGrantRows, read, write }),
 
     async listSigningKeys() {
       return (await read(() => all("SELECT * FROM signing_keys ORDER BY created_at, kid"))).map(
