@@ -447,7 +447,7 @@ function redact(url) {
 
 async function prepare(store, userCount) {
   await store.migrate();
-  const { hashPassword } = await import("../dist/authorization-server/password.js");
+  const { hashPassword } = await import("../dist/authorization-server/core/password.js");
   const passwordHash = await hashPassword(PASSWORD);
   await store.createClient({
     clientId: CLIENT_ID,

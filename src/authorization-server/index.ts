@@ -5,12 +5,12 @@
  * (RFC 8414 / OpenID Connect Discovery). Mount it with `toNodeListener`/`listen` from
  * `gatehouse/node`, or any framework adapter.
  */
-import type { FetchInfo, ServerContext } from "./config/context.js";
-import type { AuthorizationServerOptions } from "./config/options.js";
-import { createServerContext } from "./config/server-context.js";
+import type { FetchInfo, ServerContext } from "./core/context.js";
+import { DEFAULT_MAINTENANCE_INTERVAL_MS, startMaintenance } from "./core/maintenance.js";
+import type { AuthorizationServerOptions } from "./core/options.js";
 import { createHandler } from "./endpoints/handler.js";
 import { buildMetadata } from "./endpoints/metadata.js";
-import { DEFAULT_MAINTENANCE_INTERVAL_MS, startMaintenance } from "./maintenance.js";
+import { createServerContext } from "./server.js";
 
 export interface AuthorizationServer {
   /**
@@ -74,14 +74,16 @@ export async function createAuthorizationServer(
   };
 }
 
+export { isLocalhostOnly, matchRedirectUri, redirectUriProblem } from "./clients/redirect-uri.js";
+export { OFFLINE_ACCESS } from "./config/resolve-options.js";
 // The public surface. The composition root (createServerContext), the option resolver
 // (resolveOptions, ResolvedOptions), the router and its error mapping, the metadata builder and
 // the context's parts (ClientResolver, KeyManager, Endpoint) are internals: tests import them by
 // path. ServerContext stays, as the type of `AuthorizationServer.context` and of startMaintenance's
 // argument.
-export type { AuditEvent, AuditEventType, RateLimitKeyKind, RateLimitName } from "./audit.js";
-export { isLocalhostOnly, matchRedirectUri, redirectUriProblem } from "./clients/redirect-uri.js";
-export type { FetchInfo, ServerContext } from "./config/context.js";
+export type { AuditEvent, AuditEventType, RateLimitKeyKind, RateLimitName } from "./core/audit.js";
+export type { FetchInfo, ServerContext } from "./core/context.js";
+export { type Maintenance, startMaintenance } from "./core/maintenance.js";
 export type {
   AuthorizationServerOptions,
   ClientDocumentTrustPolicy,
@@ -98,15 +100,13 @@ export type {
   WorkloadIdentityOptions,
   WorkloadIssuerOptions,
   WorkloadSubjectOptions,
-} from "./config/options.js";
-export { OFFLINE_ACCESS } from "./config/resolve-options.js";
-export { ENDPOINT_PATHS, type EndpointName, endpointUrl } from "./endpoints/paths.js";
+} from "./core/options.js";
+export { hashPassword, verifyPassword } from "./core/password.js";
+export { ENDPOINT_PATHS, type EndpointName, endpointUrl } from "./core/paths.js";
 export {
   SigningKeyDecryptionError,
   type SigningKeyDecryptionErrorCode,
 } from "./keys/signing-key-envelope.js";
-export { type Maintenance, startMaintenance } from "./maintenance.js";
-export { hashPassword, verifyPassword } from "./password.js";
 export type {
   UpstreamAdmissionOptions,
   UpstreamKeepTokensOptions,

@@ -1,5 +1,5 @@
 /**
- * Audit events (src/authorization-server/audit.ts): a complete server on 127.0.0.1 driven through
+ * Audit events (src/authorization-server/core/audit.ts): a complete server on 127.0.0.1 driven through
  * sign-in, consent, code, refresh, step-up, revocation and the failures an operator looks for;
  * every event reaches the hook and the JSON log as the same value, none carries a secret, and the
  * admin page lists a client's recent events. Plus the trail's bounds and a failing hook.
@@ -10,7 +10,7 @@ import {
   AUDIT_EVENTS_PER_CLIENT,
   type AuditEvent,
   AuditTrail,
-} from "../../src/authorization-server/audit.js";
+} from "../../src/authorization-server/core/audit.js";
 import { jsonLogger } from "../../src/shared/log.js";
 import { Browser, hiddenFields, obtainCode, redeemCode, refreshGrant, tokenSet } from "../support/flow.js";
 import { codeTokens, makeServer, PUBLIC_CLIENT, postToken } from "./helpers.js";

@@ -8,8 +8,8 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import type { AuditEvent } from "../../src/authorization-server/audit.js";
-import { changeAccount } from "../../src/authorization-server/user-accounts.js";
+import type { AuditEvent } from "../../src/authorization-server/core/audit.js";
+import { changeAccount } from "../../src/authorization-server/core/user-accounts.js";
 import { hiddenFields, PASSWORD } from "./pages/harness.js";
 import {
   Agent,

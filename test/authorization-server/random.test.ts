@@ -1,10 +1,10 @@
 /**
- * Pooled random tokens (src/authorization-server/random.ts): every draw is fresh CSPRNG output,
+ * Pooled random tokens (src/authorization-server/core/random.ts): every draw is fresh CSPRNG output,
  * never bytes handed out before (or the zeros a used slot is wiped to), across pool refills and for
  * sizes that do not divide the pool; odd sizes behave as the unpooled shared/crypto.ts function.
  */
 import { describe, expect, it } from "vitest";
-import { randomBytesFromPool, randomToken } from "../../src/authorization-server/random.js";
+import { randomBytesFromPool, randomToken } from "../../src/authorization-server/core/random.js";
 import { randomToken as unpooledRandomToken } from "../../src/shared/crypto.js";
 
 const BASE64URL = /^[A-Za-z0-9_-]*$/;

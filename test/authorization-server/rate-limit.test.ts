@@ -15,7 +15,7 @@ import {
   hitSlidingWindows,
   retryAfterMs,
   slidingEstimate,
-} from "../../src/authorization-server/rate-limit.js";
+} from "../../src/authorization-server/core/rate-limit.js";
 import type { AuthorizationStore } from "../../src/storage/contract.js";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
 import { createPostgresStore } from "../../src/storage/postgres/index.js";

@@ -11,7 +11,7 @@ import {
   USER_CODE_ALPHABET,
   USER_CODE_LENGTH,
   userCodeHash,
-} from "../../src/authorization-server/user-code.js";
+} from "../../src/authorization-server/grants/user-code.js";
 import { sha256Base64url } from "../../src/shared/crypto.js";
 
 describe("user codes", () => {

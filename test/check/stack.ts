@@ -5,8 +5,8 @@
  * And a scripted user who signs in and approves the consent page over plain HTTP.
  */
 import { randomUUID } from "node:crypto";
+import { hashPassword } from "../../src/authorization-server/core/password.js";
 import { type AuthorizationServer, createAuthorizationServer } from "../../src/authorization-server/index.js";
-import { hashPassword } from "../../src/authorization-server/password.js";
 import { createNotesResource } from "../../src/demo/notes-resource.js";
 import { type ListeningServer, listen } from "../../src/http/node.js";
 import type { Logger } from "../../src/shared/log.js";

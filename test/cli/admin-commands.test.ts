@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { verifyPassword } from "../../src/authorization-server/password.js";
+import { verifyPassword } from "../../src/authorization-server/core/password.js";
 import { sha256Base64url } from "../../src/shared/crypto.js";
 import { createSqliteStore } from "../../src/storage/sqlite/index.js";
 import { ensureBuilt, runCli, tempDir } from "./helpers.js";

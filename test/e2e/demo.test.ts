@@ -6,7 +6,7 @@
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { verifyPassword } from "../../src/authorization-server/password.js";
+import { verifyPassword } from "../../src/authorization-server/core/password.js";
 import { parseWWWAuthenticate } from "../../src/shared/www-authenticate.js";
 import { createSqliteStore } from "../../src/storage/sqlite/index.js";
 import {

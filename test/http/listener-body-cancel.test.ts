@@ -1,6 +1,6 @@
 /**
  * A reader that stops at its own cap cancels the request body while the client is still sending: the
- * authorization server's form reader does at 64 KiB (endpoints/request-body.ts). The listener must
+ * authorization server's form reader does at 64 KiB (core/request-body.ts). The listener must
  * then drop the rest of the body quietly; the client gets the reader's 413 and the process keeps
  * serving (before: node's next `data`/`end` event enqueued into or closed the cancelled stream, an
  * uncaught ERR_INVALID_STATE that ends the process).

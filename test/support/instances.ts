@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { hashPassword } from "../../src/authorization-server/password.js";
+import { hashPassword } from "../../src/authorization-server/core/password.js";
 import type { AuthorizationStore, ClientRecord } from "../../src/storage/contract.js";
 import { createPostgresStore } from "../../src/storage/postgres/index.js";
 import { createSqliteStore } from "../../src/storage/sqlite/index.js";

@@ -14,9 +14,9 @@ import { sha256Base64url, timingSafeEqualString } from "../../shared/crypto.js";
 import { OAuthError, type OAuthErrorOptions } from "../../shared/errors.js";
 import { buildChallenge } from "../../shared/www-authenticate.js";
 import type { ClientRecord, TokenEndpointAuthMethod } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
+import type { ServerContext } from "../core/context.js";
+import { endpointUrl } from "../core/paths.js";
 import { CLIENT_ASSERTION_ALGORITHMS } from "../endpoints/metadata.js";
-import { endpointUrl } from "../endpoints/paths.js";
 import { CLOCK_TOLERANCE_SECONDS, lifetimeProblem, useJtiOnce } from "../policy/assertions.js";
 import { DocumentKeysError, documentClientKeys } from "./document-keys.js";
 

@@ -21,7 +21,7 @@ import { createLocalJWKSet, errors, type JWK, type JWTVerifyGetKey } from "jose"
 import { type GuardedFetch, GuardedFetchError, guardedFetch } from "../../shared/guarded-fetch.js";
 import { traceOutboundFetch } from "../../shared/telemetry.js";
 import type { ClientRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
+import type { ServerContext } from "../core/context.js";
 import { publicJwkProblem } from "./metadata-document.js";
 import {
   cacheLifetimeSeconds,

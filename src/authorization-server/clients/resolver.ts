@@ -14,9 +14,9 @@ import { type GuardedFetch, GuardedFetchError, guardedFetch } from "../../shared
 import type { Logger } from "../../shared/log.js";
 import { traceOutboundFetch } from "../../shared/telemetry.js";
 import type { AuthorizationStore, ClientRecord } from "../../storage/contract.js";
-import type { AuditEventInput } from "../audit.js";
-import type { ClientResolver, ResolvedOptions } from "../config/context.js";
-import type { ClientDocumentTrustPolicy } from "../config/options.js";
+import type { AuditEventInput } from "../core/audit.js";
+import type { ClientResolver, ResolvedOptions } from "../core/context.js";
+import type { ClientDocumentTrustPolicy } from "../core/options.js";
 import { clientIdUrlProblem, isUrlClientId, validateClientMetadataDocument } from "./metadata-document.js";
 
 export interface ClientResolverDeps {

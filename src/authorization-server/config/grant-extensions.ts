@@ -6,8 +6,8 @@
 import { fetchUrlProblem } from "../../shared/guarded-fetch-url.js";
 import { canonicalResourceUri } from "../../shared/resource-uri.js";
 import { isScopeToken } from "../../shared/scopes.js";
-import type { ResolvedOptions } from "./context.js";
-import { boolean, fail, limited } from "./option-limits.js";
+import type { ResolvedOptions } from "../core/context.js";
+import { boolean, fail, limited } from "../core/option-limits.js";
 import type {
   AuthorizationServerOptions,
   EnterpriseAuthorizationOptions,
@@ -17,7 +17,7 @@ import type {
   TrustedIssuerOptions,
   WorkloadIdentityOptions,
   WorkloadIssuerOptions,
-} from "./options.js";
+} from "../core/options.js";
 
 /** Algorithms accepted from a trusted assertion issuer unless it lists its own. */
 export const DEFAULT_ASSERTION_ALGORITHMS = ["ES256", "ES384", "PS256", "RS256", "EdDSA"];

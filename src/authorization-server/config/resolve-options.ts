@@ -9,20 +9,20 @@ import { GatehouseTypeError } from "../../shared/errors.js";
 import { canonicalResourceUri, isLoopbackHost } from "../../shared/resource-uri.js";
 import { DEFAULT_REVISION, isRevision } from "../../shared/revision.js";
 import { isScopeToken } from "../../shared/scopes.js";
-import { dpopNonceSecret } from "../grants/dpop-binding.js";
-import { resolveUpstreamSignIn } from "../upstream/resolve.js";
-import type { ResolvedDPoPOptions, ResolvedOptions } from "./context.js";
-import { resolveGrantExtensions } from "./grant-extensions.js";
-import { boolean, DAY, fail, integer, limited } from "./option-limits.js";
+import type { ResolvedDPoPOptions, ResolvedOptions } from "../core/context.js";
+import { boolean, DAY, fail, integer, limited } from "../core/option-limits.js";
 import type {
   AuthorizationServerOptions,
   ClientDocumentTrustPolicy,
   InitialAccessTokenOptions,
   ResourceOptions,
-} from "./options.js";
+} from "../core/options.js";
+import { dpopNonceSecret } from "../grants/dpop-binding.js";
+import { resolveUpstreamSignIn } from "../upstream/resolve.js";
+import { resolveGrantExtensions } from "./grant-extensions.js";
 
+export { fail, type LimitedOption, limited, OPTION_LIMITS } from "../core/option-limits.js";
 export { ASYMMETRIC_ALGORITHMS } from "./grant-extensions.js";
-export { fail, type LimitedOption, limited, OPTION_LIMITS } from "./option-limits.js";
 
 /** The default refresh race window, `refreshTokens.reuseGraceSeconds` (grants/refresh-policy.ts reuseGraceMs). */
 const DEFAULT_REUSE_GRACE_SECONDS = 30;

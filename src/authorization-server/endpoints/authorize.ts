@@ -6,9 +6,9 @@ import { sha256Base64url } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
 import { parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
-import { matchRedirectUri, redirectUriProblem } from "../clients/redirect-uri.js";
-import type { Endpoint, ServerContext } from "../config/context.js";
-import { authorizationRequestJkt } from "../grants/dpop-binding.js";
+import { bindNewInteraction } from "../browser/bound-interaction.js";
+import { errorPage, oauthErrorPage, unexpectedErrorPage } from "../browser/error-page.js";
+import { readFormPairs } from "../browser/form.js";
 import {
   authorizationResponseUrl,
   csrfToken,
@@ -16,19 +16,19 @@ import {
   issueCodeAndRedirect,
   issuerPath,
   newInteractionId,
-} from "../interaction.js";
-import { bindNewInteraction } from "../pages/bound-interaction.js";
+} from "../browser/interaction.js";
+import { seeOther } from "../browser/security-headers.js";
+import { currentSession } from "../browser/session.js";
+import { matchRedirectUri, redirectUriProblem } from "../clients/redirect-uri.js";
+import type { Endpoint, ServerContext } from "../core/context.js";
+import { ENDPOINT_PATHS } from "../core/paths.js";
+import { requestQuery } from "../core/request-url.js";
+import { authorizationRequestJkt } from "../grants/dpop-binding.js";
 import { isUntrustedClient } from "../pages/client-info.js";
-import { errorPage, oauthErrorPage, unexpectedErrorPage } from "../pages/error-page.js";
-import { readFormPairs } from "../pages/form.js";
-import { seeOther } from "../pages/security-headers.js";
-import { currentSession } from "../pages/session.js";
 import { maySkipConsent } from "../policy/consent.js";
 import { mayUseGrantType } from "../policy/grants.js";
 import { servedResource } from "../policy/resources.js";
 import { grantableScopes } from "../policy/scopes.js";
-import { ENDPOINT_PATHS } from "./paths.js";
-import { requestQuery } from "./request-url.js";
 
 /**
  * The authorization endpoint (OAuth 2.1 §4.1.1, authorization code flow with PKCE only).
@@ -330,7 +330,7 @@ function promptDemands(prompt: Set<string>): Array<"login" | "consent"> {
  * requested scopes through the hierarchy gets the code at once, when the client's identity is
  * assured ({@link maySkipConsent}). Otherwise the request is parked in an interaction bound to this
  * browser: a binding cookie of its own whose secret's hash the interaction stores
- * (pages/bound-interaction.ts), and a CSRF token derived from it; the consent page then shows what
+ * (browser/bound-interaction.ts), and a CSRF token derived from it; the consent page then shows what
  * was allowed before.
  */
 async function continueInteraction(

@@ -7,15 +7,15 @@ import { OAuthError } from "../../shared/errors.js";
 import { jsonResponse, NO_STORE } from "../../shared/http.js";
 import { StorageConflictError } from "../../storage/contract.js";
 import { authenticateClient } from "../clients/authentication.js";
-import type { Endpoint } from "../config/context.js";
+import type { Endpoint } from "../core/context.js";
+import { newSortableId } from "../core/ids.js";
+import { endpointUrl } from "../core/paths.js";
+import { clientRateLimitKey, enforceTokenRateLimit } from "../core/rate-limit.js";
+import { readForm } from "../core/request-body.js";
 import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
-import { newSortableId } from "../ids.js";
+import { newUserCode, normalizeUserCode, userCodeHash } from "../grants/user-code.js";
 import { mayUseGrantType } from "../policy/grants.js";
-import { clientRateLimitKey, enforceTokenRateLimit } from "../rate-limit.js";
-import { newUserCode, normalizeUserCode, userCodeHash } from "../user-code.js";
 import { resolveResource, resolveScopes } from "./authorize.js";
-import { endpointUrl } from "./paths.js";
-import { readForm } from "./request-body.js";
 
 /** New user codes tried before giving up when the drawn one is taken (it practically never is). */
 const USER_CODE_ATTEMPTS = 5;

@@ -2,7 +2,7 @@
  * `/health`: liveness and storage reachability for load balancers.
  */
 import { jsonResponse } from "../../shared/http.js";
-import type { Endpoint } from "../config/context.js";
+import type { Endpoint } from "../core/context.js";
 
 /**
  * `GET /health`: 200 `{"status":"ok"}` when the store answers a cheap read and the server can sign

@@ -6,10 +6,10 @@ import { OAuthError } from "../../shared/errors.js";
 import { jsonResponse, NO_STORE } from "../../shared/http.js";
 import { formatScope } from "../../shared/scopes.js";
 import { authenticateClient } from "../clients/authentication.js";
-import type { Endpoint, ServerContext } from "../config/context.js";
+import type { Endpoint, ServerContext } from "../core/context.js";
+import { endpointUrl } from "../core/paths.js";
+import { readForm } from "../core/request-body.js";
 import { accessTokenScopes, required } from "../grants/common.js";
-import { endpointUrl } from "./paths.js";
-import { readForm } from "./request-body.js";
 
 const INACTIVE = { active: false } as const;
 

@@ -2,9 +2,9 @@
  * The authorization server metadata document (RFC 8414 §2), also served for OpenID Connect
  * Discovery.
  */
-import type { ServerContext } from "../config/context.js";
+import type { ServerContext } from "../core/context.js";
+import { endpointUrl } from "../core/paths.js";
 import { supportedGrantTypes } from "../grants/grant-types.js";
-import { endpointUrl } from "./paths.js";
 
 /** Client authentication methods the token endpoint accepts (RFC 6749 §2.3, RFC 7523 §2.2). */
 export const TOKEN_ENDPOINT_AUTH_METHODS = [

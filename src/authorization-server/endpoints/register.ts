@@ -10,11 +10,11 @@ import { isLoopbackHost } from "../../shared/resource-uri.js";
 import { formatScope, isScopeToken } from "../../shared/scopes.js";
 import type { ClientRecord, TokenEndpointAuthMethod } from "../../storage/contract.js";
 import { redirectUriProblem } from "../clients/redirect-uri.js";
-import type { Endpoint, ServerContext } from "../config/context.js";
+import type { Endpoint, ServerContext } from "../core/context.js";
+import { clientRateLimitKey, RateLimitedError } from "../core/rate-limit.js";
+import { readJsonObject } from "../core/request-body.js";
 import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
 import { REGISTERED_WITH_TOKEN, registrationAllowance } from "../policy/grants-without-user.js";
-import { clientRateLimitKey, RateLimitedError } from "../rate-limit.js";
-import { readJsonObject } from "./request-body.js";
 
 /** Display names are stored as given but bounded; pages render them as text, never as markup. */
 export const MAX_CLIENT_NAME_LENGTH = 200;

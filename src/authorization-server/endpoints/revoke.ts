@@ -4,10 +4,10 @@
 import { sha256Base64url } from "../../shared/crypto.js";
 import { NO_STORE } from "../../shared/http.js";
 import { authenticateClient } from "../clients/authentication.js";
-import type { Endpoint } from "../config/context.js";
+import type { Endpoint } from "../core/context.js";
+import { endpointUrl } from "../core/paths.js";
+import { readForm } from "../core/request-body.js";
 import { required } from "../grants/common.js";
-import { endpointUrl } from "./paths.js";
-import { readForm } from "./request-body.js";
 
 function revoked(): Response {
   // RFC 7009 §2.2: 200 whether or not the token was valid; the body is ignored by clients.

@@ -3,13 +3,13 @@
  */
 import { OAuthError } from "../../shared/errors.js";
 import { authenticateClient } from "../clients/authentication.js";
-import type { Endpoint, ServerContext } from "../config/context.js";
+import type { Endpoint, ServerContext } from "../core/context.js";
+import { endpointUrl } from "../core/paths.js";
+import { clientRateLimitKey, enforceTokenRateLimit, tokenClientRateLimitKey } from "../core/rate-limit.js";
+import { readForm } from "../core/request-body.js";
 import { verifyTokenRequestProof, withDPoPNonce } from "../grants/dpop-binding.js";
 import { grantHandler } from "../grants/grant-types.js";
 import { mayUseGrantType } from "../policy/grants.js";
-import { clientRateLimitKey, enforceTokenRateLimit, tokenClientRateLimitKey } from "../rate-limit.js";
-import { endpointUrl } from "./paths.js";
-import { readForm } from "./request-body.js";
 
 /**
  * How stale a client's `lastUsedAt` may get before a token request writes it again: the admin

@@ -18,11 +18,11 @@
 import { OAuthError } from "../../shared/errors.js";
 import { jsonResponse, NO_STORE } from "../../shared/http.js";
 import { authenticateClient } from "../clients/authentication.js";
-import type { Endpoint, ServerContext } from "../config/context.js";
+import type { Endpoint, ServerContext } from "../core/context.js";
+import { UPSTREAM_TOKEN_PATH } from "../core/paths.js";
+import { readForm } from "../core/request-body.js";
 import { required } from "../grants/common.js";
 import { currentUpstreamToken, UpstreamTokenUnavailable } from "../upstream/tokens.js";
-import { UPSTREAM_TOKEN_PATH } from "./paths.js";
-import { readForm } from "./request-body.js";
 
 /** A subject token longer than this is no access token of ours; it is refused before any work. */
 const MAX_SUBJECT_TOKEN_LENGTH = 8192;

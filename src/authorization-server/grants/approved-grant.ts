@@ -7,8 +7,8 @@
 import { sha256Base64url } from "../../shared/crypto.js";
 import { formatScope } from "../../shared/scopes.js";
 import type { ClientRecord, GrantRecord, IssuedTokens } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
-import { randomToken } from "../random.js";
+import type { ServerContext } from "../core/context.js";
+import { randomToken } from "../core/random.js";
 import { bindKeptTokens } from "../upstream/tokens.js";
 import { accessTokenScopes, newAccessToken, signAccessToken, tokenResponse } from "./common.js";
 import { grantLifetimes } from "./refresh-policy.js";

@@ -2,7 +2,7 @@
  * `grant_type=client_credentials` (OAuth 2.1 §4.2): a confidential client acting for itself.
  */
 import type { ClientRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
+import type { ServerContext } from "../core/context.js";
 import { requireConfidentialClient } from "../policy/grants.js";
 import { requireGrantWithoutUser } from "../policy/grants-without-user.js";
 import { servedResource } from "../policy/resources.js";

@@ -6,9 +6,9 @@
 import { OAuthError } from "../../shared/errors.js";
 import { jsonResponse, NO_STORE } from "../../shared/http.js";
 import { formatScope, parseScope } from "../../shared/scopes.js";
-import type { ServerContext } from "../config/context.js";
 import { OFFLINE_ACCESS } from "../config/resolve-options.js";
-import { newSortableId } from "../ids.js";
+import type { ServerContext } from "../core/context.js";
+import { newSortableId } from "../core/ids.js";
 import { servedResource } from "../policy/resources.js";
 
 /** The served resource a `resource` parameter names: policy/resources.ts decides, for every grant. */

@@ -6,8 +6,8 @@
 import { sha256Base64url } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord, DeviceAuthorizationRecord, IssuedTokens } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
-import { refuseGrantOfDisabledUser } from "../user-accounts.js";
+import type { ServerContext } from "../core/context.js";
+import { refuseGrantOfDisabledUser } from "../core/user-accounts.js";
 import { approvedGrantResponse, drawTokens, tokensToWrite } from "./approved-grant.js";
 import { required } from "./common.js";
 import { codeDPoPProblem, grantDPoPBinding, type TokenRequestDPoP } from "./dpop-binding.js";

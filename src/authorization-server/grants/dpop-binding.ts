@@ -20,8 +20,8 @@ import {
 import { OAuthError } from "../../shared/errors.js";
 import { parseKeyEncryptionKey } from "../../shared/secret-envelope.js";
 import type { ClientRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
-import { endpointUrl } from "../endpoints/paths.js";
+import type { ServerContext } from "../core/context.js";
+import { endpointUrl } from "../core/paths.js";
 
 /** What a token request proved: the thumbprint to bind to, or none (a Bearer token). */
 export interface TokenRequestDPoP {

@@ -4,7 +4,7 @@
  * cannot disagree.
  */
 import type { ClientRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
+import type { ServerContext } from "../core/context.js";
 import { authorizationCodeGrant } from "./authorization-code.js";
 import { clientCredentialsGrant } from "./client-credentials.js";
 import { DEVICE_CODE_GRANT_TYPE, deviceCodeGrant } from "./device-code.js";

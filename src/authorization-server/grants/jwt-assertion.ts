@@ -18,8 +18,8 @@ import {
 import { OAuthError } from "../../shared/errors.js";
 import { GuardedFetchError, guardedFetch } from "../../shared/guarded-fetch.js";
 import { parseScope } from "../../shared/scopes.js";
-import type { ServerContext } from "../config/context.js";
-import type { TrustedIssuerOptions } from "../config/options.js";
+import type { ServerContext } from "../core/context.js";
+import type { TrustedIssuerOptions } from "../core/options.js";
 import {
   acceptableIdentifier,
   CLOCK_TOLERANCE_SECONDS,

@@ -7,7 +7,7 @@
 import { decodeJwt, decodeProtectedHeader } from "jose";
 import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
+import type { ServerContext } from "../core/context.js";
 import { required } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
 import { identityAssertionGrant } from "./id-jag.js";

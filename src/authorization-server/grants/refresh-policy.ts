@@ -7,8 +7,8 @@
 
 import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord, GrantRecord, RefreshTokenRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
 import { OFFLINE_ACCESS } from "../config/resolve-options.js";
+import type { ServerContext } from "../core/context.js";
 import { declaredGrantTypes, mayUseGrantType } from "../policy/grants.js";
 
 /**

@@ -6,8 +6,8 @@ import { sha256Base64url } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
 import { formatScope } from "../../shared/scopes.js";
 import type { ClientRecord, GrantRecord, RefreshTokenRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
-import { randomToken } from "../random.js";
+import type { ServerContext } from "../core/context.js";
+import { randomToken } from "../core/random.js";
 import {
   matchResource,
   newAccessToken,

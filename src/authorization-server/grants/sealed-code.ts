@@ -29,7 +29,7 @@
 import { createCipheriv, createDecipheriv, createSecretKey, hkdfSync, type KeyObject } from "node:crypto";
 import { keyEncryptionKeyId, parseKeyEncryptionKey } from "../../shared/secret-envelope.js";
 import type { AuthorizationCodeRecord } from "../../storage/contract.js";
-import { randomBytesFromPool } from "../random.js";
+import { randomBytesFromPool } from "../core/random.js";
 
 /** What a sealed code carries: the stored record but its hash (the code's own) and consumption. */
 export type SealedCodeRecord = Omit<AuthorizationCodeRecord, "codeHash" | "consumedAt">;

@@ -3,7 +3,7 @@
  * and a sign-in keeps a bounded number of active grants per client and resource.
  */
 import type { GrantRecord, SupersedeCandidate, SupersedeDecision } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
+import type { ServerContext } from "../core/context.js";
 
 /**
  * Revocations of superseded grants still on their way, per server: concurrent flows of one sign-in

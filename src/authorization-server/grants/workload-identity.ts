@@ -6,7 +6,7 @@
  * subjects to the client they act as.
  */
 import type { ClientRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
+import type { ServerContext } from "../core/context.js";
 import { requireGrantWithoutUser } from "../policy/grants-without-user.js";
 import { servedResource } from "../policy/resources.js";
 import { grantableScopes } from "../policy/scopes.js";

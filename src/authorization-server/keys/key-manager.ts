@@ -16,7 +16,7 @@ import {
 import type { Logger } from "../../shared/log.js";
 import type { KeyEncryptionKeyring } from "../../shared/secret-envelope.js";
 import type { AuthorizationStore, SigningKeyRecord } from "../../storage/contract.js";
-import type { AccessTokenClaims, KeyManager } from "../config/context.js";
+import type { AccessTokenClaims, KeyManager } from "../core/context.js";
 import {
   openPrivateJwk,
   privateKeyProtection,

@@ -10,18 +10,18 @@ import type {
   UserChange,
   UserRecord,
 } from "../../storage/contract.js";
-import { AUDIT_EVENTS_PER_CLIENT, type AuditEvent } from "../audit.js";
-import type { Endpoint, ServerContext } from "../config/context.js";
-import { ENDPOINT_PATHS } from "../endpoints/paths.js";
-import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
-import { changeAccount } from "../user-accounts.js";
-import { csrfFailurePage } from "./bound-interaction.js";
-import { errorPage } from "./error-page.js";
-import { readPageForm } from "./form.js";
-import { formPage } from "./form-page.js";
-import { html, page, type SafeHtml } from "./html.js";
-import { htmlResponse, seeOther } from "./security-headers.js";
-import { type CurrentSession, currentSession } from "./session.js";
+import { csrfFailurePage } from "../browser/bound-interaction.js";
+import { errorPage } from "../browser/error-page.js";
+import { readPageForm } from "../browser/form.js";
+import { formPage } from "../browser/form-page.js";
+import { html, page, type SafeHtml } from "../browser/html.js";
+import { csrfMatches, csrfToken, issuerPath } from "../browser/interaction.js";
+import { htmlResponse, seeOther } from "../browser/security-headers.js";
+import { type CurrentSession, currentSession } from "../browser/session.js";
+import { AUDIT_EVENTS_PER_CLIENT, type AuditEvent } from "../core/audit.js";
+import type { Endpoint, ServerContext } from "../core/context.js";
+import { ENDPOINT_PATHS } from "../core/paths.js";
+import { changeAccount } from "../core/user-accounts.js";
 
 /**
  * The admin page at `/admin`: every client (and where it came from), user, grant and consent in

@@ -2,12 +2,6 @@
  * The consent page: what the client asks for, and the user's decision.
  */
 import type { ClientRecord } from "../../storage/contract.js";
-import { matchRedirectUri } from "../clients/redirect-uri.js";
-import type { Endpoint, ServerContext } from "../config/context.js";
-import { OFFLINE_ACCESS } from "../config/resolve-options.js";
-import { ENDPOINT_PATHS } from "../endpoints/paths.js";
-import { authorizationResponseUrl, issueCodeAndRedirect, issuerPath } from "../interaction.js";
-import { maySkipConsent } from "../policy/consent.js";
 import {
   type BoundInteraction,
   csrfFailurePage,
@@ -15,14 +9,20 @@ import {
   interactionCsrfValid,
   loadBoundInteraction,
   releaseInteractionBinding,
-} from "./bound-interaction.js";
+} from "../browser/bound-interaction.js";
+import { errorPage } from "../browser/error-page.js";
+import { readPageForm } from "../browser/form.js";
+import { formPage } from "../browser/form-page.js";
+import { html, page, type SafeHtml } from "../browser/html.js";
+import { authorizationResponseUrl, issueCodeAndRedirect, issuerPath } from "../browser/interaction.js";
+import { htmlResponse, seeOther } from "../browser/security-headers.js";
+import { type CurrentSession, currentSession } from "../browser/session.js";
+import { matchRedirectUri } from "../clients/redirect-uri.js";
+import { OFFLINE_ACCESS } from "../config/resolve-options.js";
+import type { Endpoint, ServerContext } from "../core/context.js";
+import { ENDPOINT_PATHS } from "../core/paths.js";
+import { maySkipConsent } from "../policy/consent.js";
 import { clientFacts, describeClient } from "./client-info.js";
-import { errorPage } from "./error-page.js";
-import { readPageForm } from "./form.js";
-import { formPage } from "./form-page.js";
-import { html, page, type SafeHtml } from "./html.js";
-import { htmlResponse, seeOther } from "./security-headers.js";
-import { type CurrentSession, currentSession } from "./session.js";
 
 /**
  * The consent page (SECURITY.md "Consent and login pages"; spec "Client ID Metadata Documents":

@@ -3,23 +3,23 @@
  * types the code their device shows, sees who asks for what, and allows or denies it.
  */
 import type { ClientRecord, DeviceAuthorizationRecord } from "../../storage/contract.js";
-import type { Endpoint, FetchInfo, ServerContext } from "../config/context.js";
-import { ENDPOINT_PATHS } from "../endpoints/paths.js";
+import { csrfFailurePage } from "../browser/bound-interaction.js";
+import { errorPage } from "../browser/error-page.js";
+import { readPageForm } from "../browser/form.js";
+import { formPage } from "../browser/form-page.js";
+import { html, page } from "../browser/html.js";
+import { csrfMatches, csrfToken, issuerPath } from "../browser/interaction.js";
+import { htmlResponse, seeOther } from "../browser/security-headers.js";
+import { type CurrentSession, currentSession } from "../browser/session.js";
+import type { Endpoint, FetchInfo, ServerContext } from "../core/context.js";
+import { ENDPOINT_PATHS } from "../core/paths.js";
+import { clientRateLimitKey, hitSlidingWindows } from "../core/rate-limit.js";
 import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
 import { refreshAllowed } from "../grants/refresh-policy.js";
-import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
+import { displayUserCode, normalizeUserCode, USER_CODE_LENGTH, userCodeHash } from "../grants/user-code.js";
 import { mayUseGrantType } from "../policy/grants.js";
-import { clientRateLimitKey, hitSlidingWindows } from "../rate-limit.js";
-import { displayUserCode, normalizeUserCode, USER_CODE_LENGTH, userCodeHash } from "../user-code.js";
-import { csrfFailurePage } from "./bound-interaction.js";
 import { clientFacts, describeClient } from "./client-info.js";
 import { scopeItem } from "./consent.js";
-import { errorPage } from "./error-page.js";
-import { readPageForm } from "./form.js";
-import { formPage } from "./form-page.js";
-import { html, page } from "./html.js";
-import { htmlResponse, seeOther } from "./security-headers.js";
-import { type CurrentSession, currentSession } from "./session.js";
 
 /**
  * The verification page (RFC 8628 §3.3), shown to a signed-in user only (a visitor is sent to the

@@ -4,30 +4,30 @@
  */
 import { randomToken } from "../../shared/crypto.js";
 import type { ClientRecord, InteractionRecord } from "../../storage/contract.js";
-import type { Endpoint, FetchInfo, ServerContext } from "../config/context.js";
-import { ENDPOINT_PATHS } from "../endpoints/paths.js";
-import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
-import { DUMMY_PASSWORD_HASH_PROMISE, verifyPassword } from "../password.js";
-import { clientRateLimitKey, hitSlidingWindows } from "../rate-limit.js";
-import { NO_PASSWORD } from "../upstream/accounts.js";
-import { startUpstreamSignIn, upstreamFormTargets } from "../upstream/sign-in.js";
-import { isUsableAccount } from "../user-accounts.js";
 import {
   type BoundInteraction,
   csrfFailurePage,
   interactionCsrf,
   interactionCsrfValid,
   loadBoundInteraction,
-} from "./bound-interaction.js";
+} from "../browser/bound-interaction.js";
+import { readCookie, serializeCookie } from "../browser/cookies.js";
+import { errorPage } from "../browser/error-page.js";
+import { readPageForm } from "../browser/form.js";
+import { formPage } from "../browser/form-page.js";
+import { html, page } from "../browser/html.js";
+import { csrfMatches, csrfToken, issuerPath } from "../browser/interaction.js";
+import { htmlResponse, seeOther } from "../browser/security-headers.js";
+import { type CurrentSession, currentSession, startSession } from "../browser/session.js";
+import type { Endpoint, FetchInfo, ServerContext } from "../core/context.js";
+import { DUMMY_PASSWORD_HASH_PROMISE, verifyPassword } from "../core/password.js";
+import { ENDPOINT_PATHS } from "../core/paths.js";
+import { clientRateLimitKey, hitSlidingWindows } from "../core/rate-limit.js";
+import { isUsableAccount } from "../core/user-accounts.js";
+import { NO_PASSWORD } from "../upstream/accounts.js";
+import { startUpstreamSignIn, upstreamFormTargets } from "../upstream/sign-in.js";
 import { describeClient } from "./client-info.js";
-import { readCookie, serializeCookie } from "./cookies.js";
 import { isDeviceReturnPath } from "./device.js";
-import { errorPage } from "./error-page.js";
-import { readPageForm } from "./form.js";
-import { formPage } from "./form-page.js";
-import { html, page } from "./html.js";
-import { htmlResponse, seeOther } from "./security-headers.js";
-import { type CurrentSession, currentSession, startSession } from "./session.js";
 
 /**
  * The login page: a plain HTML form (no JavaScript), passwords checked against scrypt hashes in

@@ -4,19 +4,19 @@
  */
 import { isLoopbackHost } from "../../shared/resource-uri.js";
 import type { ClientRecord, ConsentRecord, GrantRecord } from "../../storage/contract.js";
-import type { Endpoint, ServerContext } from "../config/context.js";
-import { ENDPOINT_PATHS } from "../endpoints/paths.js";
+import { csrfFailurePage } from "../browser/bound-interaction.js";
+import { errorPage } from "../browser/error-page.js";
+import { readPageForm } from "../browser/form.js";
+import { formPage } from "../browser/form-page.js";
+import { html, page, type SafeHtml } from "../browser/html.js";
+import { csrfMatches, csrfToken, issuerPath } from "../browser/interaction.js";
+import { htmlResponse, seeOther } from "../browser/security-headers.js";
+import { type CurrentSession, currentSession, endSession } from "../browser/session.js";
+import type { Endpoint, ServerContext } from "../core/context.js";
+import { ENDPOINT_PATHS } from "../core/paths.js";
 import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
-import { csrfMatches, csrfToken, issuerPath } from "../interaction.js";
 import { mayUseGrantType } from "../policy/grants.js";
-import { csrfFailurePage } from "./bound-interaction.js";
 import { scopeItem } from "./consent.js";
-import { errorPage } from "./error-page.js";
-import { readPageForm } from "./form.js";
-import { formPage } from "./form-page.js";
-import { html, page, type SafeHtml } from "./html.js";
-import { htmlResponse, seeOther } from "./security-headers.js";
-import { type CurrentSession, currentSession, endSession } from "./session.js";
 
 /**
  * The account page at `/account`: who is signed in, the applications they have authorized (each

@@ -14,7 +14,7 @@
  */
 
 import { sha256Base64url } from "../../shared/crypto.js";
-import type { ServerContext } from "../config/context.js";
+import type { ServerContext } from "../core/context.js";
 
 /** Clock skew tolerated on `exp`, `nbf` and `iat` of every assertion (passed to jose, and below). */
 export const CLOCK_TOLERANCE_SECONDS = 30;

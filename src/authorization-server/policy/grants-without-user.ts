@@ -17,8 +17,8 @@
 import { sha256Base64url, timingSafeEqualString } from "../../shared/crypto.js";
 import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
-import type { InitialAccessTokenOptions } from "../config/options.js";
+import type { ServerContext } from "../core/context.js";
+import type { InitialAccessTokenOptions } from "../core/options.js";
 
 /** The grants that issue a token with no user's approval behind it. */
 export type GrantWithoutUser = "client_credentials" | "workload_identity" | "token_exchange";

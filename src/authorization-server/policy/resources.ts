@@ -6,7 +6,7 @@
 
 import { OAuthError } from "../../shared/errors.js";
 import { canonicalResourceUri } from "../../shared/resource-uri.js";
-import type { ServerContext } from "../config/context.js";
+import type { ServerContext } from "../core/context.js";
 
 /**
  * The served resource `value` names, as its configured URI, or `invalid_target` (RFC 8707 §2).

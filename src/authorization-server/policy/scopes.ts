@@ -9,8 +9,8 @@
 import { OAuthError } from "../../shared/errors.js";
 import { parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
 import { OFFLINE_ACCESS } from "../config/resolve-options.js";
+import type { ServerContext } from "../core/context.js";
 
 /**
  * The scopes a client may request at most, or undefined when only the user's consent limits them.

@@ -4,8 +4,8 @@
  */
 import { randomToken } from "../../shared/crypto.js";
 import { StorageConflictError, type UserRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
-import { isUsableAccount } from "../user-accounts.js";
+import type { ServerContext } from "../core/context.js";
+import { isUsableAccount } from "../core/user-accounts.js";
 import { failed, type UpstreamFailure } from "./failure.js";
 import type { UpstreamProfile } from "./options.js";
 import type { ResolvedUpstreamProvider } from "./resolve.js";

@@ -3,7 +3,7 @@
  * browser side's one error page). Nothing the provider sent reaches these pages but an error code
  * of the RFC 6749 §4.1.2.1 shape; the provider's `error_description` never does.
  */
-import { errorPage } from "../pages/error-page.js";
+import { errorPage } from "../browser/error-page.js";
 
 /** The closed set of reasons; each has one page. */
 export type UpstreamFailureReason =

@@ -5,14 +5,14 @@
  */
 import { createHash, createHmac } from "node:crypto";
 import { randomToken, sha256Base64url, timingSafeEqualString } from "../../shared/crypto.js";
-import type { Endpoint, ServerContext } from "../config/context.js";
-import { ENDPOINT_PATHS, upstreamCallbackPath } from "../endpoints/paths.js";
-import { bindingMatches, issuerPath } from "../interaction.js";
-import { readInteractionBinding } from "../pages/bound-interaction.js";
-import { readCookie } from "../pages/cookies.js";
-import { errorPage, unexpectedErrorPage } from "../pages/error-page.js";
-import { seeOther } from "../pages/security-headers.js";
-import { startSessionRecord } from "../pages/session.js";
+import { readInteractionBinding } from "../browser/bound-interaction.js";
+import { readCookie } from "../browser/cookies.js";
+import { errorPage, unexpectedErrorPage } from "../browser/error-page.js";
+import { bindingMatches, issuerPath } from "../browser/interaction.js";
+import { seeOther } from "../browser/security-headers.js";
+import { startSessionRecord } from "../browser/session.js";
+import type { Endpoint, ServerContext } from "../core/context.js";
+import { ENDPOINT_PATHS, upstreamCallbackPath } from "../core/paths.js";
 import { localAccountFor } from "./accounts.js";
 import { admissionFailure } from "./admission.js";
 import { failed, failurePage, UpstreamFailure } from "./failure.js";

@@ -9,8 +9,8 @@
 import { sha256Base64url } from "../../shared/crypto.js";
 import type { KeyEncryptionKeyring, SecretEnvelope } from "../../shared/secret-envelope.js";
 import type { GrantRecord, UpstreamTokenSetRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
 import { fail } from "../config/resolve-options.js";
+import type { ServerContext } from "../core/context.js";
 import { UpstreamFailure } from "./failure.js";
 import { discover } from "./oidc-client.js";
 import type { ResolvedUpstreamProvider, ResolvedUpstreamSignIn } from "./resolve.js";

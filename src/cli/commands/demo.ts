@@ -5,9 +5,9 @@
  */
 import { randomUUID } from "node:crypto";
 import { join, resolve } from "node:path";
-import type { AuthorizationServerOptions } from "../../authorization-server/config/options.js";
+import type { AuthorizationServerOptions } from "../../authorization-server/core/options.js";
+import { hashPassword } from "../../authorization-server/core/password.js";
 import { createAuthorizationServer } from "../../authorization-server/index.js";
-import { hashPassword } from "../../authorization-server/password.js";
 import {
   DEMO_IDP_ID,
   type DemoIdentityProvider,

@@ -2,13 +2,13 @@
  * `gatehouse users add|list|passwd|disable|enable|admin|remove`: local accounts for the login
  * page, straight on the store. Passwords are stored as scrypt hashes only; a password given on
  * stdin is never echoed, a generated one is printed once. Disabling and removing end what the user
- * holds (grants, sessions, kept upstream tokens); the rule is authorization-server/user-accounts.ts,
+ * holds (grants, sessions, kept upstream tokens); the rule is authorization-server/core/user-accounts.ts,
  * shared with the admin page, and each change is written as an audit event (a JSON line on stderr).
  */
 import { randomUUID } from "node:crypto";
-import { AuditTrail, createAuditor } from "../../authorization-server/audit.js";
-import { hashPassword } from "../../authorization-server/password.js";
-import { changeAccount } from "../../authorization-server/user-accounts.js";
+import { AuditTrail, createAuditor } from "../../authorization-server/core/audit.js";
+import { hashPassword } from "../../authorization-server/core/password.js";
+import { changeAccount } from "../../authorization-server/core/user-accounts.js";
 import { jsonLogger } from "../../shared/log.js";
 import type { UserChange, UserRecord } from "../../storage/contract.js";
 import {

@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createClientResolver } from "../../../src/authorization-server/clients/resolver.js";
-import type { ResolvedOptions } from "../../../src/authorization-server/config/context.js";
 import { resolveOptions } from "../../../src/authorization-server/config/resolve-options.js";
+import type { ResolvedOptions } from "../../../src/authorization-server/core/context.js";
 import { OAuthError } from "../../../src/shared/errors.js";
 import { createGuardedFetch } from "../../../src/shared/guarded-fetch.js";
 import type { Logger } from "../../../src/shared/log.js";

@@ -4,11 +4,11 @@
  * page link and redirect under it.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hashPassword } from "../../../src/authorization-server/core/password.js";
 import {
   type AuthorizationServer,
   createAuthorizationServer,
 } from "../../../src/authorization-server/index.js";
-import { hashPassword } from "../../../src/authorization-server/password.js";
 import { type ListeningServer, listen } from "../../../src/http/node.js";
 import { silentLogger } from "../../../src/shared/log.js";
 import { createMemoryStore } from "../../../src/storage/memory/index.js";

@@ -1,11 +1,11 @@
 /**
- * requestPathname / requestQuery (src/authorization-server/endpoints/request-url.ts) answer exactly
+ * requestPathname / requestQuery (src/authorization-server/core/request-url.ts) answer exactly
  * what `new URL(request.url)` answers (the router's path, the authorization request's parameters),
  * for hostile URLs a Request accepts, and fall back to URL parsing for anything whose `url` is
  * not the platform's serialization.
  */
 import { describe, expect, it } from "vitest";
-import { requestPathname, requestQuery } from "../../../src/authorization-server/endpoints/request-url.js";
+import { requestPathname, requestQuery } from "../../../src/authorization-server/core/request-url.js";
 
 const INPUTS = [
   "http://127.0.0.1:9000/authorize?response_type=code&client_id=c&redirect_uri=https%3A%2F%2Fapp.example%2Fcb",

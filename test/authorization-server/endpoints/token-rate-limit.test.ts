@@ -5,8 +5,8 @@
  * event.
  */
 import { describe, expect, it } from "vitest";
-import type { AuditEvent } from "../../../src/authorization-server/audit.js";
-import { tokenClientRateLimitKey } from "../../../src/authorization-server/rate-limit.js";
+import type { AuditEvent } from "../../../src/authorization-server/core/audit.js";
+import { tokenClientRateLimitKey } from "../../../src/authorization-server/core/rate-limit.js";
 import {
   basic,
   CONFIDENTIAL_CLIENT,

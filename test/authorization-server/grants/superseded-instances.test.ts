@@ -8,8 +8,8 @@
  * sign-in keeps at most MAX_ACTIVE_GRANTS_PER_SIGN_IN active grants, the oldest retired.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { randomToken } from "../../../src/authorization-server/core/random.js";
 import { MAX_ACTIVE_GRANTS_PER_SIGN_IN } from "../../../src/authorization-server/grants/superseded-grants.js";
-import { randomToken } from "../../../src/authorization-server/random.js";
 import { sha256Base64url } from "../../../src/shared/crypto.js";
 import type { AuthorizationStore } from "../../../src/storage/contract.js";
 import { Browser, obtainCode, redeemCode, refreshGrant, tokenSet } from "../../support/flow.js";

@@ -9,8 +9,8 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { AuditEvent } from "../../../src/authorization-server/audit.js";
-import { hashPassword } from "../../../src/authorization-server/password.js";
+import type { AuditEvent } from "../../../src/authorization-server/core/audit.js";
+import { hashPassword } from "../../../src/authorization-server/core/password.js";
 import { launchChromium } from "../../support/browser.js";
 import {
   Agent,

@@ -9,7 +9,7 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hashPassword } from "../../../src/authorization-server/password.js";
+import { hashPassword } from "../../../src/authorization-server/core/password.js";
 import { launchChromium } from "../../support/browser.js";
 import { formFor, reviewQuery } from "../../support/page-forms.js";
 import {

@@ -4,12 +4,12 @@
  * helpers that sign in through /login and obtain real grants through /authorize, /consent, /token.
  */
 import { randomUUID } from "node:crypto";
+import { hashPassword } from "../../../src/authorization-server/core/password.js";
 import {
   type AuthorizationServer,
   type AuthorizationServerOptions,
   createAuthorizationServer,
 } from "../../../src/authorization-server/index.js";
-import { hashPassword } from "../../../src/authorization-server/password.js";
 import { type ListeningServer, listen } from "../../../src/http/node.js";
 import { silentLogger } from "../../../src/shared/log.js";
 import type { AuthorizationStore, GrantRecord } from "../../../src/storage/contract.js";

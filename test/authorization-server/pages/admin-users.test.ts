@@ -7,8 +7,8 @@
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { AuditEvent } from "../../../src/authorization-server/audit.js";
-import { hashPassword } from "../../../src/authorization-server/password.js";
+import type { AuditEvent } from "../../../src/authorization-server/core/audit.js";
+import { hashPassword } from "../../../src/authorization-server/core/password.js";
 import { launchChromium } from "../../support/browser.js";
 import { Browser, hiddenFields } from "../../support/flow.js";
 import {

@@ -9,7 +9,7 @@
  */
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Endpoint } from "../../../src/authorization-server/config/context.js";
+import type { Endpoint } from "../../../src/authorization-server/core/context.js";
 import { handleAuthorize } from "../../../src/authorization-server/endpoints/authorize.js";
 import { handleConsent } from "../../../src/authorization-server/pages/consent.js";
 import { handleLogin } from "../../../src/authorization-server/pages/login.js";

@@ -9,8 +9,8 @@
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { crossSitePost } from "../../../src/authorization-server/pages/cross-site-post.js";
-import { hashPassword } from "../../../src/authorization-server/password.js";
+import { crossSitePost } from "../../../src/authorization-server/browser/cross-site-post.js";
+import { hashPassword } from "../../../src/authorization-server/core/password.js";
 import { Browser, hiddenFields, pkcePair } from "../../support/flow.js";
 import { formFor } from "../../support/page-forms.js";
 import {

@@ -7,12 +7,12 @@ import type {
   ClientResolver,
   Endpoint,
   ServerContext,
-} from "../../../src/authorization-server/config/context.js";
+} from "../../../src/authorization-server/core/context.js";
+import { hashPassword } from "../../../src/authorization-server/core/password.js";
 import { handleAuthorize } from "../../../src/authorization-server/endpoints/authorize.js";
 import { handleConsent } from "../../../src/authorization-server/pages/consent.js";
 import { handleLogin } from "../../../src/authorization-server/pages/login.js";
 import { handleAccount, handleLogout } from "../../../src/authorization-server/pages/logout.js";
-import { hashPassword } from "../../../src/authorization-server/password.js";
 import { type ListeningServer, listen } from "../../../src/http/node.js";
 import { OAuthError } from "../../../src/shared/errors.js";
 import { silentLogger } from "../../../src/shared/log.js";

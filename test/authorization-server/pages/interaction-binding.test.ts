@@ -1,12 +1,12 @@
 /**
- * One binding cookie per interaction (pages/bound-interaction.ts), over real HTTP with `__Host-`
+ * One binding cookie per interaction (browser/bound-interaction.ts), over real HTTP with `__Host-`
  * cookies: what a forged, doubled, unprefixed or stale binding gets, how many interactions one
  * browser may hold before the oldest are dropped, and that an interaction parked by an earlier
  * version (bound to the browser-wide cookie) still continues in its browser only.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { csrfToken, INTERACTION_TTL_MS } from "../../../src/authorization-server/interaction.js";
-import { MAX_BROWSER_INTERACTIONS } from "../../../src/authorization-server/pages/bound-interaction.js";
+import { MAX_BROWSER_INTERACTIONS } from "../../../src/authorization-server/browser/bound-interaction.js";
+import { csrfToken, INTERACTION_TTL_MS } from "../../../src/authorization-server/browser/interaction.js";
 import { randomToken, sha256Base64url } from "../../../src/shared/crypto.js";
 import {
   Agent,

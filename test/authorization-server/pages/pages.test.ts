@@ -3,8 +3,8 @@
  * cookies, CSRF, browser binding, rate limits, what a decision stores and where it redirects.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ServerContext } from "../../../src/authorization-server/config/context.js";
-import { SORTABLE_ID } from "../../../src/authorization-server/ids.js";
+import type { ServerContext } from "../../../src/authorization-server/core/context.js";
+import { SORTABLE_ID } from "../../../src/authorization-server/core/ids.js";
 import { handleConsent } from "../../../src/authorization-server/pages/consent.js";
 import {
   LOGIN_ATTEMPTS_PER_ADDRESS,

@@ -7,7 +7,7 @@
  * picked by purpose (test/support/page-forms.ts), never "the first form on the page".
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { AuditEvent } from "../../../src/authorization-server/audit.js";
+import type { AuditEvent } from "../../../src/authorization-server/core/audit.js";
 import { sha256Base64url } from "../../../src/shared/crypto.js";
 import { formFor, reviewQuery } from "../../support/page-forms.js";
 import {

@@ -4,12 +4,12 @@
  * whole flows: re-authorization, refresh policy, superseded grants, step-up refusals.
  */
 import { expect } from "vitest";
-import type { AuthorizationServerOptions } from "../../../src/authorization-server/config/options.js";
+import type { AuthorizationServerOptions } from "../../../src/authorization-server/core/options.js";
+import { hashPassword } from "../../../src/authorization-server/core/password.js";
 import {
   type AuthorizationServer,
   createAuthorizationServer,
 } from "../../../src/authorization-server/index.js";
-import { hashPassword } from "../../../src/authorization-server/password.js";
 import { type ListeningServer, listen } from "../../../src/http/node.js";
 import { silentLogger } from "../../../src/shared/log.js";
 import type { AuthorizationStore, ClientRecord } from "../../../src/storage/contract.js";

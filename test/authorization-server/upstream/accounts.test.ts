@@ -6,7 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hashPassword } from "../../../src/authorization-server/password.js";
+import { hashPassword } from "../../../src/authorization-server/core/password.js";
 import { NO_PASSWORD } from "../../../src/authorization-server/upstream/accounts.js";
 import { Agent, hiddenFields } from "../pages/harness.js";
 import {

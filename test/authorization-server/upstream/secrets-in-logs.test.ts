@@ -5,7 +5,7 @@
  * logs). The store holds the `state` only as its hash.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { AuditEvent } from "../../../src/authorization-server/audit.js";
+import type { AuditEvent } from "../../../src/authorization-server/core/audit.js";
 import type { Logger } from "../../../src/shared/log.js";
 import { Agent } from "../pages/harness.js";
 import {

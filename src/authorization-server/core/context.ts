@@ -6,9 +6,9 @@ import type { Logger } from "../../shared/log.js";
 import type { ScopeHierarchy } from "../../shared/scopes.js";
 import type { KeyEncryptionKeyring } from "../../shared/secret-envelope.js";
 import type { AuthorizationStore, ClientRecord } from "../../storage/contract.js";
-import type { AuditEventInput, AuditTrail } from "../audit.js";
 import type { CodeSealer } from "../grants/sealed-code.js";
 import type { ResolvedUpstreamSignIn } from "../upstream/resolve.js";
+import type { AuditEventInput, AuditTrail } from "./audit.js";
 import type {
   AuthorizationServerOptions,
   EnterpriseAuthorizationOptions,

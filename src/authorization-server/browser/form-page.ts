@@ -3,7 +3,7 @@
  * (./cross-site-post.ts) and anything unexpected becomes an error page.
  */
 import { OAuthError } from "../../shared/errors.js";
-import type { Endpoint, ServerContext } from "../config/context.js";
+import type { Endpoint, ServerContext } from "../core/context.js";
 import { crossSitePost } from "./cross-site-post.js";
 import { errorPage, oauthErrorPage, unexpectedErrorPage } from "./error-page.js";
 

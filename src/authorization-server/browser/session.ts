@@ -4,8 +4,8 @@
  */
 import { randomToken, sha256Base64url } from "../../shared/crypto.js";
 import type { SessionRecord, UserRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
-import { isUsableAccount } from "../user-accounts.js";
+import type { ServerContext } from "../core/context.js";
+import { isUsableAccount } from "../core/user-accounts.js";
 import { clearCookie, readCookie, serializeCookie } from "./cookies.js";
 
 /** How long a sign-in lasts in one browser. */

@@ -2,7 +2,7 @@
  * The browser's cookies (session, browser binding, one binding per interaction): names,
  * attributes, reading.
  */
-import type { ServerContext } from "../config/context.js";
+import type { ServerContext } from "../core/context.js";
 
 /**
  * The cookies of the browser side (RFC 6265bis):

@@ -8,8 +8,8 @@
  * Field names are the log's (snake_case, like the OAuth parameters), so a line in the log and the
  * object the hook receives are the same value.
  */
-import type { OAuthErrorCode } from "../shared/errors.js";
-import type { Logger } from "../shared/log.js";
+import type { OAuthErrorCode } from "../../shared/errors.js";
+import type { Logger } from "../../shared/log.js";
 
 /** Which rate limit refused a request (docs/authorization-server.md "Rate limits"). */
 export type RateLimitName = "registration" | "token" | "login" | "device_code";

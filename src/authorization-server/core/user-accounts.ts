@@ -17,7 +17,7 @@ import type {
   UserChange,
   UserChangeResult,
   UserRecord,
-} from "../storage/contract.js";
+} from "../../storage/contract.js";
 
 /** A user who may sign in and be issued grants: one that exists and is not disabled. */
 export function isUsableAccount(user: UserRecord | undefined): boolean {

@@ -4,7 +4,7 @@
  * Only its SHA-256 is stored, like every other code.
  */
 import { randomInt } from "node:crypto";
-import { sha256Base64url } from "../shared/crypto.js";
+import { sha256Base64url } from "../../shared/crypto.js";
 
 /**
  * RFC 8628 §6.1: base-20 consonants. No vowels (no words spelled by accident), no digits and no

@@ -12,7 +12,7 @@
  * as `randomBytes` (both read OpenSSL's CSPRNG). Module state is per thread (a worker has its own).
  */
 import { randomFillSync } from "node:crypto";
-import { randomToken as unpooledRandomToken } from "../shared/crypto.js";
+import { randomToken as unpooledRandomToken } from "../../shared/crypto.js";
 
 /** Bytes drawn from the CSPRNG at once. */
 const POOL_BYTES = 4096;

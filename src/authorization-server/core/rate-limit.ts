@@ -16,11 +16,11 @@
  * attempt hits both keys: the previous key's count is then its own hits plus this window's, and the
  * current key's count is this window's, so their difference is the previous window's count.
  */
-import { OAuthError } from "../shared/errors.js";
-import type { AuthorizationStore } from "../storage/contract.js";
+import { OAuthError } from "../../shared/errors.js";
+import type { AuthorizationStore } from "../../storage/contract.js";
+import { isUrlClientId } from "../clients/metadata-document.js";
 import type { RateLimitKeyKind, RateLimitName } from "./audit.js";
-import { isUrlClientId } from "./clients/metadata-document.js";
-import type { FetchInfo, ServerContext } from "./config/context.js";
+import type { FetchInfo, ServerContext } from "./context.js";
 
 /** What one attempt found: the counts, the estimate, and how long until an attempt would pass. */
 export interface SlidingWindowResult {

@@ -5,15 +5,8 @@
  */
 import { sha256Base64url, timingSafeEqualString } from "../../shared/crypto.js";
 import type { InteractionRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../config/context.js";
-import {
-  bindingMatches,
-  csrfMatches,
-  csrfToken,
-  INTERACTION_TTL_MS,
-  isInteractionId,
-} from "../interaction.js";
-import { randomToken } from "../random.js";
+import type { ServerContext } from "../core/context.js";
+import { randomToken } from "../core/random.js";
 import {
   interactionCookieName,
   interactionCookies,
@@ -22,6 +15,13 @@ import {
   serializeNamedCookie,
 } from "./cookies.js";
 import { errorPage } from "./error-page.js";
+import {
+  bindingMatches,
+  csrfMatches,
+  csrfToken,
+  INTERACTION_TTL_MS,
+  isInteractionId,
+} from "./interaction.js";
 
 /**
  * How many interactions one browser may have in progress at once (a desktop host starting its MCP

@@ -4,15 +4,15 @@
  */
 
 import { createHmac } from "node:crypto";
-import { sha256Base64url, timingSafeEqualString } from "../shared/crypto.js";
-import type { OAuthErrorCode } from "../shared/errors.js";
-import type { ClientRecord, InteractionRecord } from "../storage/contract.js";
-import type { ServerContext } from "./config/context.js";
-import { refreshAllowed } from "./grants/refresh-policy.js";
-import type { SealedCodeRecord } from "./grants/sealed-code.js";
-import { newSortableId } from "./ids.js";
-import { seeOther } from "./pages/security-headers.js";
-import { randomToken } from "./random.js";
+import { sha256Base64url, timingSafeEqualString } from "../../shared/crypto.js";
+import type { OAuthErrorCode } from "../../shared/errors.js";
+import type { ClientRecord, InteractionRecord } from "../../storage/contract.js";
+import type { ServerContext } from "../core/context.js";
+import { newSortableId } from "../core/ids.js";
+import { randomToken } from "../core/random.js";
+import { refreshAllowed } from "../grants/refresh-policy.js";
+import type { SealedCodeRecord } from "../grants/sealed-code.js";
+import { seeOther } from "./security-headers.js";
 
 /** How long a user has to log in and decide (the interaction record's lifetime). */
 export const INTERACTION_TTL_MS = 10 * 60 * 1000;

@@ -2,7 +2,7 @@
  * Reading the pages' small `application/x-www-form-urlencoded` bodies, with a byte cap.
  */
 import { OAuthError } from "../../shared/errors.js";
-import { readCappedText, requestMediaType } from "../endpoints/request-body.js";
+import { readCappedText, requestMediaType } from "../core/request-body.js";
 
 /** The pages' forms are small; anything bigger is refused before it is read in full. */
 export const MAX_PAGE_FORM_BYTES = 16 * 1024;

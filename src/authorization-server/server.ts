@@ -2,21 +2,21 @@
  * The composition root: builds the {@link ServerContext} every endpoint receives from the caller's
  * options (resolved by ./resolve-options.ts), the store, the client resolver and the key manager.
  */
-import { GatehouseTypeError } from "../../shared/errors.js";
-import { jsonLogger, type Logger } from "../../shared/log.js";
-import { ScopeHierarchy } from "../../shared/scopes.js";
-import { createKeyEncryptionKeyring, type KeyEncryptionKeyring } from "../../shared/secret-envelope.js";
-import { tracedStore } from "../../shared/telemetry.js";
-import type { ClientRecord } from "../../storage/contract.js";
-import { AuditTrail, createAuditor } from "../audit.js";
-import { redirectUriProblem } from "../clients/redirect-uri.js";
-import { createClientResolver } from "../clients/resolver.js";
-import { createCodeSealer } from "../grants/sealed-code.js";
-import { createKeyManager } from "../keys/key-manager.js";
-import { checkKeptTokens } from "../upstream/tokens.js";
-import type { ServerContext } from "./context.js";
-import type { AuthorizationServerOptions } from "./options.js";
-import { checkResources, fail, limited, OFFLINE_ACCESS, resolveOptions } from "./resolve-options.js";
+import { GatehouseTypeError } from "../shared/errors.js";
+import { jsonLogger, type Logger } from "../shared/log.js";
+import { ScopeHierarchy } from "../shared/scopes.js";
+import { createKeyEncryptionKeyring, type KeyEncryptionKeyring } from "../shared/secret-envelope.js";
+import { tracedStore } from "../shared/telemetry.js";
+import type { ClientRecord } from "../storage/contract.js";
+import { redirectUriProblem } from "./clients/redirect-uri.js";
+import { createClientResolver } from "./clients/resolver.js";
+import { checkResources, fail, limited, OFFLINE_ACCESS, resolveOptions } from "./config/resolve-options.js";
+import { AuditTrail, createAuditor } from "./core/audit.js";
+import type { ServerContext } from "./core/context.js";
+import type { AuthorizationServerOptions } from "./core/options.js";
+import { createCodeSealer } from "./grants/sealed-code.js";
+import { createKeyManager } from "./keys/key-manager.js";
+import { checkKeptTokens } from "./upstream/tokens.js";
 
 /** Checks a client given in `options.clients` before it is written to storage. */
 function checkConfiguredClient(client: ClientRecord, i: number): void {

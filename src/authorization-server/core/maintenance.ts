@@ -2,7 +2,7 @@
  * The purge timer: expired codes, tokens, sessions and unused registrations are deleted from the
  * store at an interval.
  */
-import type { ServerContext } from "./config/context.js";
+import type { ServerContext } from "./context.js";
 
 /** Default interval of {@link startMaintenance}. */
 export const DEFAULT_MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
