@@ -231,9 +231,9 @@ const OWN_HEADER_MEMBERS = new Set(["constructor", "get", "has"]);
 /**
  * Delegates every member of `target` (a web class's prototype) that `lazy` does not define to the
  * object `real(this)` returns: getters read it, methods are called on it. So members added by a
- * future runtime are delegated too, not inherited unbound.
+ * future runtime are delegated too, not inherited unbound (shared with text-response.ts).
  */
-function delegate(
+export function delegate(
   lazy: object,
   target: object,
   own: ReadonlySet<string>,

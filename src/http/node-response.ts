@@ -6,6 +6,7 @@
  */
 import type { ServerResponse } from "node:http";
 import { completeResponseBody } from "../shared/http.js";
+import { wholeTextResponse } from "./text-response.js";
 
 /**
  * A short plain-text answer, or a dropped connection once a response has begun (shared with
@@ -67,6 +68,24 @@ export function sendWebResponse(
   response: Response,
   isHead = false,
 ): Promise<void> | undefined {
+  // A textResponse whose text is still its body: written from its own parts, before anything here
+  // asks for `headers` (which would build the undici Response it exists to avoid).
+  const whole = wholeTextResponse(response);
+  if (whole !== undefined) {
+    const { status, statusText, fields, text } = whole;
+    let framed = false;
+    for (let i = 0; i < fields.length; i += 2) {
+      const name = fields[i];
+      if (name === "content-length" || name === "transfer-encoding") framed = true;
+    }
+    // Text responses never have a null-body status (textResponse hands those to new Response).
+    if (!framed && !isHead) fields.push("content-length", String(Buffer.byteLength(text)));
+    if (statusText) res.writeHead(status, statusText, fields);
+    else res.writeHead(status, fields);
+    if (isHead) res.end();
+    else res.end(text);
+    return;
+  }
   // One walk over the fields: iterating a Headers yields each Set-Cookie on its own (Fetch "sort
   // and combine"), every other name once.
   const fields: string[] = [];
