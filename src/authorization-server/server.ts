@@ -16,7 +16,7 @@ import type { ServerContext } from "./core/context.js";
 import type { AuthorizationServerOptions } from "./core/options.js";
 import { createCodeSealer } from "./grants/sealed-code.js";
 import { createKeyManager } from "./keys/key-manager.js";
-import { checkKeptTokens } from "./upstream/tokens.js";
+import { checkKeptTokens } from "./vault/upstream-tokens.js";
 
 /** Checks a client given in `options.clients` before it is written to storage. */
 function checkConfiguredClient(client: ClientRecord, i: number): void {

@@ -48,7 +48,7 @@ export const upstreamProviderSchema = z.strictObject({
   allowPrivateNetwork: z.boolean().optional(),
   /** A PEM file of the CA certificate(s) this provider's TLS chains to. */
   caFile: z.string().min(1).optional(),
-  /** Keep the provider's tokens for these resource servers (upstream/tokens.ts); needs key-encryption keys. */
+  /** Keep the provider's tokens for these resource servers (vault/upstream-tokens.ts); needs key-encryption keys. */
   keepTokens: z
     .strictObject({
       resourceServers: z

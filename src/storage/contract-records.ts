@@ -95,7 +95,7 @@ export interface UpstreamLoginRecord {
 /**
  * An upstream provider's tokens for one user, kept when the operator asks (`keepTokens` on the
  * provider): access token, refresh token, expiry and scope, sealed together under the server's
- * key-encryption key (../authorization-server/upstream/tokens.ts), so the store holds only
+ * key-encryption key (../authorization-server/vault/upstream-tokens.ts), so the store holds only
  * ciphertext. A set is held first by the browser session that signed in, then copied to every grant
  * that session approves ({@link AuthorizationStore.bindUpstreamTokens}), and dies with its holder:
  * the session's logout or expiry, the grant's revocation or purge.

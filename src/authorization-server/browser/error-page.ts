@@ -5,7 +5,7 @@
 import type { OAuthError } from "../../shared/errors.js";
 import { type ClientRecord, StorageUnavailableError } from "../../storage/contract.js";
 import type { ServerContext } from "../core/context.js";
-import { clientFacts } from "../pages/client-info.js";
+import { clientFacts } from "./client-info.js";
 import { html, page } from "./html.js";
 import { htmlResponse } from "./security-headers.js";
 

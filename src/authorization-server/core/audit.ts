@@ -25,7 +25,7 @@ export type AuditEvent = {
   | { type: "upstream_sign_in_failed"; upstream_provider: string; reason: string }
   /** A first upstream sign-in created a local account (`createAccounts`). */
   | { type: "upstream_account_created"; upstream_provider: string; user_id: string }
-  /** A resource server received a kept upstream access token (upstream/tokens.ts); never the token. */
+  /** A resource server received a kept upstream access token (vault/upstream-tokens.ts); never the token. */
   | { type: "upstream_token_issued"; upstream_provider: string; client_id: string; grant_id: string }
   /**
    * `user_id` only when the username exists (the password was wrong, or, with `reason`, right for

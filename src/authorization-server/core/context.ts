@@ -161,7 +161,7 @@ export interface ServerContext {
   keys: KeyManager;
   /**
    * The key-encryption keys (`keyEncryptionKeys`), when configured: what seals secrets at rest
-   * (signing keys through the key manager, kept upstream tokens: upstream/tokens.ts).
+   * (signing keys through the key manager, kept upstream tokens: vault/upstream-tokens.ts).
    */
   keyring?: KeyEncryptionKeyring;
   /**

@@ -7,6 +7,7 @@ import { OAuthError } from "../../shared/errors.js";
 import { parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import { bindNewInteraction } from "../browser/bound-interaction.js";
+import { isUntrustedClient } from "../browser/client-info.js";
 import { errorPage, oauthErrorPage, unexpectedErrorPage } from "../browser/error-page.js";
 import { readFormPairs } from "../browser/form.js";
 import {
@@ -24,7 +25,6 @@ import type { Endpoint, ServerContext } from "../core/context.js";
 import { ENDPOINT_PATHS } from "../core/paths.js";
 import { requestQuery } from "../core/request-url.js";
 import { authorizationRequestJkt } from "../grants/dpop-binding.js";
-import { isUntrustedClient } from "../pages/client-info.js";
 import { maySkipConsent } from "../policy/consent.js";
 import { mayUseGrantType } from "../policy/grants.js";
 import { servedResource } from "../policy/resources.js";

@@ -15,7 +15,7 @@ import { handleConsent } from "../pages/consent.js";
 import { handleDevice } from "../pages/device.js";
 import { handleLogin } from "../pages/login.js";
 import { handleAccount, handleLogout } from "../pages/logout.js";
-import { upstreamCallbackEndpoint, upstreamRedirectUri } from "../upstream/sign-in.js";
+import { upstreamCallbackEndpoint, upstreamRedirectUri } from "../pages/upstream-sign-in.js";
 import { handleAuthorize } from "./authorize.js";
 import { preflightResponse, withCors } from "./cors.js";
 import { deviceAuthorizationSettings, handleDeviceAuthorization } from "./device-authorization.js";

@@ -22,7 +22,7 @@ import type { Endpoint, ServerContext } from "../core/context.js";
 import { UPSTREAM_TOKEN_PATH } from "../core/paths.js";
 import { readForm } from "../core/request-body.js";
 import { required } from "../grants/common.js";
-import { currentUpstreamToken, UpstreamTokenUnavailable } from "../upstream/tokens.js";
+import { currentUpstreamToken, UpstreamTokenUnavailable } from "../vault/upstream-tokens.js";
 
 /** A subject token longer than this is no access token of ours; it is refused before any work. */
 const MAX_SUBJECT_TOKEN_LENGTH = 8192;

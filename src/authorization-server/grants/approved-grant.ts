@@ -9,7 +9,7 @@ import { formatScope } from "../../shared/scopes.js";
 import type { ClientRecord, GrantRecord, IssuedTokens } from "../../storage/contract.js";
 import type { ServerContext } from "../core/context.js";
 import { randomToken } from "../core/random.js";
-import { bindKeptTokens } from "../upstream/tokens.js";
+import { bindKeptTokens } from "../vault/upstream-tokens.js";
 import { accessTokenScopes, newAccessToken, signAccessToken, tokenResponse } from "./common.js";
 import { grantLifetimes } from "./refresh-policy.js";
 import { retireSupersededGrants } from "./superseded-grants.js";

@@ -10,6 +10,7 @@ import {
   loadBoundInteraction,
   releaseInteractionBinding,
 } from "../browser/bound-interaction.js";
+import { clientFacts, describeClient } from "../browser/client-info.js";
 import { errorPage } from "../browser/error-page.js";
 import { readPageForm } from "../browser/form.js";
 import { formPage } from "../browser/form-page.js";
@@ -22,7 +23,6 @@ import { OFFLINE_ACCESS } from "../config/resolve-options.js";
 import type { Endpoint, ServerContext } from "../core/context.js";
 import { ENDPOINT_PATHS } from "../core/paths.js";
 import { maySkipConsent } from "../policy/consent.js";
-import { clientFacts, describeClient } from "./client-info.js";
 
 /**
  * The consent page (SECURITY.md "Consent and login pages"; spec "Client ID Metadata Documents":

@@ -4,6 +4,7 @@
  */
 import type { ClientRecord, DeviceAuthorizationRecord } from "../../storage/contract.js";
 import { csrfFailurePage } from "../browser/bound-interaction.js";
+import { clientFacts, describeClient } from "../browser/client-info.js";
 import { errorPage } from "../browser/error-page.js";
 import { readPageForm } from "../browser/form.js";
 import { formPage } from "../browser/form-page.js";
@@ -18,7 +19,6 @@ import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
 import { refreshAllowed } from "../grants/refresh-policy.js";
 import { displayUserCode, normalizeUserCode, USER_CODE_LENGTH, userCodeHash } from "../grants/user-code.js";
 import { mayUseGrantType } from "../policy/grants.js";
-import { clientFacts, describeClient } from "./client-info.js";
 import { scopeItem } from "./consent.js";
 
 /**

@@ -11,6 +11,7 @@ import {
   interactionCsrfValid,
   loadBoundInteraction,
 } from "../browser/bound-interaction.js";
+import { describeClient } from "../browser/client-info.js";
 import { readCookie, serializeCookie } from "../browser/cookies.js";
 import { errorPage } from "../browser/error-page.js";
 import { readPageForm } from "../browser/form.js";
@@ -25,9 +26,8 @@ import { ENDPOINT_PATHS } from "../core/paths.js";
 import { clientRateLimitKey, hitSlidingWindows } from "../core/rate-limit.js";
 import { isUsableAccount } from "../core/user-accounts.js";
 import { NO_PASSWORD } from "../upstream/accounts.js";
-import { startUpstreamSignIn, upstreamFormTargets } from "../upstream/sign-in.js";
-import { describeClient } from "./client-info.js";
 import { isDeviceReturnPath } from "./device.js";
+import { startUpstreamSignIn, upstreamFormTargets } from "./upstream-sign-in.js";
 
 /**
  * The login page: a plain HTML form (no JavaScript), passwords checked against scrypt hashes in
@@ -40,7 +40,7 @@ import { isDeviceReturnPath } from "./device.js";
  *
  * With upstream providers configured (`upstreamSignIn`), each is a button of its own form, posted
  * here with the same CSRF token (`upstream=<id>`), which starts the sign-in at the provider
- * (upstream/sign-in.ts); `localPasswords: false` removes the password form and refuses its POST.
+ * (pages/upstream-sign-in.ts); `localPasswords: false` removes the password form and refuses its POST.
  */
 export const handleLogin: Endpoint = formPage({
   where: "login",

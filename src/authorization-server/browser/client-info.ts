@@ -2,8 +2,8 @@
  * Who a client is, as the user sees it on the consent and error pages.
  */
 import type { ClientRecord } from "../../storage/contract.js";
-import { html, type SafeHtml } from "../browser/html.js";
 import { isLocalhostOnly } from "../clients/redirect-uri.js";
+import { html, type SafeHtml } from "./html.js";
 
 /**
  * Who a client is, as the user sees it (spec "Client ID Metadata Documents": show `client_name`,

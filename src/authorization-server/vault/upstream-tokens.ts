@@ -11,10 +11,10 @@ import type { KeyEncryptionKeyring, SecretEnvelope } from "../../shared/secret-e
 import type { GrantRecord, UpstreamTokenSetRecord } from "../../storage/contract.js";
 import { fail } from "../config/resolve-options.js";
 import type { ServerContext } from "../core/context.js";
-import { UpstreamFailure } from "./failure.js";
-import { discover } from "./oidc-client.js";
-import type { ResolvedUpstreamProvider, ResolvedUpstreamSignIn } from "./resolve.js";
-import { refreshUpstreamTokens, type UpstreamTokenResponse } from "./token-request.js";
+import { UpstreamFailure } from "../upstream/failure.js";
+import { discover } from "../upstream/oidc-client.js";
+import type { ResolvedUpstreamProvider, ResolvedUpstreamSignIn } from "../upstream/resolve.js";
+import { refreshUpstreamTokens, type UpstreamTokenResponse } from "../upstream/token-request.js";
 
 /**
  * Start-up (DESIGN.md principle 5): a provider that keeps tokens needs key-encryption keys (tokens
