@@ -1,15 +1,20 @@
 /**
  * The API report of every public subpath (issue 23 item 9): one api-extractor run per entry in
- * package.json "exports", each writing api/gatehouse-auth[.<subpath>].api.md from the built .d.ts
+ * package.json "exports", each making api/gatehouse-auth[.<subpath>].api.md from the built .d.ts
  * (so `npm run build` comes first). A change to what a subpath exports is then a visible diff.
  *
  *   node api/extract.mjs           check: fails (exit 1, the diff printed) when a report differs,
  *                                  is missing, or names a subpath package.json no longer exports
  *   node api/extract.mjs --update  rewrites the reports (and deletes those of removed subpaths)
  *
- * One TypeScript program serves every entry (CompilerState), so the run costs about one compile.
+ * api-extractor writes each report into a temporary folder; this script compares it with api/.
+ * One normalisation first: a warning that api-extractor cannot attach to a declaration names the
+ * .d.ts file and line it came from, which moves with every comment or file move and says nothing
+ * about the surface; the path and line are dropped, the warning kept. One TypeScript program
+ * serves every entry (CompilerState), so the run costs about one compile.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -22,12 +27,17 @@ const packageJsonFullPath = join(root, "package.json");
 const packageJson = JSON.parse(readFileSync(packageJsonFullPath, "utf8"));
 const configPath = join(here, "api-extractor.json");
 const base = ExtractorConfig.loadFile(configPath);
-const tempFolder = mkdtempSync(join(tmpdir(), "gatehouse-api-"));
+const made = mkdtempSync(join(tmpdir(), "gatehouse-api-"));
 
 /** `.` → gatehouse-auth, `./storage/memory` → gatehouse-auth.storage.memory */
 function reportName(subpath) {
   const rest = subpath.replace(/^\.\/?/, "").replaceAll("/", ".");
   return rest ? `${packageJson.name}.${rest}` : packageJson.name;
+}
+
+/** `// dist/x/y.d.ts:108:5 - (ae-forgotten-export) …` → `// (ae-forgotten-export) …` */
+function normalise(report) {
+  return report.replace(/^\/\/ \S+\.d\.ts:\d+:\d+ - (\(ae-[a-z-]+\) .*)$/gm, "// $1");
 }
 
 const entries = Object.entries(packageJson.exports).map(([subpath, target]) => {
@@ -38,11 +48,7 @@ const entries = Object.entries(packageJson.exports).map(([subpath, target]) => {
 function prepare(entry) {
   const configObject = structuredClone(base);
   configObject.mainEntryPointFilePath = entry.dts;
-  configObject.apiReport = {
-    ...configObject.apiReport,
-    reportFileName: entry.name,
-    reportTempFolder: tempFolder,
-  };
+  configObject.apiReport = { ...configObject.apiReport, reportFileName: entry.name, reportFolder: made };
   return ExtractorConfig.prepare({
     configObject,
     configObjectFullPath: configPath,
@@ -52,29 +58,50 @@ function prepare(entry) {
 }
 
 let failed = false;
-let compilerState;
 try {
   const configs = entries.map((entry) => ({ entry, config: prepare(entry) }));
-  compilerState = CompilerState.create(configs[0].config, {
+  const compilerState = CompilerState.create(configs[0].config, {
     additionalEntryPoints: configs.map(({ config }) => config.mainEntryPointFilePath),
   });
   for (const { entry, config } of configs) {
+    // localBuild: write the report (into `made`) rather than judge it; the judging is below.
     const result = Extractor.invoke(config, {
-      localBuild: update,
+      localBuild: true,
       compilerState,
-      printApiReportDiff: !update,
       messageCallback(message) {
-        // Keep what says why a report differs (the diff itself); drop api-extractor's chatter
-        // ("Analysis will use the bundled TypeScript version …", "API report is unchanged").
-        const keep = message.messageId === "console-api-report-diff" || message.logLevel === "error";
-        if (message.category === "console" && !keep) message.handled = true;
+        // api-extractor's own chatter ("Analysis will use the bundled TypeScript version …").
+        if (message.category === "console" && message.logLevel !== "error") message.handled = true;
       },
     });
+    const file = `${entry.name}.api.md`;
     if (!result.succeeded) {
       failed = true;
-      console.error(`api: ${entry.subpath} (api/${entry.name}.api.md) differs or failed to analyse`);
-    } else if (update && result.apiReportChanged) {
-      console.log(`api: updated api/${entry.name}.api.md`);
+      console.error(`api: ${entry.subpath}: api-extractor failed (${result.errorCount} errors)`);
+      continue;
+    }
+    const fresh = normalise(readFileSync(join(made, file), "utf8"));
+    const kept = join(here, file);
+    const old = existsSync(kept) ? readFileSync(kept, "utf8") : undefined;
+    if (old === fresh) continue;
+    if (update) {
+      writeFileSync(kept, fresh);
+      console.log(`api: ${old === undefined ? "wrote" : "updated"} api/${file}`);
+      continue;
+    }
+    failed = true;
+    writeFileSync(join(made, file), fresh);
+    if (old === undefined) {
+      console.error(`api: ${entry.subpath}: api/${file} is missing`);
+    } else {
+      console.error(`api: ${entry.subpath}: api/${file} differs from the build:`);
+      const diff = spawnSync(
+        "diff",
+        ["-u", "--label", `api/${file}`, "--label", "build", kept, join(made, file)],
+        {
+          encoding: "utf8",
+        },
+      );
+      console.error(diff.stdout || diff.error?.message);
     }
   }
   // A report left for a subpath package.json no longer exports.
@@ -90,12 +117,12 @@ try {
     }
   }
 } finally {
-  rmSync(tempFolder, { recursive: true, force: true });
+  rmSync(made, { recursive: true, force: true });
 }
 if (failed) {
   console.error(
-    update ? "api: update failed" : "api: the public surface changed; review and run `npm run api:update`",
+    update ? "api: update failed" : "api: the public surface changed; review it and run `npm run api:update`",
   );
   process.exit(1);
 }
-console.log(`api: ${entries.length} subpath reports ${update ? "written" : "match"}`);
+console.log(`api: ${entries.length} subpath reports ${update ? "up to date" : "match the build"}`);
