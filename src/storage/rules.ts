@@ -1,6 +1,13 @@
 /**
  * Rules every backend applies the same way, kept in one place so the memory, SQLite and
  * PostgreSQL stores cannot drift apart. Internal to `src/storage/`.
+ *
+ * The judgements of the three single-use operations (code redemption, refresh rotation, device
+ * poll) return a {@link Verdict}: the answer and the {@link StorageWrite}s that go with it (a
+ * replayed code revokes its grant, a reused refresh token its family, a poll records its time).
+ * Each backend only runs the writes, in order, inside the transaction that read what was judged
+ * (memory/index.ts, sqlite/store.ts and postgres/store.ts `applyWrites`), so no backend decides
+ * again what an outcome writes.
  */
 
 import { GatehouseTypeError, OAuthError } from "../shared/errors.js";
@@ -65,6 +72,55 @@ export function mergeScopes(existing: readonly string[], added: readonly string[
 }
 
 /**
+ * One write a verdict asks of a backend, run in order inside the transaction of the operation
+ * judged. Records are complete as written (the SQL backends insert their columns, the memory store
+ * keeps them); `now` is the time the operation runs at.
+ * - `revokeGrant`: the grant, its tokens and every grant exchanged from it (contract `revokeGrant`).
+ * - `markCodeUsed`: a stored code's `consumedAt`; `insertCode`: a sealed code, stored consumed.
+ * - `insertGrant`, `insertAccessToken`, `insertRefreshToken`: a new record, never overwriting one
+ *   (a conflict throws StorageConflictError and the operation writes nothing).
+ * - `markRotated`: a refresh token's first rotation time; `markSuccessorUsed`: the first use of one
+ *   of a token's successors (an earlier one is kept).
+ * - `updateDevice`: a device authorization as judged (every field but its two code hashes).
+ */
+export type StorageWrite =
+  | { readonly op: "revokeGrant"; readonly grantId: string; readonly now: number }
+  | { readonly op: "markCodeUsed"; readonly codeHash: string; readonly now: number }
+  | { readonly op: "insertCode"; readonly code: AuthorizationCodeRecord }
+  | { readonly op: "insertGrant"; readonly grant: GrantRecord }
+  | { readonly op: "insertAccessToken"; readonly token: AccessTokenRecord }
+  | { readonly op: "insertRefreshToken"; readonly token: RefreshTokenRecord }
+  | { readonly op: "markRotated"; readonly tokenHash: string; readonly rotatedAt: number }
+  | { readonly op: "markSuccessorUsed"; readonly tokenHash: string; readonly now: number }
+  | { readonly op: "updateDevice"; readonly record: DeviceAuthorizationRecord };
+
+/**
+ * A judgement with its effects: `result` is the operation's answer once `writes` are done. Records
+ * in `result` may share objects with `writes` (a backend that keeps records in memory copies what
+ * it hands out).
+ */
+export interface Verdict<R> {
+  readonly writes: readonly StorageWrite[];
+  readonly result: R;
+}
+
+const NO_WRITES: readonly StorageWrite[] = [];
+
+/** A verdict that writes nothing. */
+function answer<R>(result: R): Verdict<R> {
+  return { writes: NO_WRITES, result };
+}
+
+/**
+ * How the backend holds the code it judges: a stored `row` (a redemption marks it used), a
+ * `sealed` code with no row (a redemption inserts it, consumed: contract
+ * `redeemSealedAuthorizationCode`), or a row the backend has `claimed` already, consumed in the
+ * same transaction before the judgement (PostgreSQL's `UPDATE ... RETURNING`, which makes the
+ * claim atomic across instances): nothing more to write for it.
+ */
+export type HeldCode = "row" | "sealed" | "claimed";
+
+/**
  * The tokens a redemption writes: `tokens` itself, or what it returns for the code when the
  * lifetimes depend on what the code granted. Called once, after `check` passed.
  */
@@ -76,7 +132,7 @@ function tokensForCode(tokens: CodeRedemptionTokens, code: AuthorizationCodeReco
  * The tokens a rotation writes: `tokens` itself, or what it returns for the live token and its
  * grant. Called once, after `check` passed.
  */
-export function tokensForRefresh(
+function tokensForRefresh(
   tokens: Parameters<AuthorizationStore["rotateRefreshToken"]>[3],
   token: RefreshTokenRecord,
   grant: GrantRecord,
@@ -107,7 +163,7 @@ function grantFromCode(
   });
 }
 
-export function accessTokenFromGrant(
+function accessTokenFromGrant(
   grant: GrantRecord,
   clientId: string,
   scopes: readonly string[],
@@ -125,7 +181,7 @@ export function accessTokenFromGrant(
   });
 }
 
-export function refreshTokenFor(
+function refreshTokenFor(
   grant: GrantRecord,
   clientId: string,
   scopes: readonly string[],
@@ -144,21 +200,40 @@ export function refreshTokenFor(
 }
 
 /**
- * The records one issuance writes: always the access token, and the refresh token when the caller
- * may write one and was given one (a rotation passes the hash of the token it rotates as
- * `rotatedFrom`).
+ * Appends the records one issuance writes to `writes`: always the access token, and the refresh
+ * token when the caller may write one and was given one (a rotation passes the hash of the token
+ * it rotates as `rotatedFrom`). True when a refresh token is written.
  */
-export function issuedTokenRecords(
+function pushIssuedTokens(
+  writes: StorageWrite[],
   grant: GrantRecord,
   clientId: string,
   scopes: readonly string[],
   tokens: Omit<IssuedTokens, "grantExpiresAt">,
   writeRefresh: boolean,
   rotatedFrom?: string,
-): { access: AccessTokenRecord; refresh?: RefreshTokenRecord } {
-  const access = accessTokenFromGrant(grant, clientId, scopes, tokens.accessToken);
-  if (!writeRefresh || !tokens.refreshToken) return { access };
-  return { access, refresh: refreshTokenFor(grant, clientId, scopes, tokens.refreshToken, rotatedFrom) };
+): boolean {
+  writes.push({
+    op: "insertAccessToken",
+    token: accessTokenFromGrant(grant, clientId, scopes, tokens.accessToken),
+  });
+  if (!writeRefresh || !tokens.refreshToken) return false;
+  const token = refreshTokenFor(grant, clientId, scopes, tokens.refreshToken, rotatedFrom);
+  writes.push({ op: "insertRefreshToken", token });
+  return true;
+}
+
+/**
+ * The writes of a grant made without a code (contract `createGrantWithAccessToken`): the grant as
+ * given, and its access token; no refresh token.
+ */
+export function grantWithAccessTokenWrites(
+  grant: GrantRecord,
+  accessToken: IssuedTokens["accessToken"],
+): StorageWrite[] {
+  const writes: StorageWrite[] = [{ op: "insertGrant", grant }];
+  pushIssuedTokens(writes, grant, grant.clientId, grant.scopes, { accessToken }, false);
+  return writes;
 }
 
 /**
@@ -167,7 +242,7 @@ export function issuedTokenRecords(
  * kept, so the race window never slides), and, at the first use of a token that was rotated from
  * another, that other token's `successorUsedAt` (from then on presenting it is reuse).
  */
-export function rotationMarks(
+function rotationMarks(
   token: RefreshTokenRecord,
   hasSuccessor: boolean,
   now: number,
@@ -190,43 +265,77 @@ export function authorizationCodeState(
   return isExpired(code.expiresAt, now) ? "expired" : "live";
 }
 
+/** OAuth 2.1 §4.1.3, RFC 6749 §4.1.2: a code used twice revokes what its first use issued. */
+function replayedCode(code: AuthorizationCodeRecord, now: number): Verdict<RedeemCodeResult> {
+  return { writes: [{ op: "revokeGrant", grantId: code.grantId, now }], result: { status: "replayed" } };
+}
+
+/** The write that spends a live code the backend holds as `held`. */
+function consumeCode(code: AuthorizationCodeRecord, now: number, held: HeldCode): readonly StorageWrite[] {
+  if (held === "row") return [{ op: "markCodeUsed", codeHash: code.codeHash, now }];
+  if (held === "sealed") return [{ op: "insertCode", code: { ...code, consumedAt: now } }];
+  return NO_WRITES;
+}
+
 /**
- * What a backend must do with an authorization code it found, decided here for all of them:
+ * What an authorization code the backend found does, decided here for all of them:
  * - `replayed`: the code was redeemed before (OAuth 2.1 §4.1.3, RFC 6749 §4.1.2: a code is single
- *   use, and a second use must revoke what the first issued). The caller revokes the grant of the
- *   first redemption, `code.grantId`, with every token of it.
- * - `expired`: past its lifetime; the caller changes nothing.
- * - `refused`: `check` (client, redirect URI, PKCE, resource) returned an error; the caller marks
- *   the code consumed all the same, so a wrong guess spends it.
- * - `issue`: the caller marks the code consumed and writes `grant` and the `tokens` it was given.
- * `check` and `tokens` run here, before the caller writes
- * anything, so a throw from either leaves the code unused (the SQL backends roll back).
+ *   use, and a second use must revoke what the first issued): writes the revocation of the grant
+ *   of the first redemption, `code.grantId`, with every token of it.
+ * - `expired`: past its lifetime; writes nothing.
+ * - `refused`: `check` (client, redirect URI, PKCE, resource) returned an error; the code is spent
+ *   all the same (consumed as `held` says), so a wrong guess spends it.
+ * - `issued`: the code is spent, and the grant and the `tokens` it was given are written.
+ * `check` and `tokens` run here, before the backend writes anything, so a throw from either leaves
+ * the code unused (the SQL backends roll back).
  */
 export function judgeAuthorizationCode(
   code: AuthorizationCodeRecord,
   now: number,
   check: CodeRedemptionCheck,
   tokens: CodeRedemptionTokens,
-):
-  | Extract<RedeemCodeResult, { status: "replayed" | "expired" | "refused" }>
-  | { status: "issue"; grant: GrantRecord; tokens: IssuedTokens } {
+  held: HeldCode,
+): Verdict<RedeemCodeResult> {
   const state = authorizationCodeState(code, now);
-  if (state === "consumed") return { status: "replayed" };
-  if (state === "expired") return { status: "expired" };
+  if (state === "consumed") return replayedCode(code, now);
+  if (state === "expired") return answer({ status: "expired" });
   const error = check(code);
-  if (error) return { status: "refused", error };
+  if (error) return { writes: consumeCode(code, now, held), result: { status: "refused", error } };
   const issued = tokensForCode(tokens, { ...code });
   // RFC 9449 §5: the token endpoint, having verified the proof, says which key the grant is bound to.
   const grant = grantFromCode(code, now, issued.grantExpiresAt, issued.grantDpopJkt);
-  return { status: "issue", grant, tokens: issued };
+  const writes = [...consumeCode(code, now, held), { op: "insertGrant", grant } as const];
+  const refreshIssued = pushIssuedTokens(
+    writes,
+    grant,
+    code.clientId,
+    code.scopes,
+    issued,
+    code.refreshAllowed,
+  );
+  return { writes, result: { status: "issued", code: { ...code, consumedAt: now }, grant, refreshIssued } };
 }
 
 /**
- * What every backend decides about a refresh token and its grant, once both are found, in this
+ * A code the backend found but could not claim (PostgreSQL: another transaction consumed it, or
+ * it is past its lifetime): `replayed` with its revocation when it was redeemed before, otherwise
+ * `expired`. A row that reads as live here was inserted after the claim ran, and this request
+ * does not redeem it.
+ */
+export function judgeUnclaimedCode(code: AuthorizationCodeRecord, now: number): Verdict<RedeemCodeResult> {
+  return authorizationCodeState(code, now) === "consumed"
+    ? replayedCode(code, now)
+    : answer({ status: "expired" });
+}
+
+/**
+ * What every backend does with a refresh token and its grant, once both are found, in this
  * order: revoked, reused (RFC 9700 §4.14.2: a rotated token presented again, outside the race
- * window of {@link isRefreshTokenReuse}, means it leaked; the caller must then revoke the whole
+ * window of {@link isRefreshTokenReuse}, means it leaked: writes the revocation of the whole
  * grant), expired (the token's idle or the grant's absolute lifetime, inside the window too),
- * refused by `check`; otherwise `ok` with the scopes to issue.
+ * refused by `check`; otherwise `issued` with the scopes `check` chose: writes the presented
+ * token's rotation marks ({@link rotationMarks}) and the new tokens, the refresh token with
+ * `rotatedFrom` = the presented one. `check` and `tokens` run here, before anything is written.
  */
 export function judgeRefreshToken(
   token: RefreshTokenRecord,
@@ -234,15 +343,31 @@ export function judgeRefreshToken(
   now: number,
   graceMs: number,
   check: Parameters<AuthorizationStore["rotateRefreshToken"]>[2],
-):
-  | Extract<RotateRefreshResult, { status: "revoked" | "reused" | "expired" | "refused" }>
-  | { status: "ok"; scopes: string[] } {
-  if (grant.revokedAt !== undefined || token.revokedAt !== undefined) return { status: "revoked" };
-  if (isRefreshTokenReuse(token, now, graceMs)) return { status: "reused" };
-  if (isExpired(token.expiresAt, now) || isExpired(grant.expiresAt, now)) return { status: "expired" };
+  tokensOrFn: Parameters<AuthorizationStore["rotateRefreshToken"]>[3],
+): Verdict<RotateRefreshResult> {
+  if (grant.revokedAt !== undefined || token.revokedAt !== undefined) return answer({ status: "revoked" });
+  if (isRefreshTokenReuse(token, now, graceMs)) {
+    return { writes: [{ op: "revokeGrant", grantId: grant.grantId, now }], result: { status: "reused" } };
+  }
+  if (isExpired(token.expiresAt, now) || isExpired(grant.expiresAt, now))
+    return answer({ status: "expired" });
   const verdict = check(token, grant);
-  if (verdict.error) return { status: "refused", error: verdict.error };
-  return { status: "ok", scopes: verdict.scopes ?? token.scopes };
+  if (verdict.error) return answer({ status: "refused", error: verdict.error });
+  const scopes = verdict.scopes ?? token.scopes;
+  const tokens = tokensForRefresh(tokensOrFn, token, grant);
+  // Without a successor the old token stays live (non-rotating refresh for confidential clients).
+  const marks = rotationMarks(token, tokens.refreshToken !== undefined, now);
+  const old = { ...token };
+  const writes: StorageWrite[] = [];
+  if (marks.rotatedAt !== undefined) {
+    old.rotatedAt = marks.rotatedAt;
+    writes.push({ op: "markRotated", tokenHash: token.tokenHash, rotatedAt: marks.rotatedAt });
+  }
+  if (marks.parentSuccessorUsed !== undefined) {
+    writes.push({ op: "markSuccessorUsed", tokenHash: marks.parentSuccessorUsed, now });
+  }
+  pushIssuedTokens(writes, grant, token.clientId, scopes, tokens, true, token.tokenHash);
+  return { writes, result: { status: "issued", old, grant, scopes: [...scopes] } };
 }
 
 /**
@@ -331,44 +456,50 @@ export function judgeUserChange(
 const SLOW_DOWN_STEP_SECONDS = 5;
 
 /**
- * What a backend must do with one poll of a device authorization it found, by client `clientId`,
- * decided here for all of them (RFC 8628 §3.5):
+ * What one poll of a device authorization the backend found does, by client `clientId`, decided
+ * here for all of them (RFC 8628 §3.5):
  * - `not_found`: the authorization was issued to another client. The device code is bound to the
  *   client that requested it (RFC 8628 §3.4: the token request carries its `client_id`; RFC 6749
- *   §4.1.3 and §5.2 applied to the device code), so for any other client it does not exist: the
- *   caller changes nothing (no poll time, no slow_down, not consumed) and answers as for an unknown
- *   code, which tells the other client nothing about its state.
- * - `expired`, `denied`, `consumed`: the caller changes nothing and answers that status.
- * - `pending`, `slow_down`: the caller writes `record` (the poll time, and for `slow_down` the
- *   interval raised by 5 seconds: the device polled sooner than `interval` after its last poll).
- * - `refused`: `tokens` returned an error; the caller writes `record` (now consumed), issues nothing.
- * - `issue`: the caller writes `record` (now consumed), `grant` and the `tokens` it was given.
- * `tokens` runs here, before the caller writes anything, so a throw from it changes nothing.
+ *   §4.1.3 and §5.2 applied to the device code), so for any other client it does not exist:
+ *   nothing is written (no poll time, no slow_down, not consumed) and the answer is the one for an
+ *   unknown code, which tells the other client nothing about its state.
+ * - `expired`, `denied`, `consumed`: nothing is written.
+ * - `pending`, `slow_down`: writes the poll time, and for `slow_down` the interval raised by 5
+ *   seconds (the device polled sooner than `interval` after its last poll).
+ * - `refused`: `tokens` returned an error; writes the authorization consumed, issues nothing.
+ * - `issued`: writes the authorization consumed, the grant and the `tokens` it was given, the
+ *   refresh token only when the user allowed one.
+ * `tokens` runs here, before the backend writes anything, so a throw from it changes nothing.
  */
 export function judgeDevicePoll(
   stored: DeviceAuthorizationRecord,
   clientId: string,
   now: number,
   tokens: Parameters<AuthorizationStore["pollDeviceAuthorization"]>[3],
-):
-  | { status: "not_found" | "expired" | "denied" | "consumed" }
-  | { status: "pending" | "slow_down"; record: DeviceAuthorizationRecord }
-  | { status: "refused"; error: OAuthError; record: DeviceAuthorizationRecord }
-  | { status: "issue"; record: DeviceAuthorizationRecord; grant: GrantRecord; tokens: IssuedTokens } {
+): Verdict<PollDeviceAuthorizationResult> {
   // First of all: another client learns nothing, not even that the code expired.
-  if (stored.clientId !== clientId) return { status: "not_found" };
-  if (isExpired(stored.expiresAt, now)) return { status: "expired" };
-  if (stored.status === "denied" || stored.status === "consumed") return { status: stored.status };
+  if (stored.clientId !== clientId) return answer({ status: "not_found" });
+  if (isExpired(stored.expiresAt, now)) return answer({ status: "expired" });
+  if (stored.status === "denied" || stored.status === "consumed") return answer({ status: stored.status });
   if (stored.status === "pending") {
     // A device whose clock reads before the last poll (another instance's clock) polled too soon too.
     const tooSoon = stored.lastPolledAt !== undefined && now - stored.lastPolledAt < stored.interval * 1000;
-    if (!tooSoon) return { status: "pending", record: { ...stored, lastPolledAt: now } };
-    const interval = stored.interval + SLOW_DOWN_STEP_SECONDS;
-    return { status: "slow_down", record: { ...stored, interval, lastPolledAt: now } };
+    const record: DeviceAuthorizationRecord = tooSoon
+      ? { ...stored, interval: stored.interval + SLOW_DOWN_STEP_SECONDS, lastPolledAt: now }
+      : { ...stored, lastPolledAt: now };
+    return {
+      writes: [{ op: "updateDevice", record }],
+      result: { status: tooSoon ? "slow_down" : "pending" },
+    };
   }
   const consumed: DeviceAuthorizationRecord = { ...stored, status: "consumed", lastPolledAt: now };
   const issued = tokens(structuredClone(stored));
-  if (issued instanceof OAuthError) return { status: "refused", error: issued, record: consumed };
+  if (issued instanceof OAuthError) {
+    return {
+      writes: [{ op: "updateDevice", record: consumed }],
+      result: { status: "refused", error: issued },
+    };
+  }
   const grant: GrantRecord = withoutUndefined({
     grantId: stored.grantId,
     clientId: stored.clientId,
@@ -381,11 +512,23 @@ export function judgeDevicePoll(
     // RFC 9449 §5: the key the token endpoint verified, else the one the device request was bound to.
     dpopJkt: issued.grantDpopJkt ?? stored.dpopJkt,
   });
-  return { status: "issue", record: consumed, grant, tokens: issued };
+  const writes: StorageWrite[] = [
+    { op: "updateDevice", record: consumed },
+    { op: "insertGrant", grant },
+  ];
+  const refreshIssued = pushIssuedTokens(
+    writes,
+    grant,
+    grant.clientId,
+    grant.scopes,
+    issued,
+    consumed.refreshAllowed === true,
+  );
+  return { writes, result: devicePollIssued(consumed, grant, refreshIssued) };
 }
 
 /** The answer of a poll that issued, as every backend returns it. */
-export function devicePollIssued(
+function devicePollIssued(
   record: DeviceAuthorizationRecord,
   grant: GrantRecord,
   refreshIssued: boolean,

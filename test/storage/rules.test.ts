@@ -1,7 +1,7 @@
 /**
  * src/storage/rules.ts: the judgements every backend acts on. Here the code-redemption, device
- * decision and poll judgements and the marker key bound on their own (the contract suite then pins
- * that memory, SQLite and PostgreSQL act on them alike).
+ * decision and poll judgements, the writes each verdict carries, and the marker key bound on their
+ * own (the contract suite then pins that memory, SQLite and PostgreSQL run those writes alike).
  */
 
 import { describe, expect, it } from "vitest";
@@ -13,6 +13,8 @@ import {
   decideDevice,
   judgeAuthorizationCode,
   judgeDevicePoll,
+  judgeRefreshToken,
+  judgeUnclaimedCode,
 } from "../../src/storage/rules.js";
 import { code, DAY, deviceAuthorization, MINUTE, T0, tokens } from "../../src/storage/testing/fixtures.js";
 
@@ -42,37 +44,66 @@ describe("judgeAuthorizationCode", () => {
   it("a second use, even after expiry, is a replay; neither check nor tokens run", () => {
     const seen = recorder();
     const record = code({ consumedAt: T0 + 1000 });
-    const verdict = judgeAuthorizationCode(record, T0 + DAY, seen.check, (c) => {
-      seen.calls.push(c);
-      return tokens(T0);
-    });
-    expect(verdict).toEqual({ status: "replayed" });
+    for (const held of ["row", "sealed", "claimed"] as const) {
+      const verdict = judgeAuthorizationCode(
+        record,
+        T0 + DAY,
+        seen.check,
+        (c) => {
+          seen.calls.push(c);
+          return tokens(T0);
+        },
+        held,
+      );
+      expect(verdict).toEqual({
+        writes: [{ op: "revokeGrant", grantId: record.grantId, now: T0 + DAY }],
+        result: { status: "replayed" },
+      });
+    }
     expect(seen.calls).toEqual([]);
   });
 
   it("an expired code is expired; neither check nor tokens run", () => {
     const seen = recorder();
-    const verdict = judgeAuthorizationCode(code(), T0 + MINUTE, seen.check, (c) => {
-      seen.calls.push(c);
-      return tokens(T0);
-    });
-    expect(verdict).toEqual({ status: "expired" });
+    const verdict = judgeAuthorizationCode(
+      code(),
+      T0 + MINUTE,
+      seen.check,
+      (c) => {
+        seen.calls.push(c);
+        return tokens(T0);
+      },
+      "row",
+    );
+    expect(verdict).toEqual({ writes: [], result: { status: "expired" } });
     expect(seen.calls).toEqual([]);
   });
 
-  it("refused: check's error is the verdict and tokens are never resolved", () => {
+  it("refused: check's error is the verdict, the code is spent as it is held, tokens are never resolved", () => {
     const error = new OAuthError("invalid_grant", { description: "PKCE verification failed" });
     let resolved = false;
-    const verdict = judgeAuthorizationCode(
-      code(),
-      T0 + 1000,
-      () => error,
-      () => {
-        resolved = true;
-        return tokens(T0);
-      },
-    );
-    expect(verdict).toEqual({ status: "refused", error });
+    const record = code();
+    const judge = (held: "row" | "sealed" | "claimed") =>
+      judgeAuthorizationCode(
+        record,
+        T0 + 1000,
+        () => error,
+        () => {
+          resolved = true;
+          return tokens(T0);
+        },
+        held,
+      );
+    expect(judge("row")).toEqual({
+      writes: [{ op: "markCodeUsed", codeHash: record.codeHash, now: T0 + 1000 }],
+      result: { status: "refused", error },
+    });
+    expect(judge("sealed")).toEqual({
+      writes: [{ op: "insertCode", code: { ...record, consumedAt: T0 + 1000 } }],
+      result: { status: "refused", error },
+    });
+    expect(judge("claimed")).toEqual({ writes: [], result: { status: "refused", error } });
+    expect(record.consumedAt).toBeUndefined();
     expect(resolved).toBe(false);
   });
 
@@ -91,31 +122,66 @@ describe("judgeAuthorizationCode", () => {
         seen.push(c);
         return { ...issued, grantExpiresAt: T0 + 7 * DAY };
       },
+      "row",
     );
     expect(seen).toEqual([record, record]);
+    const grant = {
+      grantId: record.grantId,
+      clientId: record.clientId,
+      userId: record.userId,
+      scopes: record.scopes,
+      resource: record.resource,
+      createdAt: T0 + 1000,
+      expiresAt: T0 + 7 * DAY,
+      sessionHash: "session-hash",
+    };
+    const forGrant = { grantId: record.grantId, clientId: record.clientId, scopes: record.scopes };
     expect(verdict).toEqual({
-      status: "issue",
-      grant: {
-        grantId: record.grantId,
-        clientId: record.clientId,
-        userId: record.userId,
-        scopes: record.scopes,
-        resource: record.resource,
-        createdAt: T0 + 1000,
-        expiresAt: T0 + 7 * DAY,
-        sessionHash: "session-hash",
+      writes: [
+        { op: "markCodeUsed", codeHash: record.codeHash, now: T0 + 1000 },
+        { op: "insertGrant", grant },
+        {
+          op: "insertAccessToken",
+          token: { ...issued.accessToken, ...forGrant, userId: record.userId, resource: record.resource },
+        },
+        { op: "insertRefreshToken", token: { ...issued.refreshToken, ...forGrant } },
+      ],
+      result: {
+        status: "issued",
+        code: { ...record, consumedAt: T0 + 1000 },
+        grant,
+        refreshIssued: true,
       },
-      tokens: { ...issued, grantExpiresAt: T0 + 7 * DAY },
     });
-    if (verdict.status === "issue") expect(verdict.grant.scopes).not.toBe(record.scopes);
+    if (verdict.result.status === "issued") expect(verdict.result.grant.scopes).not.toBe(record.scopes);
+  });
+
+  it("issue without refresh allowed writes no refresh token; a claimed code writes no consumption", () => {
+    const record = code({ refreshAllowed: false });
+    const verdict = judgeAuthorizationCode(record, T0 + 1000, () => undefined, tokens(T0), "claimed");
+    expect(verdict.writes.map((w) => w.op)).toEqual(["insertGrant", "insertAccessToken"]);
+    expect(verdict.result).toMatchObject({ status: "issued", refreshIssued: false });
   });
 
   it("a throw from check or tokens propagates: there is no verdict to act on", () => {
     const boom = () => {
       throw new Error("boom");
     };
-    expect(() => judgeAuthorizationCode(code(), T0 + 1000, boom, tokens(T0))).toThrow("boom");
-    expect(() => judgeAuthorizationCode(code(), T0 + 1000, () => undefined, boom)).toThrow("boom");
+    expect(() => judgeAuthorizationCode(code(), T0 + 1000, boom, tokens(T0), "row")).toThrow("boom");
+    expect(() => judgeAuthorizationCode(code(), T0 + 1000, () => undefined, boom, "row")).toThrow("boom");
+  });
+});
+
+describe("judgeUnclaimedCode", () => {
+  it("consumed is a replay that revokes the first redemption's grant; anything else is expired and writes nothing", () => {
+    const consumed = code({ consumedAt: T0 + 1 });
+    expect(judgeUnclaimedCode(consumed, T0 + 2)).toEqual({
+      writes: [{ op: "revokeGrant", grantId: consumed.grantId, now: T0 + 2 }],
+      result: { status: "replayed" },
+    });
+    expect(judgeUnclaimedCode(code(), T0 + MINUTE)).toEqual({ writes: [], result: { status: "expired" } });
+    // A row inserted after the claim ran reads live: this request does not redeem it.
+    expect(judgeUnclaimedCode(code(), T0 + 1)).toEqual({ writes: [], result: { status: "expired" } });
   });
 });
 
@@ -129,40 +195,57 @@ describe("judgeDevicePoll", () => {
     for (const status of ["pending", "approved", "denied", "consumed"] as const) {
       const record = deviceAuthorization({ status, userId: "u", approvedScopes: ["mcp:read"] });
       for (const at of [T0 + 1, record.expiresAt]) {
-        expect(judgeDevicePoll(record, `${record.clientId}x`, at, never)).toEqual({ status: "not_found" });
+        expect(judgeDevicePoll(record, `${record.clientId}x`, at, never)).toEqual({
+          writes: [],
+          result: { status: "not_found" },
+        });
         expect(judgeDevicePoll(record, record.clientId.toUpperCase(), at, never)).toEqual({
-          status: "not_found",
+          writes: [],
+          result: { status: "not_found" },
         });
       }
     }
     const pending = deviceAuthorization({ lastPolledAt: T0 });
-    expect(judgeDevicePoll(pending, "another", T0 + 1, never)).toEqual({ status: "not_found" });
-    expect(judgeDevicePoll(pending, pending.clientId, T0 + 1, never).status).toBe("slow_down");
+    expect(judgeDevicePoll(pending, "another", T0 + 1, never)).toEqual({
+      writes: [],
+      result: { status: "not_found" },
+    });
+    expect(judgeDevicePoll(pending, pending.clientId, T0 + 1, never).result.status).toBe("slow_down");
   });
 
   it("expired is judged first for the right client, whatever the state; a record dies at the millisecond of expiresAt", () => {
     for (const status of ["pending", "approved", "denied", "consumed"] as const) {
       const record = deviceAuthorization({ status, userId: "u", approvedScopes: ["mcp:read"] });
       expect(judgeDevicePoll(record, record.clientId, record.expiresAt, issue)).toEqual({
-        status: "expired",
+        writes: [],
+        result: { status: "expired" },
+      });
+    }
+    for (const status of ["denied", "consumed"] as const) {
+      const record = deviceAuthorization({ status, userId: "u" });
+      expect(judgeDevicePoll(record, record.clientId, T0 + 1, issue)).toEqual({
+        writes: [],
+        result: { status },
       });
     }
     const record = deviceAuthorization();
-    expect(judgeDevicePoll(record, record.clientId, record.expiresAt - 1, issue).status).toBe("pending");
+    expect(judgeDevicePoll(record, record.clientId, record.expiresAt - 1, issue).result.status).toBe(
+      "pending",
+    );
   });
 
   it("slow_down when sooner than the interval after the last poll, also for a clock behind the last poll", () => {
     const record = deviceAuthorization({ interval: 5, lastPolledAt: T0 + 10_000 });
     expect(judgeDevicePoll(record, record.clientId, T0 + 14_999, issue)).toEqual({
-      status: "slow_down",
-      record: { ...record, interval: 10, lastPolledAt: T0 + 14_999 },
+      writes: [{ op: "updateDevice", record: { ...record, interval: 10, lastPolledAt: T0 + 14_999 } }],
+      result: { status: "slow_down" },
     });
-    expect(judgeDevicePoll(record, record.clientId, T0 + 9_000, issue)).toMatchObject({
+    expect(judgeDevicePoll(record, record.clientId, T0 + 9_000, issue).result).toEqual({
       status: "slow_down",
     });
     expect(judgeDevicePoll(record, record.clientId, T0 + 15_000, issue)).toEqual({
-      status: "pending",
-      record: { ...record, lastPolledAt: T0 + 15_000 },
+      writes: [{ op: "updateDevice", record: { ...record, lastPolledAt: T0 + 15_000 } }],
+      result: { status: "pending" },
     });
   });
 
@@ -181,9 +264,8 @@ describe("judgeDevicePoll", () => {
       return error;
     });
     expect(verdict).toEqual({
-      status: "refused",
-      error,
-      record: { ...record, status: "consumed", lastPolledAt: T0 + 1 },
+      writes: [{ op: "updateDevice", record: { ...record, status: "consumed", lastPolledAt: T0 + 1 } }],
+      result: { status: "refused", error },
     });
     expect(record.approvedScopes).toEqual(["mcp:read"]);
     for (const status of ["pending", "denied", "consumed"] as const) {
@@ -207,10 +289,114 @@ describe("judgeDevicePoll", () => {
       ...tokens(T0),
       grantDpopJkt: "poll-key",
     }));
-    expect(bound).toMatchObject({ status: "issue", grant: { scopes: ["mcp:read"], dpopJkt: "poll-key" } });
-    expect(judgeDevicePoll(record, record.clientId, T0 + 1, issue)).toMatchObject({
+    expect(bound.result).toMatchObject({
+      status: "issued",
+      grant: { scopes: ["mcp:read"], dpopJkt: "poll-key" },
+      record: { status: "consumed", lastPolledAt: T0 + 1 },
+      refreshIssued: true,
+    });
+    expect(bound.writes.map((w) => w.op)).toEqual([
+      "updateDevice",
+      "insertGrant",
+      "insertAccessToken",
+      "insertRefreshToken",
+    ]);
+    expect(judgeDevicePoll(record, record.clientId, T0 + 1, issue).result).toMatchObject({
       grant: { dpopJkt: "record-key" },
     });
+    const noRefresh = judgeDevicePoll({ ...record, refreshAllowed: false }, record.clientId, T0 + 1, issue);
+    expect(noRefresh.writes.map((w) => w.op)).toEqual(["updateDevice", "insertGrant", "insertAccessToken"]);
+    expect(noRefresh.result).toMatchObject({ status: "issued", refreshIssued: false });
+  });
+});
+
+describe("judgeRefreshToken", () => {
+  const grant = {
+    grantId: "g",
+    clientId: "c",
+    userId: "u",
+    scopes: ["mcp:read", "offline_access"],
+    resource: "https://mcp.example/mcp",
+    createdAt: T0,
+    expiresAt: T0 + 90 * DAY,
+  };
+  const live = {
+    tokenHash: "t1",
+    grantId: "g",
+    clientId: "c",
+    scopes: ["mcp:read", "offline_access"],
+    createdAt: T0,
+    expiresAt: T0 + 30 * DAY,
+  };
+  const pass = () => ({});
+
+  it("reuse outside the window writes the revocation of the whole grant, and nothing else", () => {
+    const rotated = { ...live, rotatedAt: T0 + 1000 };
+    expect(judgeRefreshToken(rotated, grant, T0 + 1000 + 30_000, 30_000, pass, tokens(T0))).toEqual({
+      writes: [{ op: "revokeGrant", grantId: "g", now: T0 + 31_000 }],
+      result: { status: "reused" },
+    });
+    // Inside the window with no successor used: rotated again, its first rotation time kept.
+    const sibling = judgeRefreshToken(rotated, grant, T0 + 2000, 30_000, pass, tokens(T0 + 2000));
+    expect(sibling.result.status).toBe("issued");
+    expect(sibling.writes[0]).toEqual({ op: "markRotated", tokenHash: "t1", rotatedAt: T0 + 1000 });
+  });
+
+  it("revoked, expired and refused write nothing", () => {
+    const error = new OAuthError("invalid_grant");
+    expect(judgeRefreshToken({ ...live, revokedAt: T0 }, grant, T0 + 1, 0, pass, tokens(T0))).toEqual({
+      writes: [],
+      result: { status: "revoked" },
+    });
+    expect(judgeRefreshToken(live, grant, live.expiresAt, 0, pass, tokens(T0))).toEqual({
+      writes: [],
+      result: { status: "expired" },
+    });
+    expect(judgeRefreshToken(live, grant, T0 + 1, 0, () => ({ error }), tokens(T0))).toEqual({
+      writes: [],
+      result: { status: "refused", error },
+    });
+  });
+
+  it("issued: marks the token rotated, the parent's successor used, and writes the new tokens", () => {
+    const child = { ...live, tokenHash: "t2", rotatedFrom: "t1" };
+    const issued = tokens(T0 + 5);
+    const verdict = judgeRefreshToken(child, grant, T0 + 5, 0, () => ({ scopes: ["mcp:read"] }), issued);
+    expect(verdict.writes).toEqual([
+      { op: "markRotated", tokenHash: "t2", rotatedAt: T0 + 5 },
+      { op: "markSuccessorUsed", tokenHash: "t1", now: T0 + 5 },
+      {
+        op: "insertAccessToken",
+        token: {
+          ...issued.accessToken,
+          grantId: "g",
+          clientId: "c",
+          userId: "u",
+          scopes: ["mcp:read"],
+          resource: grant.resource,
+        },
+      },
+      {
+        op: "insertRefreshToken",
+        token: {
+          ...issued.refreshToken,
+          grantId: "g",
+          clientId: "c",
+          scopes: ["mcp:read"],
+          rotatedFrom: "t2",
+        },
+      },
+    ]);
+    expect(verdict.result).toEqual({
+      status: "issued",
+      old: { ...child, rotatedAt: T0 + 5 },
+      grant,
+      scopes: ["mcp:read"],
+    });
+    // Without a successor the old token is not marked rotated: it stays usable.
+    const kept = judgeRefreshToken(live, grant, T0 + 5, 0, pass, tokens(T0 + 5, { refresh: false }));
+    expect(kept.writes.map((w) => w.op)).toEqual(["insertAccessToken"]);
+    expect(kept.result).toMatchObject({ status: "issued", old: live });
   });
 });
 

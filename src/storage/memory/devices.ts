@@ -1,20 +1,18 @@
 /**
  * The memory store's device authorizations (RFC 8628; storage contract "Device authorization"),
  * apart from index.ts as upstream.ts holds the upstream state. The maps stay in index.ts, whose
- * end of a user's access and purge also touch them; an approved poll writes its grant and tokens
- * through the store's own helpers, passed in, so the checks before any write stay the same.
+ * end of a user's access and purge also touch them; a poll's verdict (../rules.ts
+ * `judgeDevicePoll`) is written through the store's own `applyWrites`, passed in, which checks
+ * every insert before it writes anything.
  */
 import type {
   AuthorizationStore,
   DeviceAuthorizationRecord,
-  GrantRecord,
-  IssuedTokens,
   PollDeviceAuthorizationResult,
 } from "../contract.js";
 import { StorageConflictError } from "../contract.js";
-import { decideDevice, devicePollIssued, isExpired, judgeDevicePoll } from "../rules.js";
-import { copy } from "./copy.js";
-import type { GrantIndex } from "./grant-index.js";
+import { decideDevice, isExpired, judgeDevicePoll, type StorageWrite } from "../rules.js";
+import { copy, detached } from "./copy.js";
 
 type DeviceMethods = Pick<
   AuthorizationStore,
@@ -24,24 +22,15 @@ type DeviceMethods = Pick<
   | "pollDeviceAuthorization"
 >;
 
-/** What a poll that issues needs of the store: its grants, their index and its token writes. */
+/** What the methods need of the store: its device maps and the writer of its verdicts. */
 interface DeviceStore {
   devices: Map<string, DeviceAuthorizationRecord>;
   devicesByUserCode: Map<string, string>;
-  grants: Map<string, GrantRecord>;
-  index: GrantIndex;
-  assertTokensFree(tokens: Omit<IssuedTokens, "grantExpiresAt">): void;
-  writeTokens(
-    grant: GrantRecord,
-    clientId: string,
-    scopes: string[],
-    tokens: Omit<IssuedTokens, "grantExpiresAt">,
-    writeRefresh: boolean,
-  ): boolean;
+  applyWrites(writes: readonly StorageWrite[]): void;
 }
 
 export function createMemoryDeviceMethods(store: DeviceStore): DeviceMethods {
-  const { devices, devicesByUserCode, grants, index, assertTokensFree, writeTokens } = store;
+  const { devices, devicesByUserCode, applyWrites } = store;
   return {
     async createDeviceAuthorization(record) {
       if (devices.has(record.deviceCodeHash)) throw new StorageConflictError("device code already exists");
@@ -72,37 +61,9 @@ export function createMemoryDeviceMethods(store: DeviceStore): DeviceMethods {
     ): Promise<PollDeviceAuthorizationResult> {
       const stored = devices.get(deviceCodeHash);
       if (!stored) return { status: "not_found" };
-      const verdict = judgeDevicePoll(stored, clientId, now, tokens);
-      switch (verdict.status) {
-        case "not_found":
-        case "expired":
-        case "denied":
-        case "consumed":
-          return { status: verdict.status };
-        case "pending":
-        case "slow_down":
-          devices.set(deviceCodeHash, copy(verdict.record));
-          return { status: verdict.status };
-        case "refused":
-          devices.set(deviceCodeHash, copy(verdict.record));
-          return { status: "refused", error: verdict.error };
-      }
-      const { record, grant, tokens: issued } = verdict;
-      // As for codes: check every write first, so a conflict leaves the authorization approved.
-      if (grants.has(grant.grantId)) throw new StorageConflictError("grant already exists");
-      assertTokensFree(issued);
-      devices.set(deviceCodeHash, copy(record));
-      const storedGrant = copy(grant);
-      grants.set(storedGrant.grantId, storedGrant);
-      index.grantStored(storedGrant);
-      const refreshIssued = writeTokens(
-        grant,
-        grant.clientId,
-        grant.scopes,
-        issued,
-        record.refreshAllowed === true,
-      );
-      return devicePollIssued(copy(record), copy(grant), refreshIssued);
+      const { writes, result } = judgeDevicePoll(stored, clientId, now, tokens);
+      applyWrites(writes);
+      return detached(result);
     },
   };
 }

@@ -20,7 +20,6 @@ import type {
   DeviceAuthorizationRecord,
   GrantRecord,
   InteractionRecord,
-  IssuedTokens,
   PurgeResult,
   RedeemCodeResult,
   RefreshTokenRecord,
@@ -34,23 +33,21 @@ import type {
 } from "../contract.js";
 import { StorageConflictError } from "../contract.js";
 import {
-  accessTokenFromGrant,
   assertMarkerKey,
   compareBy,
   emptyPurgeResult,
+  grantWithAccessTokenWrites,
   isEnabledAdmin,
   isExpired,
-  issuedTokenRecords,
   judgeAuthorizationCode,
   judgeRefreshToken,
   judgeUserChange,
   markerBlocks,
-  rotationMarks,
-  tokensForRefresh,
+  type StorageWrite,
   withoutUndefined,
 } from "../rules.js";
 import { createMemoryClientMethods } from "./clients.js";
-import { copy } from "./copy.js";
+import { copy, detached } from "./copy.js";
 import { createMemoryDeviceMethods } from "./devices.js";
 import { createGrantIndex } from "./grant-index.js";
 import { createMemorySessionMethods } from "./sessions.js";
@@ -80,12 +77,62 @@ export function createMemoryStore(): AuthorizationStore {
   /** Tokens by grant and active grants by sign-in (./grant-index.ts): told of every such write. */
   const index = createGrantIndex();
 
-  /** Refuses a token write that would overwrite an existing record, before anything is written. */
-  function assertTokensFree(tokens: Omit<IssuedTokens, "grantExpiresAt">): void {
-    if (accessTokens.has(tokens.accessToken.jti))
-      throw new StorageConflictError("access token id already exists");
-    if (tokens.refreshToken && refreshTokens.has(tokens.refreshToken.tokenHash)) {
-      throw new StorageConflictError("refresh token hash already exists");
+  /**
+   * Runs the writes of a verdict (../rules.ts {@link StorageWrite}), in order. Nothing here rolls
+   * back: every insert is checked first, so a conflict throws before anything is written and
+   * leaves no partial state (a code stays unused, a device authorization approved).
+   */
+  function applyWrites(writes: readonly StorageWrite[]): void {
+    for (const write of writes) {
+      if (write.op === "insertGrant" && grants.has(write.grant.grantId))
+        throw new StorageConflictError("grant already exists");
+      if (write.op === "insertAccessToken" && accessTokens.has(write.token.jti))
+        throw new StorageConflictError("access token id already exists");
+      if (write.op === "insertRefreshToken" && refreshTokens.has(write.token.tokenHash))
+        throw new StorageConflictError("refresh token hash already exists");
+    }
+    for (const write of writes) applyWrite(write);
+  }
+
+  /** One write; the records in it are the verdict's own (built by ../rules.ts), kept as they are. */
+  function applyWrite(write: StorageWrite): void {
+    switch (write.op) {
+      case "revokeGrant":
+        revokeGrantNow(write.grantId, write.now);
+        return;
+      case "markCodeUsed": {
+        const code = codes.get(write.codeHash);
+        if (code) code.consumedAt = write.now;
+        return;
+      }
+      case "insertCode":
+        codes.set(write.code.codeHash, write.code);
+        return;
+      case "insertGrant":
+        grants.set(write.grant.grantId, write.grant);
+        index.grantStored(write.grant);
+        return;
+      case "insertAccessToken":
+        accessTokens.set(write.token.jti, write.token);
+        index.accessStored(write.token.grantId, write.token.jti);
+        return;
+      case "insertRefreshToken":
+        refreshTokens.set(write.token.tokenHash, write.token);
+        index.refreshStored(write.token.grantId, write.token.tokenHash);
+        return;
+      case "markRotated": {
+        const token = refreshTokens.get(write.tokenHash);
+        if (token) token.rotatedAt = write.rotatedAt;
+        return;
+      }
+      case "markSuccessorUsed": {
+        const token = refreshTokens.get(write.tokenHash);
+        if (token) token.successorUsedAt ??= write.now;
+        return;
+      }
+      case "updateDevice":
+        devices.set(write.record.deviceCodeHash, copy(write.record));
+        return;
     }
   }
 
@@ -155,35 +202,6 @@ export function createMemoryStore(): AuthorizationStore {
     return true;
   }
 
-  function writeTokens(
-    grant: GrantRecord,
-    clientId: string,
-    scopes: string[],
-    tokens: Omit<IssuedTokens, "grantExpiresAt">,
-    writeRefresh: boolean,
-    rotatedFrom?: string,
-  ): boolean {
-    const { access, refresh } = issuedTokenRecords(
-      grant,
-      clientId,
-      scopes,
-      tokens,
-      writeRefresh,
-      rotatedFrom,
-    );
-    if (accessTokens.has(access.jti)) throw new StorageConflictError("access token id already exists");
-    if (refresh && refreshTokens.has(refresh.tokenHash)) {
-      throw new StorageConflictError("refresh token hash already exists");
-    }
-    accessTokens.set(access.jti, access);
-    index.accessStored(access.grantId, access.jti);
-    if (refresh) {
-      refreshTokens.set(refresh.tokenHash, refresh);
-      index.refreshStored(refresh.grantId, refresh.tokenHash);
-    }
-    return refresh !== undefined;
-  }
-
   /**
    * One code redemption (contract `redeemAuthorizationCode`): `code` is the stored record, or the
    * record of a sealed code (`unstored`), stored as consumed once the judgement consumes it.
@@ -198,37 +216,17 @@ export function createMemoryStore(): AuthorizationStore {
   ): RedeemCodeResult {
     if (!code) return { status: "not_found" };
     // `check` and `tokens` see copies, so nothing they do reaches the stored code.
-    const verdict = judgeAuthorizationCode(
+    const { writes, result } = judgeAuthorizationCode(
       code,
       now,
       (c) => check(copy(c)),
       typeof tokens === "function" ? (c) => tokens(copy(c)) : tokens,
+      unstored ? "sealed" : "row",
     );
-    if (verdict.status === "replayed") revokeGrantNow(code.grantId, now);
-    /** A sealed code is stored when it is consumed: a second redemption then finds it. */
-    const consume = () => {
-      code.consumedAt = now;
-      if (unstored) codes.set(unstored.codeHash, unstored);
-    };
-    if (verdict.status === "refused") consume();
-    if (verdict.status !== "issue") return verdict;
-    const { grant, tokens: issued } = verdict;
-    // Nothing here rolls back: validate every write before touching anything, so a conflict
-    // leaves the code unused and no partial state.
-    if (grants.has(grant.grantId)) throw new StorageConflictError("grant already exists");
-    assertTokensFree(issued);
-    consume();
-    grants.set(grant.grantId, grant);
-    index.grantStored(grant);
-    const refreshIssued = writeTokens(grant, code.clientId, code.scopes, issued, code.refreshAllowed);
-    const superseded = supersedes && retireSuperseded(grant, supersedes, now);
-    return {
-      status: "issued",
-      code: copy(code),
-      grant: copy(grant),
-      refreshIssued,
-      ...(superseded && { superseded }),
-    };
+    applyWrites(writes);
+    if (result.status !== "issued" || !supersedes) return detached(result);
+    const superseded = retireSuperseded(result.grant, supersedes, now);
+    return { ...detached(result), ...(superseded && { superseded }) };
   }
   const clientMethods = createMemoryClientMethods(clients);
   const sessionMethods = createMemorySessionMethods(sessions, interactions, consents, upstream);
@@ -236,10 +234,7 @@ export function createMemoryStore(): AuthorizationStore {
   const deviceMethods = createMemoryDeviceMethods({
     devices,
     devicesByUserCode,
-    grants,
-    index,
-    assertTokensFree,
-    writeTokens,
+    applyWrites,
   });
   const store: AuthorizationStore = {
     async migrate() {},
@@ -322,16 +317,7 @@ export function createMemoryStore(): AuthorizationStore {
     },
 
     async createGrantWithAccessToken(grant, accessToken) {
-      if (grants.has(grant.grantId)) throw new StorageConflictError("grant already exists");
-      if (accessTokens.has(accessToken.jti)) throw new StorageConflictError("access token id already exists");
-      const stored = copy(grant);
-      grants.set(stored.grantId, stored);
-      index.grantStored(stored);
-      accessTokens.set(
-        accessToken.jti,
-        accessTokenFromGrant(stored, stored.clientId, stored.scopes, accessToken),
-      );
-      index.accessStored(stored.grantId, accessToken.jti);
+      applyWrites(grantWithAccessTokenWrites(copy(grant), accessToken));
     },
     async getGrant(grantId) {
       const grant = grants.get(grantId);
@@ -367,19 +353,16 @@ export function createMemoryStore(): AuthorizationStore {
       const grant = grants.get(token.grantId);
       if (!grant) return { status: "not_found" };
       // OAuth 2.1 §4.3.1 / RFC 9700 §4.14.2: a rotated token presented again means it leaked.
-      const verdict = judgeRefreshToken(token, grant, now, graceMs, (t, g) => check(copy(t), copy(g)));
-      if (verdict.status === "reused") revokeGrantNow(grant.grantId, now);
-      if (verdict.status !== "ok") return verdict;
-      const { scopes } = verdict;
-      const tokens = tokensForRefresh(tokensOrFn, token, grant);
-      assertTokensFree(tokens);
-      // Without a successor the old token stays live (non-rotating refresh for confidential clients).
-      const marks = rotationMarks(token, tokens.refreshToken !== undefined, now);
-      if (marks.rotatedAt !== undefined) token.rotatedAt = marks.rotatedAt;
-      const parent = marks.parentSuccessorUsed && refreshTokens.get(marks.parentSuccessorUsed);
-      if (parent) parent.successorUsedAt ??= now;
-      writeTokens(grant, token.clientId, scopes, tokens, true, tokenHash);
-      return { status: "issued", old: copy(token), grant: copy(grant), scopes: [...scopes] };
+      const { writes, result } = judgeRefreshToken(
+        token,
+        grant,
+        now,
+        graceMs,
+        (t, g) => check(copy(t), copy(g)),
+        tokensOrFn,
+      );
+      applyWrites(writes);
+      return detached(result);
     },
     async getRefreshToken(tokenHash) {
       const token = refreshTokens.get(tokenHash);

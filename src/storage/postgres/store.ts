@@ -18,21 +18,18 @@ import {
   assertMarkerKey,
   authorizationCodeState,
   decideDevice,
-  devicePollIssued,
   emptyPurgeResult,
+  grantWithAccessTokenWrites,
   judgeDevicePoll,
   judgeRefreshToken,
   mergeScopes,
-  rotationMarks,
   sameJsonValue,
-  tokensForRefresh,
 } from "../rules.js";
 import {
   clientColumns,
   codeInsert,
   deviceAuthorizationInsert,
   fromJson,
-  grantInsert,
   insertSql,
   interactionData,
   rowToAccessToken,
@@ -61,9 +58,9 @@ import { deleteSessionUpstreamTokensStatement } from "../sql/upstream-tokens.js"
 import { type Db, openPool, type PostgresStoreOptions } from "./pool.js";
 import { POSTGRES_MIGRATIONS } from "./schema.js";
 import {
+  applyWrites,
   exec,
   insert,
-  insertTokens,
   redeemClaimed,
   revokeGrantRows,
   unclaimedCode,
@@ -295,10 +292,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
     },
 
     async createGrantWithAccessToken(grant, accessToken) {
-      await transaction(async (tx) => {
-        await insert(tx.execute, grantInsert(grant));
-        await insertTokens(tx, grant, grant.clientId, grant.scopes, { accessToken }, false);
-      });
+      await transaction((tx) => applyWrites(tx, grantWithAccessTokenWrites(grant, accessToken)));
     },
     async getGrant(grantId) {
       const row = await first("SELECT * FROM grants WHERE grant_id = $1", [grantId]);
@@ -362,29 +356,10 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
         if (!row) return { status: "not_found" };
         const grant = rowToGrant(grantRow);
         const token = rowToRefreshToken(row);
-        const verdict = judgeRefreshToken(token, grant, now, graceMs, check);
-        if (verdict.status === "reused") await revokeGrantRows(tx, grant.grantId, now);
-        if (verdict.status !== "ok") return verdict;
-        const { scopes } = verdict;
-        const tokens = tokensForRefresh(tokensOrFn, token, grant);
-        const old = { ...token };
-        const marks = rotationMarks(token, tokens.refreshToken !== undefined, now);
-        if (marks.rotatedAt !== undefined) {
-          old.rotatedAt = marks.rotatedAt;
-          await tx.execute("UPDATE refresh_tokens SET rotated_at = $1 WHERE token_hash = $2", [
-            old.rotatedAt,
-            tokenHash,
-          ]);
-        }
-        // The parent belongs to the same grant, whose row this transaction holds (lock order kept).
-        if (marks.parentSuccessorUsed !== undefined) {
-          await tx.execute(
-            "UPDATE refresh_tokens SET successor_used_at = $1 WHERE token_hash = $2 AND successor_used_at IS NULL",
-            [now, marks.parentSuccessorUsed],
-          );
-        }
-        await insertTokens(tx, grant, token.clientId, scopes, tokens, true, tokenHash);
-        return { status: "issued", old, grant, scopes: [...scopes] };
+        // The writes touch the grant locked above and its tokens only (lock order kept).
+        const { writes, result } = judgeRefreshToken(token, grant, now, graceMs, check, tokensOrFn);
+        await applyWrites(tx, writes);
+        return result;
       });
     },
     async getRefreshToken(tokenHash) {
@@ -468,33 +443,9 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
         );
         if (!row) return { status: "not_found" };
         // A throw from `tokens` (inside the judgement) aborts the transaction: nothing changes.
-        const verdict = judgeDevicePoll(rowToDeviceAuthorization(row), clientId, now, tokens);
-        switch (verdict.status) {
-          case "not_found":
-          case "expired":
-          case "denied":
-          case "consumed":
-            return { status: verdict.status };
-          case "pending":
-          case "slow_down":
-            await exec(tx.execute, updateDeviceAuthorizationStatement("$n", verdict.record));
-            return { status: verdict.status };
-          case "refused":
-            await exec(tx.execute, updateDeviceAuthorizationStatement("$n", verdict.record));
-            return { status: "refused", error: verdict.error };
-        }
-        const { record, grant, tokens: issued } = verdict;
-        await exec(tx.execute, updateDeviceAuthorizationStatement("$n", record));
-        await insert(tx.execute, grantInsert(grant));
-        const refreshIssued = await insertTokens(
-          tx,
-          grant,
-          grant.clientId,
-          grant.scopes,
-          issued,
-          record.refreshAllowed === true,
-        );
-        return devicePollIssued(record, grant, refreshIssued);
+        const { writes, result } = judgeDevicePoll(rowToDeviceAuthorization(row), clientId, now, tokens);
+        await applyWrites(tx, writes);
+        return result;
       });
     },
 

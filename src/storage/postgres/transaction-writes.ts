@@ -1,28 +1,22 @@
 /**
  * The PostgreSQL store's writes inside one transaction: rows inserted with `$n` placeholders, a
- * grant revoked with its tokens (grant row first, the lock order of every transaction), the tokens
- * a grant is issued, and the two halves of a code redemption (a claimed code judged and issued, an
- * unclaimed one found replayed or expired). Apart from store.ts, which runs them.
+ * grant revoked with its tokens (grant row first, the lock order of every transaction), the writes
+ * of a verdict (../rules.ts `StorageWrite`, through `applyWrites`, the one place this store enacts
+ * what a code redemption, a refresh rotation or a device poll was judged to write), and the two
+ * halves of a code redemption (a claimed code judged, an unclaimed one found replayed or expired).
+ * Apart from store.ts, which runs them.
  */
 
 import type {
   AuthorizationCodeRecord,
   CodeRedemptionCheck,
   CodeRedemptionTokens,
-  GrantRecord,
-  IssuedTokens,
   RedeemCodeResult,
 } from "../contract.js";
-import { authorizationCodeState, issuedTokenRecords, judgeAuthorizationCode } from "../rules.js";
-import {
-  accessTokenInsert,
-  grantInsert,
-  insertSql,
-  type RowInsert,
-  refreshTokenInsert,
-  rowToCode,
-} from "../sql/rows.js";
+import { judgeAuthorizationCode, judgeUnclaimedCode, type StorageWrite } from "../rules.js";
+import { insertSql, type RowInsert, rowToCode } from "../sql/rows.js";
 import { revokeGrantStatements, type Statement } from "../sql/statements.js";
+import { writeStatements } from "../sql/writes.js";
 import type { Execute, Query } from "./pool.js";
 
 export type Tx = { query: Query; execute: Execute };
@@ -46,10 +40,21 @@ export function insert(execute: Execute, row: RowInsert): Promise<number> {
 }
 
 /**
+ * Runs the writes of a verdict, in order, inside `tx`: a throw (a conflicting insert) aborts the
+ * transaction with everything it wrote. The verdicts keep the lock order (a grant's row before its
+ * tokens): a revocation's statements start with the grant row, and a rotation's marks touch only
+ * tokens of the grant the caller locked first.
+ */
+export async function applyWrites(tx: Tx, writes: readonly StorageWrite[]): Promise<void> {
+  for (const write of writes) {
+    for (const statement of writeStatements("$n", write)) await exec(tx.execute, statement);
+  }
+}
+
+/**
  * A code this redemption could not claim: consumed (a replay, which revokes the grant of its first
- * redemption) or expired. `absent` is the answer when there is no row at all. The claim's condition
- * is exactly the state `live`: a row that reads as live here was inserted after the claim ran, and
- * this request does not redeem it.
+ * redemption) or expired (../rules.ts `judgeUnclaimedCode`). `absent` is the answer when there is
+ * no row at all.
  */
 export async function unclaimedCode(
   tx: Tx,
@@ -59,15 +64,15 @@ export async function unclaimedCode(
 ): Promise<RedeemCodeResult> {
   const [row] = await tx.query("SELECT * FROM authorization_codes WHERE code_hash = $1", [codeHash]);
   if (!row) return { status: absent };
-  const code = rowToCode(row);
-  const replayed = authorizationCodeState(code, now) === "consumed";
-  if (replayed) await revokeGrantRows(tx, code.grantId, now);
-  return { status: replayed ? "replayed" : "expired" };
+  const { writes, result } = judgeUnclaimedCode(rowToCode(row), now);
+  await applyWrites(tx, writes);
+  return result;
 }
 
 /**
- * A claimed code (its row now consumed), judged as it was before the claim. A throw from `check` or
- * `tokens` aborts the transaction: the claim is rolled back with it. A refused code stays claimed.
+ * A claimed code (its row now consumed by the claim), judged as it was before the claim. A throw
+ * from `check` or `tokens` aborts the transaction: the claim is rolled back with it. A refused code
+ * stays claimed.
  */
 export async function redeemClaimed(
   tx: Tx,
@@ -76,33 +81,7 @@ export async function redeemClaimed(
   check: CodeRedemptionCheck,
   tokens: CodeRedemptionTokens,
 ): Promise<RedeemCodeResult> {
-  const verdict = judgeAuthorizationCode(code, now, check, tokens);
-  if (verdict.status !== "issue") return verdict;
-  const { grant, tokens: issued } = verdict;
-  await insert(tx.execute, grantInsert(grant));
-  const refreshIssued = await insertTokens(
-    tx,
-    grant,
-    code.clientId,
-    code.scopes,
-    issued,
-    code.refreshAllowed,
-  );
-  return { status: "issued", code: { ...code, consumedAt: now }, grant, refreshIssued };
-}
-
-export async function insertTokens(
-  tx: Tx,
-  grant: GrantRecord,
-  clientId: string,
-  scopes: string[],
-  tokens: Omit<IssuedTokens, "grantExpiresAt">,
-  writeRefresh: boolean,
-  rotatedFrom?: string,
-): Promise<boolean> {
-  const { access, refresh } = issuedTokenRecords(grant, clientId, scopes, tokens, writeRefresh, rotatedFrom);
-  await insert(tx.execute, accessTokenInsert(access));
-  if (!refresh) return false;
-  await insert(tx.execute, refreshTokenInsert(refresh));
-  return true;
+  const { writes, result } = judgeAuthorizationCode(code, now, check, tokens, "claimed");
+  await applyWrites(tx, writes);
+  return result;
 }

@@ -1,37 +1,26 @@
 /**
  * The SQLite store's device authorizations (RFC 8628; storage contract "Device authorization"),
- * moved out of store.ts so the store reads by concern. The verdicts are judged once for every
- * backend (../rules.ts `decideDevice`, `judgeDevicePoll`); this module runs them under the group
- * commit's write lock (BEGIN IMMEDIATE), so a decision and a poll each see one state.
+ * moved out of store.ts so the store reads by concern. The verdicts, and what a poll writes, are
+ * judged once for every backend (../rules.ts `decideDevice`, `judgeDevicePoll`); this module runs
+ * them under the group commit's write lock (BEGIN IMMEDIATE), so a decision and a poll each see
+ * one state.
  */
-import type {
-  AuthorizationStore,
-  GrantRecord,
-  IssuedTokens,
-  PollDeviceAuthorizationResult,
-} from "../contract.js";
-import { decideDevice, devicePollIssued, judgeDevicePoll } from "../rules.js";
+import type { AuthorizationStore, PollDeviceAuthorizationResult } from "../contract.js";
+import { decideDevice, judgeDevicePoll, type StorageWrite } from "../rules.js";
 import {
   deviceAuthorizationInsert,
-  grantInsert,
   type Row,
   type RowInsert,
   rowToDeviceAuthorization,
 } from "../sql/rows.js";
 import { type Statement, updateDeviceAuthorizationStatement } from "../sql/statements.js";
 
-/** What the methods need from the store: its statement runners, read and write, token inserts. */
+/** What the methods need from the store: its statement runners, the writer of verdicts, read and write. */
 export interface SqliteDeviceIo {
   one(text: string, ...params: unknown[]): Row | undefined;
   exec(statement: Statement): number;
   insert(row: RowInsert): number;
-  insertTokens(
-    grant: GrantRecord,
-    clientId: string,
-    scopes: string[],
-    tokens: Omit<IssuedTokens, "grantExpiresAt">,
-    writeRefresh: boolean,
-  ): boolean;
+  applyWrites(writes: readonly StorageWrite[]): void;
   read<T>(fn: () => T): Promise<T>;
   write<T>(fn: () => T): Promise<T>;
 }
@@ -48,7 +37,7 @@ export function sqliteDeviceMethods({
   one,
   exec,
   insert,
-  insertTokens,
+  applyWrites,
   read,
   write,
 }: SqliteDeviceIo): DeviceMethods {
@@ -87,32 +76,9 @@ export function sqliteDeviceMethods({
         const row = one("SELECT * FROM device_authorizations WHERE device_code_hash = ?", deviceCodeHash);
         if (!row) return { status: "not_found" };
         // A throw from `tokens` (inside the judgement) rolls back this operation's savepoint.
-        const verdict = judgeDevicePoll(rowToDeviceAuthorization(row), clientId, now, tokens);
-        switch (verdict.status) {
-          case "not_found":
-          case "expired":
-          case "denied":
-          case "consumed":
-            return { status: verdict.status };
-          case "pending":
-          case "slow_down":
-            exec(updateDeviceAuthorizationStatement("?", verdict.record));
-            return { status: verdict.status };
-          case "refused":
-            exec(updateDeviceAuthorizationStatement("?", verdict.record));
-            return { status: "refused", error: verdict.error };
-        }
-        const { record, grant, tokens: issued } = verdict;
-        exec(updateDeviceAuthorizationStatement("?", record));
-        insert(grantInsert(grant));
-        const refreshIssued = insertTokens(
-          grant,
-          grant.clientId,
-          grant.scopes,
-          issued,
-          record.refreshAllowed === true,
-        );
-        return devicePollIssued(record, grant, refreshIssued);
+        const { writes, result } = judgeDevicePoll(rowToDeviceAuthorization(row), clientId, now, tokens);
+        applyWrites(writes);
+        return result;
       });
     },
   };

@@ -1,15 +1,14 @@
 /**
  * The SQLite store's grants and the tokens issued under them (storage contract "Grants", "Refresh
  * tokens", "Access tokens"): listing, revocation, step-up, and refresh rotation, moved out of
- * store.ts so the store reads by concern. The rotation judgement is every backend's
- * (../rules.ts `judgeRefreshToken`); this module runs it under the group commit's write lock.
+ * store.ts so the store reads by concern. The rotation judgement, and what it writes, is every
+ * backend's (../rules.ts `judgeRefreshToken`); this module reads the token and its grant and runs
+ * the verdict's writes under the group commit's write lock.
  */
-import type { AuthorizationStore, GrantRecord, IssuedTokens, RotateRefreshResult } from "../contract.js";
-import { judgeRefreshToken, rotationMarks, tokensForRefresh } from "../rules.js";
+import type { AuthorizationStore, RotateRefreshResult } from "../contract.js";
+import { grantWithAccessTokenWrites, judgeRefreshToken, type StorageWrite } from "../rules.js";
 import {
-  grantInsert,
   type Row,
-  type RowInsert,
   rowToAccessToken,
   rowToGrant,
   rowToRefreshToken,
@@ -26,21 +25,13 @@ const GRANT_FILTER_COLUMNS = [
   ["sessionHash", "session_hash"],
 ] as const;
 
-/** What the methods need from the store: its statement runners, the token inserts, read and write. */
+/** What the methods need from the store: its statement runners, the writer of verdicts, read and write. */
 export interface SqliteGrantIo {
   one(text: string, ...params: unknown[]): Row | undefined;
   all(text: string, ...params: unknown[]): Row[];
   run(text: string, ...params: unknown[]): number;
   exec(statement: Statement): number;
-  insert(row: RowInsert): number;
-  insertTokens(
-    grant: GrantRecord,
-    clientId: string,
-    scopes: string[],
-    tokens: Omit<IssuedTokens, "grantExpiresAt">,
-    writeRefresh: boolean,
-    rotatedFrom?: string,
-  ): boolean;
+  applyWrites(writes: readonly StorageWrite[]): void;
   revokeGrantRows(grantId: string, now: number): boolean;
   read<T>(fn: () => T): Promise<T>;
   write<T>(fn: () => T): Promise<T>;
@@ -61,13 +52,10 @@ type GrantMethods = Pick<
 >;
 
 export function sqliteGrantMethods(io: SqliteGrantIo): GrantMethods {
-  const { one, all, run, exec, insert, insertTokens, revokeGrantRows, read, write } = io;
+  const { one, all, run, exec, applyWrites, revokeGrantRows, read, write } = io;
   return {
     async createGrantWithAccessToken(grant, accessToken) {
-      await write(() => {
-        insert(grantInsert(grant));
-        insertTokens(grant, grant.clientId, grant.scopes, { accessToken }, false);
-      });
+      await write(() => applyWrites(grantWithAccessTokenWrites(grant, accessToken)));
     },
     async getGrant(grantId) {
       const row = await read(() => one("SELECT * FROM grants WHERE grant_id = ?", grantId));
@@ -123,26 +111,9 @@ export function sqliteGrantMethods(io: SqliteGrantIo): GrantMethods {
         const grantRow = one("SELECT * FROM grants WHERE grant_id = ?", token.grantId);
         if (!grantRow) return { status: "not_found" };
         const grant = rowToGrant(grantRow);
-        const verdict = judgeRefreshToken(token, grant, now, graceMs, check);
-        if (verdict.status === "reused") revokeGrantRows(grant.grantId, now);
-        if (verdict.status !== "ok") return verdict;
-        const { scopes } = verdict;
-        const tokens = tokensForRefresh(tokensOrFn, token, grant);
-        const old = { ...token };
-        const marks = rotationMarks(token, tokens.refreshToken !== undefined, now);
-        if (marks.rotatedAt !== undefined) {
-          old.rotatedAt = marks.rotatedAt;
-          run("UPDATE refresh_tokens SET rotated_at = ? WHERE token_hash = ?", old.rotatedAt, tokenHash);
-        }
-        if (marks.parentSuccessorUsed !== undefined) {
-          run(
-            "UPDATE refresh_tokens SET successor_used_at = ? WHERE token_hash = ? AND successor_used_at IS NULL",
-            now,
-            marks.parentSuccessorUsed,
-          );
-        }
-        insertTokens(grant, token.clientId, scopes, tokens, true, tokenHash);
-        return { status: "issued", old, grant, scopes: [...scopes] };
+        const { writes, result } = judgeRefreshToken(token, grant, now, graceMs, check, tokensOrFn);
+        applyWrites(writes);
+        return result;
       });
     },
     async getRefreshToken(tokenHash) {

@@ -11,16 +11,14 @@
  */
 
 import Database from "better-sqlite3";
-import type { AuthorizationStore, GrantRecord, IssuedTokens, PurgeResult } from "../contract.js";
-import { assertMarkerKey, emptyPurgeResult, issuedTokenRecords, sameJsonValue } from "../rules.js";
+import type { AuthorizationStore, PurgeResult } from "../contract.js";
+import { assertMarkerKey, emptyPurgeResult, type StorageWrite, sameJsonValue } from "../rules.js";
 import {
-  accessTokenInsert,
   clientColumns,
   fromJson,
   insertSql,
   type Row,
   type RowInsert,
-  refreshTokenInsert,
   rowToClient,
   rowToSigningKey,
   rowToUser,
@@ -34,6 +32,7 @@ import {
   type Statement,
   useOnceStatement,
 } from "../sql/statements.js";
+import { writeStatements } from "../sql/writes.js";
 import { type CheckpointerStats, createCheckpointer } from "./checkpointer.js";
 import { createClientCache } from "./client-cache.js";
 import { sqliteCodeMethods } from "./code-methods.js";
@@ -210,26 +209,13 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     );
   }
 
-  function insertTokens(
-    grant: GrantRecord,
-    clientId: string,
-    scopes: string[],
-    tokens: Omit<IssuedTokens, "grantExpiresAt">,
-    writeRefresh: boolean,
-    rotatedFrom?: string,
-  ): boolean {
-    const { access, refresh } = issuedTokenRecords(
-      grant,
-      clientId,
-      scopes,
-      tokens,
-      writeRefresh,
-      rotatedFrom,
-    );
-    insert(accessTokenInsert(access));
-    if (!refresh) return false;
-    insert(refreshTokenInsert(refresh));
-    return true;
+  /**
+   * Runs the writes of a verdict (../rules.ts `StorageWrite`), in order, inside the calling write's
+   * savepoint: a throw (a conflicting insert) undoes them all. The one place this store enacts
+   * what a code redemption, a refresh rotation or a device poll was judged to write.
+   */
+  function applyWrites(writes: readonly StorageWrite[]): void {
+    for (const write of writes) for (const statement of writeStatements("?", write)) exec(statement);
   }
 
   const upsertClientSql = `INSERT INTO clients (client_id, data, created_at, last_used_at, expires_at)
@@ -344,7 +330,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
 
     ...sqliteSessionMethods({ one, all, run, exec, read, write }),
 
-    ...sqliteGrantMethods({ one, all, run, exec, insert, insertTokens, revokeGrantRows, read, write }),
+    ...sqliteGrantMethods({ one, all, exec, run, applyWrites, revokeGrantRows, read, write }),
 
     async listSigningKeys() {
       return (await read(() => all("SELECT * FROM signing_keys ORDER BY created_at, kid"))).map(
@@ -373,8 +359,8 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       });
     },
 
-    ...sqliteCodeMethods({ one, run, insert, insertTokens, revokeGrantRows, retireIo, write }),
-    ...sqliteDeviceMethods({ one, exec, insert, insertTokens, read, write }),
+    ...sqliteCodeMethods({ one, insert, applyWrites, retireIo, write }),
+    ...sqliteDeviceMethods({ one, exec, insert, applyWrites, read, write }),
 
     async useOnce(key, expiresAt, now) {
       assertMarkerKey(key);
