@@ -7,13 +7,13 @@
  *                                  is missing, or names a subpath package.json no longer exports
  *   node api/extract.mjs --update  rewrites the reports (and deletes those of removed subpaths)
  *
- * api-extractor writes each report into a temporary folder; this script compares it with api/.
+ * api-extractor writes each report into a temporary folder; this script compares it with api/
+ * and prints the changed lines.
  * One normalisation first: a warning that api-extractor cannot attach to a declaration names the
  * .d.ts file and line it came from, which moves with every comment or file move and says nothing
  * about the surface; the path and line are dropped, the warning kept. One TypeScript program
  * serves every entry (CompilerState), so the run costs about one compile.
  */
-import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -33,6 +33,41 @@ const made = mkdtempSync(join(tmpdir(), "gatehouse-api-"));
 function reportName(subpath) {
   const rest = subpath.replace(/^\.\/?/, "").replaceAll("/", ".");
   return rest ? `${packageJson.name}.${rest}` : packageJson.name;
+}
+
+/**
+ * The changed lines of `after` against `before`, `-`/`+` with two lines of context (a longest
+ * common subsequence of lines: the reports are a few hundred lines, so the table stays small).
+ */
+function lineDiff(before, after) {
+  const a = before.split("\n");
+  const b = after.split("\n");
+  const common = Array.from({ length: a.length + 1 }, () => new Uint32Array(b.length + 1));
+  for (let i = a.length - 1; i >= 0; i--) {
+    for (let j = b.length - 1; j >= 0; j--) {
+      common[i][j] = a[i] === b[j] ? common[i + 1][j + 1] + 1 : Math.max(common[i + 1][j], common[i][j + 1]);
+    }
+  }
+  const ops = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    if (i < a.length && j < b.length && a[i] === b[j]) {
+      ops.push([" ", a[i++]]);
+      j++;
+    } else if (j < b.length && (i === a.length || common[i][j + 1] >= common[i + 1][j])) {
+      ops.push(["+", b[j++]]);
+    } else {
+      ops.push(["-", a[i++]]);
+    }
+  }
+  const near = (k) => ops.slice(Math.max(0, k - 2), k + 3).some(([op]) => op !== " ");
+  const lines = [];
+  ops.forEach(([op, line], k) => {
+    if (near(k)) lines.push(`${op} ${line}`);
+    else if (lines.at(-1) !== "  …") lines.push("  …");
+  });
+  return lines.join("\n");
 }
 
 /** `// dist/x/y.d.ts:108:5 - (ae-forgotten-export) …` → `// (ae-forgotten-export) …` */
@@ -89,19 +124,11 @@ try {
       continue;
     }
     failed = true;
-    writeFileSync(join(made, file), fresh);
     if (old === undefined) {
       console.error(`api: ${entry.subpath}: api/${file} is missing`);
     } else {
-      console.error(`api: ${entry.subpath}: api/${file} differs from the build:`);
-      const diff = spawnSync(
-        "diff",
-        ["-u", "--label", `api/${file}`, "--label", "build", kept, join(made, file)],
-        {
-          encoding: "utf8",
-        },
-      );
-      console.error(diff.stdout || diff.error?.message);
+      console.error(`api: ${entry.subpath}: api/${file} differs from the build (- kept, + built):`);
+      console.error(lineDiff(old, fresh));
     }
   }
   // A report left for a subpath package.json no longer exports.
