@@ -1,7 +1,8 @@
 /**
  * `gatehouse/client`. Exported: `createAuthFetch` / `AuthClient` and every type their options,
  * events and results name; the non-interactive grants (and `DPoPSigner`, the type a grant receives
- * as `dpop`); the token stores; the user agents; `AuthorizationFlowError` and
+ * as `dpop`); the token stores and their errors (`TokenStoreError`, with `KeychainUnavailableError`,
+ * `LockTimeoutError` and `StorePathSymlinkError`); the user agents; `AuthorizationFlowError` and
  * `explainNetworkError`; the stdio credential helpers (spec "Applicability" 3); and the protocol
  * steps for a flow run by hand (discovery, registration, scope selection, the authorization
  * request and response, the token requests, revocation). Not exported: how those steps check
@@ -90,6 +91,7 @@ export {
   EncryptedFileTokenStore,
   KeychainTokenStore,
 } from "./stores/encrypted-file.js";
+export { TokenStoreError, type TokenStoreErrorCode } from "./stores/errors.js";
 export { type FileLockOptions, LockTimeoutError } from "./stores/file-lock.js";
 export { KeychainUnavailableError } from "./stores/keychain.js";
 export { MemoryTokenStore } from "./stores/memory.js";

@@ -7,7 +7,7 @@
  *   (`WWW-Authenticate` for client authentication, `Retry-After` for rate limits).
  * - {@link GatehouseError}: everything else, with a {@link GatehouseErrorCode}: misuse of the API
  *   ({@link GatehouseTypeError}, a `TypeError`), and failures the caller may handle (the client's
- *   authorization flow, guarded fetches, storage, key decryption, the command line).
+ *   authorization flow and token stores, guarded fetches, storage, key decryption, the command line).
  *
  * None ever carries a token, code or secret in its text.
  */
@@ -193,6 +193,28 @@ export type GateErrorCode = "ERR_MISSING_TOKEN" | "ERR_HOST_NOT_ALLOWED";
  */
 export type UpstreamTokenErrorCode = "ERR_UPSTREAM_REAUTHENTICATE" | "ERR_UPSTREAM_UNAVAILABLE";
 
+/**
+ * The client's token stores (`TokenStoreError` and its subclasses in `gatehouse/client`); what a
+ * caller does next differs by code:
+ * - `ERR_KEYCHAIN_UNAVAILABLE`: no OS keychain is reachable, or it did not keep the store key
+ *   (`KeychainUnavailableError`): keep the key in a file (`keyLocation: "file"`) or give it
+ *   (`GATEHOUSE_STORE_KEY`).
+ * - `ERR_STORE_LOCK_TIMEOUT`: another living process held the store's lock past `waitMs`
+ *   (`LockTimeoutError`): try again later.
+ * - `ERR_STORE_PATH_UNSAFE`: a symbolic link or special file where the store expects its own file
+ *   (`StorePathSymlinkError`): remove it.
+ * - `ERR_STORE_KEY_MISSING`: the store file's key is in neither the keychain nor the key file (it
+ *   was written under `GATEHOUSE_STORE_KEY`?): give that key, or remove the file to sign in afresh.
+ * - `ERR_STORE_UNREADABLE`: the store file cannot be read (wrong key, damaged, too large, or a
+ *   format this version does not know).
+ */
+export type TokenStoreErrorCode =
+  | "ERR_KEYCHAIN_UNAVAILABLE"
+  | "ERR_STORE_LOCK_TIMEOUT"
+  | "ERR_STORE_PATH_UNSAFE"
+  | "ERR_STORE_KEY_MISSING"
+  | "ERR_STORE_UNREADABLE";
+
 /** HTTP adapters reading a request body, and the command line. */
 export type AdapterErrorCode = "ERR_BODY_TOO_LARGE" | "ERR_BODY_ABORTED" | "ERR_USAGE";
 
@@ -205,6 +227,7 @@ export type GatehouseErrorCode =
   | StorageErrorCode
   | GateErrorCode
   | UpstreamTokenErrorCode
+  | TokenStoreErrorCode
   | AdapterErrorCode;
 
 /** The base of every error that is not an {@link OAuthError}: a stable `code` from the closed set. */

@@ -5,6 +5,7 @@
  * token usage"). The rest of flow/ is its private machinery around one `AuthState` (state.ts).
  */
 
+import { GatehouseTypeError } from "../../shared/errors.js";
 import { DEFAULT_REVISION } from "../../shared/revision.js";
 import { SingleFlight } from "../../shared/single-flight.js";
 import { AuthorizationFlowError } from "../errors.js";
@@ -41,13 +42,14 @@ export class AuthClient {
     const strategy = options.scopeStrategy ?? defaultScopeStrategy(options.revision ?? DEFAULT_REVISION);
     const maxStepUps = options.maxStepUps ?? 2;
     if (!Number.isInteger(maxStepUps) || maxStepUps < 0) {
-      throw new TypeError("maxStepUps must be a non-negative integer");
+      throw new GatehouseTypeError("ERR_INVALID_OPTION", "maxStepUps must be a non-negative integer");
     }
     if (
       options.deviceAuthorization &&
       (options.authorizationSession || options.userAgent || options.redirectUri)
     ) {
-      throw new TypeError(
+      throw new GatehouseTypeError(
+        "ERR_INVALID_OPTION",
         "deviceAuthorization replaces the browser flow: do not also pass userAgent, redirectUri or authorizationSession",
       );
     }
@@ -58,7 +60,7 @@ export class AuthClient {
     else if (options.userAgent && options.redirectUri)
       session = fixedSession(options.redirectUri, options.userAgent);
     else if (options.userAgent || options.redirectUri) {
-      throw new TypeError("userAgent and redirectUri must be given together");
+      throw new GatehouseTypeError("ERR_INVALID_OPTION", "userAgent and redirectUri must be given together");
     }
     this.#maxStepUps = maxStepUps;
     this.#state = {

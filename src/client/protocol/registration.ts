@@ -115,8 +115,14 @@ function chooseAuthMethod(metadata: AuthorizationServerMetadata): string {
 /** Dynamic client registration (RFC 7591 §3), asking for refresh tokens (spec "Refresh tokens"). */
 export async function registerDynamically(options: ResolveClientOptions): Promise<StoredClient> {
   const endpoint = options.metadata.registration_endpoint;
-  const step = `dynamic client registration (RFC 7591, ${endpoint})`;
-  if (!endpoint) throw new Error("registration_endpoint missing");
+  const step = `dynamic client registration (RFC 7591, ${endpoint ?? "no registration_endpoint"})`;
+  if (!endpoint) {
+    throw new AuthorizationFlowError(
+      "client_information_required",
+      `${options.issuer} publishes no registration_endpoint; register a client there and pass its client_id`,
+      { kind: "action", step, issuer: options.issuer },
+    );
+  }
   assertSecureUrl(endpoint, step);
   const method = chooseAuthMethod(options.metadata);
   const redirect = new URL(options.redirectUri);

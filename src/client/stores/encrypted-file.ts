@@ -23,6 +23,7 @@ import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:
 import { chmod, link, mkdir, open, rename, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { GatehouseTypeError } from "../../shared/errors.js";
+import { TokenStoreError } from "./errors.js";
 import { type FileLockOptions, withFileLock } from "./file-lock.js";
 import { KeychainKey, KeychainUnavailableError } from "./keychain.js";
 import { existsNoFollow, readFileNoFollow } from "./no-follow.js";
@@ -239,7 +240,8 @@ export class EncryptedFileTokenStore implements TokenStore {
     if (!legacy) {
       if (key) return key;
       if (envelope) {
-        throw new Error(
+        throw new TokenStoreError(
+          "ERR_STORE_KEY_MISSING",
           `cannot decrypt ${this.#file}: its key is neither in the OS keychain nor in ${this.#keyFile} (was it written with GATEHOUSE_STORE_KEY?); set that key, or remove the file to sign in afresh`,
         );
       }
@@ -253,7 +255,9 @@ export class EncryptedFileTokenStore implements TokenStore {
       const reread = await keychain.read();
       const check = await this.#readEnvelope();
       if (reread === undefined || !check || !decryptsWith(check, decodeKey(reread))) {
-        throw new Error(`moving the key of ${this.#file} to the OS keychain could not be confirmed`);
+        throw new KeychainUnavailableError(
+          `moving the key of ${this.#file} to the OS keychain could not be confirmed`,
+        );
       }
     }
     key ??= await this.#createKeychainKey(keychain);
@@ -269,7 +273,9 @@ export class EncryptedFileTokenStore implements TokenStore {
     await keychain.write(fresh.toString("base64url"));
     const reread = await keychain.read();
     if (reread === undefined || !decodeKey(reread).equals(fresh)) {
-      throw new Error(`the OS keychain did not keep the store key (${keychain.description})`);
+      throw new KeychainUnavailableError(
+        `the OS keychain did not keep the store key (${keychain.description})`,
+      );
     }
     return fresh;
   }
@@ -277,8 +283,14 @@ export class EncryptedFileTokenStore implements TokenStore {
   async #readEnvelope(): Promise<Envelope | undefined> {
     const raw = await readStoreFile(this.#file, MAX_DATA_FILE_BYTES);
     if (raw === undefined) return undefined;
-    const envelope = JSON.parse(raw) as Envelope;
-    if (envelope.v !== 1) throw new Error("unsupported store format version");
+    let envelope: Envelope;
+    try {
+      envelope = JSON.parse(raw) as Envelope;
+    } catch (cause) {
+      throw new TokenStoreError("ERR_STORE_UNREADABLE", `cannot read ${this.#file}: damaged file`, { cause });
+    }
+    if (envelope?.v !== 1)
+      throw new TokenStoreError("ERR_STORE_UNREADABLE", "unsupported store format version");
     return envelope;
   }
 
@@ -286,7 +298,13 @@ export class EncryptedFileTokenStore implements TokenStore {
     try {
       return JSON.parse(decryptEnvelope(envelope, key).toString("utf8")) as Document;
     } catch (cause) {
-      throw new Error(`cannot decrypt ${this.#file}: wrong key or damaged file`, { cause });
+      throw new TokenStoreError(
+        "ERR_STORE_UNREADABLE",
+        `cannot decrypt ${this.#file}: wrong key or damaged file`,
+        {
+          cause,
+        },
+      );
     }
   }
 

@@ -23,6 +23,7 @@
 import { randomBytes } from "node:crypto";
 import { lutimes, open, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
+import { TokenStoreError } from "./errors.js";
 import { readFileNoFollow } from "./no-follow.js";
 
 export interface FileLockOptions {
@@ -48,10 +49,14 @@ interface LockOwner {
   nonce: string;
 }
 
-/** The error when a living owner keeps the lock past `waitMs`; names the file and the pid, nothing else. */
-export class LockTimeoutError extends Error {
+/**
+ * The error when a living owner keeps the lock past `waitMs`; names the file and the pid, nothing
+ * else. Code ERR_STORE_LOCK_TIMEOUT.
+ */
+export class LockTimeoutError extends TokenStoreError<"ERR_STORE_LOCK_TIMEOUT"> {
   constructor(path: string, owner: LockOwner | undefined) {
     super(
+      "ERR_STORE_LOCK_TIMEOUT",
       `timed out waiting for the lock ${path}${owner ? ` (held by pid ${owner.pid} on ${owner.host})` : ""}`,
     );
     this.name = "LockTimeoutError";

@@ -12,6 +12,7 @@
  * Service the keychain counts as unavailable and the caller decides (file key, or an error).
  */
 import { resolve } from "node:path";
+import { TokenStoreError } from "./errors.js";
 
 /** The keychain service name every Gatehouse store key is filed under. */
 const KEYCHAIN_SERVICE = "gatehouse";
@@ -21,10 +22,10 @@ const KEYCHAIN_SERVICE = "gatehouse";
  */
 const KEYCHAIN_CALL_TIMEOUT_MS = 60_000;
 
-/** The keychain cannot be used here; `reason` says why (never a secret). */
-export class KeychainUnavailableError extends Error {
+/** The keychain cannot be used here; `reason` says why (never a secret). Code ERR_KEYCHAIN_UNAVAILABLE. */
+export class KeychainUnavailableError extends TokenStoreError<"ERR_KEYCHAIN_UNAVAILABLE"> {
   constructor(reason: string) {
-    super(`no OS keychain is reachable: ${reason}`);
+    super("ERR_KEYCHAIN_UNAVAILABLE", `no OS keychain is reachable: ${reason}`);
     this.name = "KeychainUnavailableError";
   }
 }

@@ -9,12 +9,17 @@
  */
 import { constants } from "node:fs";
 import { lstat, open } from "node:fs/promises";
+import { TokenStoreError } from "./errors.js";
 
-/** A symbolic link (or another non-regular file) where the store expects one of its own files. */
-export class StorePathSymlinkError extends Error {
+/**
+ * A symbolic link (or another non-regular file) where the store expects one of its own files.
+ * Code ERR_STORE_PATH_UNSAFE.
+ */
+export class StorePathSymlinkError extends TokenStoreError<"ERR_STORE_PATH_UNSAFE"> {
   readonly path: string;
   constructor(path: string, what = "a symbolic link") {
     super(
+      "ERR_STORE_PATH_UNSAFE",
       `${path} is ${what}; Gatehouse does not follow symbolic links or open special files in its store directory: remove it and try again`,
     );
     this.name = "StorePathSymlinkError";
@@ -47,7 +52,10 @@ export async function readFileNoFollow(
     const info = await handle.stat();
     if (!info.isFile()) throw new StorePathSymlinkError(path, "not a regular file");
     if (info.size > maxBytes)
-      throw new Error(`${path} is larger than ${maxBytes} bytes; it is not a store file`);
+      throw new TokenStoreError(
+        "ERR_STORE_UNREADABLE",
+        `${path} is larger than ${maxBytes} bytes; it is not a store file`,
+      );
     const buffer = Buffer.alloc(Math.max(info.size, 0));
     let filled = 0;
     while (filled < buffer.length) {
