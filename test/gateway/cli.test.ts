@@ -115,6 +115,12 @@ describe("gatehouse gateway", () => {
       "--policy",
       "--user-header",
       "--filter-listings",
+      "--introspection-client-id",
+      "--introspection-client-secret-file",
+      "GATEHOUSE_INTROSPECTION_CLIENT_SECRET",
+      "--data",
+      "--database-url",
+      "--config",
     ]) {
       expect(help.stdout).toContain(f);
     }

@@ -1,35 +1,38 @@
 /**
- * `gatehouse gateway`: protects an existing Streamable HTTP MCP server without touching its code
- * (src/gateway/http-gateway.ts): the protected resource metadata, the challenges and the
- * operation policy in front, the client's token never passed on. Tokens are JWTs checked against
- * the authorization server's keys (its RFC 8414 metadata names them, or `--jwks-uri`).
+ * `gatehouse gateway`: protects an existing MCP server (Streamable HTTP or stdio) without touching
+ * its code, through the library's `createGateway` (src/gateway/index.ts, `gatehouse-auth/gateway`):
+ * the protected resource metadata, the challenges and the operation policy in front, the client's
+ * token never passed on. Tokens are JWTs checked against the authorization server's keys (its RFC
+ * 8414 metadata names them, or `--jwks-uri`), or are introspected (RFC 7662,
+ * `--introspection-client-id`). With `--data` or `--database-url` the gateway shares the
+ * authorization server's store and marks grants for step-up on a 403 `insufficient_scope`.
+ * Settings come from flags and a JSON config file (`--config`; flags win).
  */
-import { readFileSync } from "node:fs";
-import { createHttpGateway } from "../../gateway/http-gateway.js";
+import { existsSync, readFileSync } from "node:fs";
+import { z } from "zod";
 import { identityAssertionSigner } from "../../gateway/identity-assertion.js";
-import { commandWords, createStdioUpstream } from "../../gateway/stdio-upstream.js";
-import { cachedVerifier } from "../../resource-server/cache.js";
-import { jwtVerifier } from "../../resource-server/jwt-verifier.js";
-import { createOperationGate } from "../../resource-server/operations/gate.js";
+import { createGateway, type GatewayIntrospectionOptions, type GatewayOptions } from "../../gateway/index.js";
+import { commandWords } from "../../gateway/stdio-upstream.js";
 import { parseOperationPolicy } from "../../resource-server/operations/policy.js";
-import { createResourceServer } from "../../resource-server/resource-server.js";
 import { upstreamTokenClient } from "../../resource-server/upstream-token.js";
 import { jsonLogger } from "../../shared/log.js";
 import { isLoopbackHost } from "../../shared/resource-uri.js";
-import { authorizationServerMetadataUrls } from "../../shared/well-known.js";
+import type { AuthorizationStore } from "../../storage/contract.js";
 import {
   flag,
   formatUsage,
   integerValue,
   noPositionals,
   type OptionSpecs,
+  type ParsedArgs,
   parseCommandArgs,
   stringList,
   stringValue,
   UsageError,
 } from "../args.js";
+import { type StoreTarget, storeTarget } from "../config.js";
 import { out, outJson, printUsage, runCommand } from "../output.js";
-import { serveHttp, waitForShutdownSignal } from "../server-runtime.js";
+import { describeStore, openCliStore, serveHttp, waitForShutdownSignal } from "../server-runtime.js";
 
 const OPTIONS: OptionSpecs = {
   upstream: {
@@ -100,7 +103,7 @@ const OPTIONS: OptionSpecs = {
   "authorization-server": {
     type: "string",
     valueName: "url",
-    description: "the issuer whose access tokens are accepted (JWTs, RFC 9068)",
+    description: "the issuer whose access tokens are accepted (JWTs, RFC 9068, or introspected)",
   },
   policy: { type: "string", valueName: "file", description: "the operation policy (YAML or JSON)" },
   "jwks-uri": {
@@ -108,6 +111,33 @@ const OPTIONS: OptionSpecs = {
     valueName: "url",
     description: "the issuer's keys (default: jwks_uri from its RFC 8414 metadata)",
   },
+  "introspection-client-id": {
+    type: "string",
+    valueName: "id",
+    description: "check tokens by introspection (RFC 7662) as this confidential client instead of as JWTs",
+  },
+  "introspection-client-secret-file": {
+    type: "string",
+    valueName: "file",
+    description: "the file holding that client's secret (or GATEHOUSE_INTROSPECTION_CLIENT_SECRET)",
+  },
+  "introspection-endpoint": {
+    type: "string",
+    valueName: "url",
+    description: "the introspection endpoint (default: introspection_endpoint from the issuer's metadata)",
+  },
+  data: {
+    type: "string",
+    valueName: "dir",
+    description:
+      "the authorization server's SQLite data directory, shared: a 403 insufficient_scope marks the grant for step-up",
+  },
+  "database-url": {
+    type: "string",
+    valueName: "url",
+    description: "the same with its postgres:// store (or GATEHOUSE_DATABASE_URL)",
+  },
+  config: { type: "string", valueName: "file", description: "JSON config file (flags override it)" },
   host: { type: "string", valueName: "addr", description: "address to listen on (default 127.0.0.1)" },
   port: {
     type: "string",
@@ -173,6 +203,18 @@ Every request to --resource's path needs a valid access token for --resource, an
 what --policy says. The client's token is never sent upstream. Logs (one JSON line per decision, on
 stderr) never carry tokens or tool arguments. GET /health answers without a token.
 
+Tokens are JWTs checked with the issuer's keys, or, with --introspection-client-id, introspected
+(RFC 7662) with that client's secret from --introspection-client-secret-file or the environment
+variable GATEHOUSE_INTROSPECTION_CLIENT_SECRET (never a flag: a command line is visible to every
+local user). With --data or --database-url (or GATEHOUSE_DATABASE_URL) naming the authorization
+server's own store, a 403 insufficient_scope marks the grant, so that a client which answers it by
+refreshing (MCP SDK v1) is sent to authorize again for the added scope.
+
+--config takes a JSON file whose keys are the flags in camelCase (upstream, stdio, resource,
+authorizationServer, policy, jwksUri, introspection: {endpoint, clientId, clientSecretFile}, data,
+databaseUrl, host, port, trustProxy, filterListings, maxBodyBytes, allowedHosts, sessionKeyFile,
+userHeader, clientHeader, scopesHeader); a flag given too wins.
+
 Example policy (every operation needs mcp:use, delete_file also files:admin; without
 "default" anything the policy does not name is refused):
   base: [mcp:use]
@@ -180,6 +222,151 @@ Example policy (every operation needs mcp:use, delete_file also files:admin; wit
   tools: { delete_file: { scopes: [files:admin] } }
 `,
 );
+
+/** The config file: the flags' values under camelCase keys (docs/gateway.md "Config file"). */
+const configSchema = z.strictObject({
+  upstream: z.string().min(1).optional(),
+  stdio: z.string().min(1).optional(),
+  resource: z.string().min(1).optional(),
+  authorizationServer: z.string().min(1).optional(),
+  policy: z.string().min(1).optional(),
+  jwksUri: z.string().min(1).optional(),
+  /** The secret itself never goes in this file: config files get copied and committed. */
+  introspection: z
+    .strictObject({
+      endpoint: z.string().min(1).optional(),
+      clientId: z.string().min(1),
+      clientSecretFile: z.string().min(1).optional(),
+    })
+    .optional(),
+  data: z.string().min(1).optional(),
+  databaseUrl: z.string().min(1).optional(),
+  host: z.string().min(1).optional(),
+  port: z.number().int().min(0).max(65535).optional(),
+  trustProxy: z.number().int().min(0).max(10).optional(),
+  filterListings: z.boolean().optional(),
+  maxBodyBytes: z
+    .number()
+    .int()
+    .min(1024)
+    .max(256 * 1024 * 1024)
+    .optional(),
+  allowedHosts: z.array(z.string().min(1)).optional(),
+  sessionKeyFile: z.string().min(1).optional(),
+  userHeader: z.string().min(1).optional(),
+  clientHeader: z.string().min(1).optional(),
+  scopesHeader: z.string().min(1).optional(),
+});
+
+/** The flag a config key stands for: `authorizationServer` is `--authorization-server`. */
+function flagName(key: string): string {
+  return key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+}
+
+/**
+ * Reads `--config` and fills in every flag the command line did not give, so the rest of the
+ * command reads one set of values and a flag always wins over the file.
+ */
+function mergeConfigFile(parsed: ParsedArgs): void {
+  const path = stringValue(parsed, "config");
+  if (path === undefined) return;
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new UsageError(
+      `cannot read config file ${path}: ${(error as NodeJS.ErrnoException).code ?? "error"}`,
+    );
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`config file ${path} is not valid JSON: ${(error as Error).message}`);
+  }
+  const result = configSchema.safeParse(json);
+  if (!result.success) {
+    const issues = result.error.issues
+      .map((issue) => `  ${issue.path.length ? issue.path.join(".") : "(root)"}: ${issue.message}`)
+      .join("\n");
+    throw new UsageError(`invalid config file ${path}:\n${issues}`);
+  }
+  const { introspection, ...flat } = result.data;
+  const values: Record<string, string | boolean | string[]> = {};
+  for (const [key, value] of Object.entries(flat)) {
+    if (value !== undefined) values[flagName(key)] = typeof value === "number" ? String(value) : value;
+  }
+  if (introspection !== undefined) {
+    values["introspection-client-id"] = introspection.clientId;
+    if (introspection.endpoint !== undefined) values["introspection-endpoint"] = introspection.endpoint;
+    if (introspection.clientSecretFile !== undefined)
+      values["introspection-client-secret-file"] = introspection.clientSecretFile;
+  }
+  for (const [name, value] of Object.entries(values)) {
+    if (parsed.values[name] === undefined) parsed.values[name] = value;
+  }
+}
+
+/** Reads a secret from a file named by a flag; the error names the flag, never the content. */
+function secretFromFile(file: string, name: string): string {
+  let secret: string;
+  try {
+    secret = readFileSync(file, "utf8").trim();
+  } catch (error) {
+    throw new UsageError(`cannot read --${name}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+  }
+  if (secret === "") throw new UsageError(`--${name} is empty`);
+  return secret;
+}
+
+/**
+ * Introspection (RFC 7662) instead of JWTs: the gateway's confidential client, its secret from a
+ * file or GATEHOUSE_INTROSPECTION_CLIENT_SECRET (a command line is visible to every local user).
+ */
+function introspectionOption(parsed: ParsedArgs): GatewayIntrospectionOptions | undefined {
+  const clientId = stringValue(parsed, "introspection-client-id");
+  const secretFile = stringValue(parsed, "introspection-client-secret-file");
+  const endpoint = stringValue(parsed, "introspection-endpoint");
+  if (clientId === undefined) {
+    if (secretFile !== undefined || endpoint !== undefined)
+      throw new UsageError("--introspection-endpoint and its secret file go with --introspection-client-id");
+    return undefined;
+  }
+  if (stringValue(parsed, "jwks-uri") !== undefined)
+    throw new UsageError("give --jwks-uri or --introspection-client-id, not both");
+  const fromEnv = process.env.GATEHOUSE_INTROSPECTION_CLIENT_SECRET || undefined;
+  const clientSecret =
+    secretFile !== undefined ? secretFromFile(secretFile, "introspection-client-secret-file") : fromEnv;
+  if (clientSecret === undefined) {
+    throw new UsageError(
+      "--introspection-client-id needs its secret: --introspection-client-secret-file or GATEHOUSE_INTROSPECTION_CLIENT_SECRET",
+    );
+  }
+  if (endpoint !== undefined) absoluteUrl(endpoint, "introspection-endpoint");
+  return { clientId, clientSecret, ...(endpoint !== undefined && { endpoint }) };
+}
+
+/** The authorization server's store, shared for step-up: `--data`, `--database-url`, the environment. */
+function stepUpStoreTarget(parsed: ParsedArgs): StoreTarget | undefined {
+  const data = stringValue(parsed, "data");
+  const databaseUrl =
+    stringValue(parsed, "database-url") ?? (process.env.GATEHOUSE_DATABASE_URL || undefined);
+  if (data === undefined && databaseUrl === undefined) return undefined;
+  if (data !== undefined && stringValue(parsed, "database-url") !== undefined)
+    throw new UsageError("give --data or --database-url, not both");
+  const target = storeTarget({
+    data,
+    databaseUrl: data === undefined ? databaseUrl : undefined,
+    defaultData: ".gatehouse",
+  });
+  // A directory without the server's database is a mistake: a new empty store would mark nothing.
+  if (target.kind === "sqlite" && !existsSync(target.path)) {
+    throw new UsageError(
+      `--data: no authorization server database at ${target.path} (start gatehouse serve there first)`,
+    );
+  }
+  return target;
+}
 
 function required(value: string | undefined, name: string): string {
   if (value === undefined) throw new UsageError(`--${name} is required`);
@@ -194,38 +381,13 @@ function absoluteUrl(value: string, name: string): URL {
   }
 }
 
-/** The issuer's `jwks_uri` from its RFC 8414 metadata (bounded read, exact issuer check, §3.3). */
-async function discoverJwksUri(issuer: string): Promise<string> {
-  for (const { url } of authorizationServerMetadataUrls(issuer)) {
-    let response: Response;
-    try {
-      response = await fetch(url, { redirect: "error", signal: AbortSignal.timeout(10_000) });
-    } catch {
-      continue;
-    }
-    if (!response.ok) {
-      await response.body?.cancel();
-      continue;
-    }
-    const text = await response.text();
-    if (text.length > 256 * 1024) throw new Error(`the authorization server metadata at ${url} is too large`);
-    const metadata = JSON.parse(text) as { issuer?: unknown; jwks_uri?: unknown };
-    if (metadata.issuer !== issuer) {
-      throw new Error(`the metadata at ${url} names another issuer (RFC 8414 §3.3)`);
-    }
-    if (typeof metadata.jwks_uri !== "string") throw new Error(`the metadata at ${url} has no jwks_uri`);
-    return metadata.jwks_uri;
-  }
-  throw new Error(`no authorization server metadata found for ${issuer} (give --jwks-uri)`);
-}
-
 /**
  * `--stdio-upstream-token-env NAME=provider`: the user's upstream token in the child's
  * environment, asked of the authorization server's /upstream/token with the gateway's own client
  * credentials (a pre-registered confidential client the provider's keepTokens lists for
  * --resource). The secret comes from a file: a command line is visible to every local user.
  */
-function upstreamTokensOption(parsed: ReturnType<typeof parseCommandArgs>, issuer: string) {
+function upstreamTokensOption(parsed: ParsedArgs, issuer: string) {
   const pairs = stringList(parsed, "stdio-upstream-token-env");
   const clientId = stringValue(parsed, "upstream-token-client-id");
   const secretFile = stringValue(parsed, "upstream-token-client-secret-file");
@@ -251,22 +413,14 @@ function upstreamTokensOption(parsed: ReturnType<typeof parseCommandArgs>, issue
     }
     variables[name] = provider;
   }
-  let clientSecret: string;
+  const clientSecret = secretFromFile(secretFile, "upstream-token-client-secret-file");
   try {
-    clientSecret = readFileSync(secretFile, "utf8").trim();
-  } catch (error) {
-    throw new UsageError(
-      `cannot read --upstream-token-client-secret-file: ${(error as NodeJS.ErrnoException).code ?? "error"}`,
-    );
-  }
-  if (clientSecret === "") throw new UsageError("--upstream-token-client-secret-file is empty");
-  let client: ReturnType<typeof upstreamTokenClient>;
-  try {
-    client = upstreamTokenClient({ issuer, clientAuth: { clientId, clientSecret } });
+    // Checked now (the issuer must be https or loopback) so a mistake is a usage error.
+    upstreamTokenClient({ issuer, clientAuth: { clientId, clientSecret } });
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
-  return { variables, client };
+  return { variables, clientId, clientSecret };
 }
 
 /**
@@ -274,11 +428,7 @@ function upstreamTokensOption(parsed: ReturnType<typeof parseCommandArgs>, issue
  * assertion to the HTTP upstream (src/gateway/identity-assertion.ts), `iss` the resource and `aud`
  * the upstream URL.
  */
-function identityAssertionOption(
-  parsed: ReturnType<typeof parseCommandArgs>,
-  resource: string,
-  upstream: string | undefined,
-) {
+function identityAssertionOption(parsed: ParsedArgs, resource: string, upstream: string | undefined) {
   const header = stringValue(parsed, "identity-assertion-header");
   const keyFile = stringValue(parsed, "identity-assertion-key-file");
   if (header === undefined && keyFile === undefined) return undefined;
@@ -295,10 +445,9 @@ function identityAssertionOption(
     );
   }
   try {
-    return {
-      header,
-      signer: identityAssertionSigner({ privateKey: pem, issuer: resource, audience: upstream }),
-    };
+    // Checked here for a usage error that never echoes the key; the gateway signs with it.
+    identityAssertionSigner({ privateKey: pem, issuer: resource, audience: upstream });
+    return { header, privateKey: pem };
   } catch (error) {
     // The key's text is never echoed: only why it is refused.
     throw new UsageError(
@@ -312,6 +461,7 @@ export async function run(args: string[]): Promise<number> {
     const parsed = parseCommandArgs(args, OPTIONS);
     if (flag(parsed, "help")) return printUsage(USAGE);
     noPositionals(parsed);
+    mergeConfigFile(parsed);
     const stdioCommand = stringValue(parsed, "stdio");
     const upstreamFlag = stringValue(parsed, "upstream");
     if ((stdioCommand === undefined) === (upstreamFlag === undefined)) {
@@ -345,6 +495,8 @@ export async function run(args: string[]): Promise<number> {
     }
     const upstreamTokens = upstreamTokensOption(parsed, issuer);
     const identityAssertion = identityAssertionOption(parsed, resource, upstream);
+    const introspection = introspectionOption(parsed);
+    const stepUpStore = stepUpStoreTarget(parsed);
     const port = integerValue(parsed, "port", 65535) ?? 8080;
     const host = stringValue(parsed, "host") ?? "127.0.0.1";
     const maxBodyBytes = integerValue(parsed, "max-body-bytes", 256 * 1024 * 1024);
@@ -365,22 +517,7 @@ export async function run(args: string[]): Promise<number> {
       extraHosts.length === 0 && isLoopbackHost(resourceUrl.hostname)
         ? undefined
         : [resourceUrl.host, ...extraHosts];
-    const jwksUri = stringValue(parsed, "jwks-uri") ?? (await discoverJwksUri(issuer));
-    const resourceServer = createResourceServer({
-      resource,
-      authorizationServers: [issuer],
-      scopesSupported: policy.scopesNamed.length ? [...policy.scopesNamed] : undefined,
-      verifier: cachedVerifier(jwtVerifier({ issuer, audience: resource, jwksUri })),
-      allowedHosts,
-      logger: log,
-    });
-    const gate = createOperationGate(resourceServer, {
-      policy,
-      maxBodyBytes,
-      filterListings: flag(parsed, "filter-listings"),
-      logger: log,
-    });
-    let stdio: ReturnType<typeof createStdioUpstream> | undefined;
+    let stdio: GatewayOptions["stdio"];
     if (stdioCommand !== undefined) {
       // The child's environment is what the operator names, never the gateway's own (its keys).
       const env: Record<string, string> = {};
@@ -393,56 +530,82 @@ export async function run(args: string[]): Promise<number> {
         if (eq <= 0) throw new UsageError("--env takes NAME=value");
         env[pair.slice(0, eq)] = pair.slice(eq + 1);
       }
-      let argv: string[];
+      let command: string[];
       try {
-        argv = commandWords(stdioCommand);
+        command = commandWords(stdioCommand);
       } catch (error) {
         throw new UsageError(`--stdio: ${(error as Error).message}`);
       }
-      stdio = createStdioUpstream({
-        argv,
+      const subjectEnv = stringValue(parsed, "user-env");
+      const maxChildren = integerValue(parsed, "max-children", 10_000);
+      stdio = {
+        command,
         env,
         scope: stdioScope,
-        upstreamTokens,
-        subjectEnv: stringValue(parsed, "user-env"),
-        maxChildren: integerValue(parsed, "max-children", 10_000),
-        idleMs: (integerValue(parsed, "idle-seconds", 86_400) ?? 600) * 1000,
+        idleSeconds: integerValue(parsed, "idle-seconds", 86_400) ?? 600,
+        ...(subjectEnv !== undefined && { subjectEnv }),
+        ...(maxChildren !== undefined && { maxChildren }),
+        ...(upstreamTokens && { upstreamTokens }),
+      };
+    }
+    // Opened last, once every flag is checked; closed at shutdown or if the gateway cannot start.
+    let store: AuthorizationStore | undefined;
+    if (stepUpStore !== undefined) store = await openCliStore(stepUpStore);
+    let gateway: Awaited<ReturnType<typeof createGateway>>;
+    try {
+      gateway = await createGateway({
+        ...(upstream !== undefined && { upstream }),
+        ...(stdio && { stdio }),
+        resource,
+        authorizationServer: issuer,
+        policy,
+        ...(stringValue(parsed, "jwks-uri") !== undefined && { jwksUri: stringValue(parsed, "jwks-uri") }),
+        ...(introspection && { introspection }),
+        ...(store && { stepUp: { store } }),
+        filterListings: flag(parsed, "filter-listings"),
+        ...(maxBodyBytes !== undefined && { maxBodyBytes }),
+        ...(allowedHosts && { allowedHosts }),
+        ...(sessionKey && { sessionKey }),
+        ...(identityAssertion && { identityAssertion }),
+        identityHeaders: {
+          subject: stringValue(parsed, "user-header"),
+          clientId: stringValue(parsed, "client-header"),
+          scopes: stringValue(parsed, "scopes-header"),
+        },
         logger: log,
       });
+    } catch (error) {
+      await store?.close();
+      if (error instanceof Error && /no authorization server metadata found/.test(error.message))
+        throw new Error(`${error.message} (give --jwks-uri or --introspection-endpoint)`);
+      throw error;
     }
-    const gateway = createHttpGateway({
-      upstream,
-      stdio,
-      resourceServer,
-      gate,
-      sessionKey,
-      identityAssertion,
-      identityHeaders: {
-        subject: stringValue(parsed, "user-header"),
-        clientId: stringValue(parsed, "client-header"),
-        scopes: stringValue(parsed, "scopes-header"),
-      },
-      logger: log,
-    });
     const running = await serveHttp({ host, port, trustProxy, log, name: "gateway", requestLog: false });
     running.setHandler((request) => gateway.fetch(request));
     const url = `http://${host.includes(":") ? `[${host}]` : host}:${running.port}`;
     const behind = upstream ?? `stdio: ${stdioCommand}`;
-    const assertionJwk = await identityAssertion?.signer.publicJwk();
+    const assertionJwk = await gateway.identityAssertionJwk();
+    const checks = introspection ? "introspection" : "jwt";
     if (flag(parsed, "json"))
       outJson({
         url,
         resource,
         upstream: behind,
         authorization_server: issuer,
+        token_check: checks,
+        ...(stepUpStore && { step_up_store: describeStore(stepUpStore) }),
         // The public key the upstream verifies the identity assertion with (docs/gateway.md).
         ...(assertionJwk && { identity_assertion_jwk: assertionJwk }),
       });
-    else out(`gatehouse gateway on ${url}: ${resource} -> ${behind} (tokens from ${issuer})`);
+    else
+      out(
+        `gatehouse gateway on ${url}: ${resource} -> ${behind} (tokens from ${issuer}, ${checks === "jwt" ? "JWTs" : "introspected"}${stepUpStore ? `; step-up through ${describeStore(stepUpStore)}` : ""})`,
+      );
     await waitForShutdownSignal(log);
     // Graceful: stop accepting, let in-flight requests and streams finish (10 s), then cut.
     await running.close(10_000);
-    await stdio?.close();
+    await gateway.close();
+    await store?.close();
     log.info("shutdown_complete", { server: "gateway" });
     return 0;
   });
