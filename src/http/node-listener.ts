@@ -68,20 +68,30 @@ export function logHandlerError(error: unknown): void {
 /** Default body cap, in bytes (shared with node-require-bearer.ts). */
 export const DEFAULT_MAX_BODY = 1024 * 1024;
 
-/** Side channel for the client address: not a header, so a client cannot forge it. */
+/**
+ * Side channel for the client address: not a header, so a client cannot forge it. The listener's
+ * own lazy requests keep it in a module-private slot instead ({@link OWN_ADDRESS}): an entry per
+ * request in a WeakMap is extra work for the garbage collector on every request.
+ */
 const CLIENT_ADDRESSES = new WeakMap<Request, string>();
+/** The slot of a {@link ListenerRequest} holding its client address (module-private symbol). */
+const OWN_ADDRESS = Symbol("gatehouse.clientAddress");
 
 /**
  * The address of the client that sent `request`, when it came through {@link toNodeListener}
  * (honouring `X-Forwarded-For` only with `trustProxy`). `undefined` for requests built elsewhere.
  */
 export function clientAddress(request: Request): string | undefined {
+  if ((request as unknown) instanceof ListenerRequest)
+    return (request as unknown as ListenerRequest)[OWN_ADDRESS];
   return CLIENT_ADDRESSES.get(request);
 }
 
 /** Attaches a client address to a request (for other adapters and tests). */
 export function setClientAddress(request: Request, address: string): void {
-  CLIENT_ADDRESSES.set(request, address);
+  if ((request as unknown) instanceof ListenerRequest)
+    (request as unknown as ListenerRequest)[OWN_ADDRESS] = address;
+  else CLIENT_ADDRESSES.set(request, address);
 }
 
 interface AbortState {
@@ -150,9 +160,11 @@ Object.defineProperty(NodeRequest.prototype, "signal", {
  * is built only for the rest. A clone keeps the client address, as {@link NodeRequest}'s does.
  */
 class ListenerRequest extends LazyRequest {
+  [OWN_ADDRESS]: string | undefined = undefined;
+
   clone(): Request {
     const copy = this[MATERIALIZE]().clone();
-    const address = CLIENT_ADDRESSES.get(this as unknown as Request);
+    const address = this[OWN_ADDRESS];
     if (address !== undefined) CLIENT_ADDRESSES.set(copy, address);
     return copy;
   }
@@ -169,10 +181,61 @@ const METHOD_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
  * constructor throws, so the lazy request answers the same requests 400 as a built one did.
  */
 function requestMethod(method: string): string | undefined {
+  // node's parser hands the common methods over upper-case already: nothing to check or change.
+  if (method === "GET" || method === "POST") return method;
   if (!METHOD_TOKEN.test(method)) return undefined;
   const upper = method.toUpperCase();
   if (FORBIDDEN_METHODS.has(upper)) return undefined;
   return NORMALIZED_METHODS.has(upper) ? upper : method;
+}
+
+/**
+ * An origin-form request target (RFC 9112 §3.2.1) the WHATWG URL parser serialises exactly as
+ * written after an origin it leaves unchanged: only characters no part of the path or query
+ * percent-encodes or rewrites (no `\`, `'`, `^`, `|`, braces, brackets, quotes, spaces, non-ASCII),
+ * and no dot segment, plain or percent-encoded ({@link DOT_SEGMENT}), which the parser would remove.
+ */
+const PLAIN_TARGET = /^\/[A-Za-z0-9\-._~!$&()*+,;=:@/?%]*$/;
+const DOT_SEGMENT = /\/\.|%2e/i;
+
+/** The last origin checked by {@link canonicalOrigin} and the answer: a server sees few Hosts. */
+let lastOrigin = "";
+let lastOriginCanonical = false;
+
+/**
+ * Whether the URL parser serialises `origin` as it is: a lower-case host, no default port, no
+ * IPv4 or IPv6 shorthand (else the target goes through the parser, which normalises it).
+ */
+function canonicalOrigin(origin: string): boolean {
+  if (origin === lastOrigin) return lastOriginCanonical;
+  let canonical = false;
+  try {
+    canonical = new URL(`${origin}/`).href === `${origin}/`;
+  } catch {
+    canonical = false;
+  }
+  lastOrigin = origin;
+  lastOriginCanonical = canonical;
+  return canonical;
+}
+
+/**
+ * The request URL as `new Request(origin + path).url` would give it, or undefined where the
+ * Request constructor throws (an unparseable target, a URL with credentials). A plain target after
+ * a canonical origin is the URL as it is (parsing it costs more than the rest of the head); any
+ * other goes through the parser. The `Host` check (node-request-head.ts) allows no `@` or `/`, so
+ * the origin cannot carry credentials or end early.
+ */
+function requestUrl(origin: string, path: string): string | undefined {
+  if (PLAIN_TARGET.test(path) && !DOT_SEGMENT.test(path) && canonicalOrigin(origin)) return origin + path;
+  let url: URL;
+  try {
+    url = new URL(origin + path);
+  } catch {
+    return undefined;
+  }
+  if (url.username !== "" || url.password !== "") return undefined;
+  return url.href;
 }
 
 /**
@@ -181,22 +244,18 @@ function requestMethod(method: string): string | undefined {
  */
 function lazyRequest(
   req: IncomingMessage,
-  target: string,
+  origin: string,
+  path: string,
   method: string,
   abort: AbortState,
   body: (() => ReadableStream<Uint8Array>) | undefined,
 ): Request | undefined {
   const normalized = requestMethod(method);
   if (normalized === undefined) return undefined;
-  let url: URL;
-  try {
-    url = new URL(target);
-  } catch {
-    return undefined;
-  }
-  if (url.username !== "" || url.password !== "") return undefined;
+  const url = requestUrl(origin, path);
+  if (url === undefined) return undefined;
   const request = new ListenerRequest(req, {
-    url: url.href,
+    url,
     method: normalized,
     body,
     signal: () => abortSignal(abort),
@@ -250,12 +309,13 @@ export function toNodeListener(
     }
     const abort: AbortState = { res, controller: undefined };
     const state = { tooLarge: false };
-    const target = origin + (req.url ?? "/");
+    const path = req.url ?? "/";
     let request: Request | undefined;
     if (lazy) {
       const body = hasBody ? () => bodyStream(req, limit, state) : undefined;
-      request = lazyRequest(req, target, method, abort, body);
+      request = lazyRequest(req, origin, path, method, abort, body);
     } else {
+      const target = origin + path;
       try {
         const init: RequestInit & { duplex?: "half" } = { method, headers: headerPairs(req.rawHeaders) };
         if (hasBody) {
@@ -273,7 +333,7 @@ export function toNodeListener(
       return;
     }
     const address = requestClientAddress(req, hops);
-    if (address !== undefined) CLIENT_ADDRESSES.set(request, address);
+    if (address !== undefined) setClientAddress(request, address);
 
     const isHead = method === "HEAD";
     let pending: Promise<Response>;
