@@ -75,8 +75,10 @@
  * The default is all seven; `--store X` is `--stores X`. Ratios: each store against the peer, each
  * durable store against Gatehouse's own memory store, and postgres-2 against postgres.
  *
- * `--only` measures one case (for profiling: BENCH_CHILD_EXEC_ARGV="--cpu-prof" passes flags to
- * the server processes).
+ * `--only` measures one case. `--cpu-profile DIR` profiles every server process (each instance of
+ * postgres-2 apart) over the measured windows only, through node:inspector, and writes
+ * DIR/<server>-<instance>.cpuprofile (BENCH_CHILD_EXEC_ARGV="--cpu-prof" profiles whole processes,
+ * start-up and seeding included).
  *
  * BENCH_DIST=/abs/path/to/a/build loads Gatehouse from another build of this checkout (one inside
  * it, so its imports resolve), for before/after figures of a change.
@@ -86,7 +88,7 @@
  */
 import { execFileSync, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -345,6 +347,7 @@ async function serveSdk() {
 }
 
 async function childMain(kind, storeKind) {
+  let profiler;
   const running = kind === "gatehouse" ? await serveGatehouse(storeKind) : await serveSdk();
   process.on("message", async (message) => {
     if (message === "sample") {
@@ -354,6 +357,21 @@ async function childMain(kind, storeKind) {
         writes: running.writeStats?.() ?? null,
         cpuMs: (cpu.user + cpu.system) / 1000,
       });
+    }
+    // --cpu-profile: the V8 profiler over the measured windows only (not start-up, seeding and
+    // warm-up, which dominate a --cpu-prof of the whole process).
+    if (message?.profile === "start") {
+      const { Session } = await import("node:inspector/promises");
+      profiler = new Session();
+      profiler.connect();
+      await profiler.post("Profiler.enable");
+      await profiler.post("Profiler.start");
+      process.send({ profiling: true });
+    }
+    if (message?.profile === "stop") {
+      const { profile } = await profiler.post("Profiler.stop");
+      writeFileSync(message.path, JSON.stringify(profile));
+      process.send({ profiled: message.path });
     }
     if (message === "close") {
       await running.close();
@@ -434,6 +452,11 @@ function startChild(kind, pin, storeKind, env = {}) {
       child.send("sample");
       return await next();
     },
+    /** Starts the child's CPU profiler, or stops it and writes the profile to `path`. */
+    async profile(action, path) {
+      child.send({ profile: action, path });
+      return await next();
+    },
     async close() {
       if (exited) return;
       child.send("close");
@@ -489,6 +512,11 @@ function startServer(kind, pin, storeKind, { env = {}, instances = 1, postgresCp
         requests: [...requests],
         ...(withPostgres && postgresCpu ? { postgres: await postgresCpu() } : {}),
       };
+    },
+    /** --cpu-profile: starts every child's profiler, or stops it and writes `<prefix>-<i>.cpuprofile`. */
+    async profile(action, prefix) {
+      for (const [i, child] of children.entries())
+        await child.profile(action, `${prefix}-${i + 1}.cpuprofile`);
     },
     async close() {
       for (const child of children) await child.close();
@@ -867,6 +895,7 @@ function parseOptions(argv) {
     only: undefined,
     stores: undefined,
     databaseUrl: DEFAULT_DATABASE_URL,
+    cpuProfile: undefined,
   };
   for (let i = 0; i < argv.length; i++) {
     const [name, inline] = argv[i].split("=", 2);
@@ -877,6 +906,7 @@ function parseOptions(argv) {
     else if (name === "--concurrency") options.concurrency = value();
     else if (name === "--reauth-concurrency") options.reauthConcurrency = value();
     else if (name === "--database-url") options.databaseUrl = inline ?? argv[++i];
+    else if (name === "--cpu-profile") options.cpuProfile = inline ?? argv[++i];
     else if (name === "--only") options.only = inline ?? argv[++i];
     else if (name === "--store" || name === "--stores") options.stores = (inline ?? argv[++i]).split(",");
     else if (name === "--help" || name === "-h") options.help = true;
@@ -964,7 +994,7 @@ function summarize(runs) {
 const USAGE = `Usage: node bench/authorization-server.mjs [--json] [--seconds 3] [--repeats 3] [--concurrency 8]
                                          [--reauth-concurrency 16] [--only ${CASES.join("|")}]
                                          [--stores ${STORES.join(",")}]
-                                         [--database-url postgres://postgres@127.0.0.1:5432/test]
+                                         [--database-url postgres://postgres@127.0.0.1:5432/test] [--cpu-profile DIR]
 
 Gatehouse on each store named (default all; -slow: 2 ms added to every fsync through strace; postgres: one instance on a
 fresh PostgreSQL database, postgres-2: two instances sharing one, requests spread over both) against the MCP SDK router in
@@ -973,6 +1003,7 @@ generator to core 1. Per row req/s, server CPU per request (and per instance), P
 p50/p95/p99, error rate; ratios to the peer, to the memory store and postgres-2 to postgres; the scaling model for
 PostgreSQL. The PostgreSQL stores are left out, and the output says why, when the server does not answer. Run after
 npm run build.
+--cpu-profile DIR writes each server's CPU profile of the measured windows (not start-up or warm-up) to DIR.
 BENCH_DIST=<build> measures another build; BENCH_CHILD_EXEC_ARGV passes flags to the servers;
 GATEHOUSE_BENCH_DATABASE_URL is the default of --database-url.
 `;
@@ -1057,6 +1088,10 @@ async function main() {
           await measure(server, { seconds: 1, ...byCase[name] });
         }
       }
+      if (options.cpuProfile) {
+        mkdirSync(options.cpuProfile, { recursive: true });
+        for (const server of servers) await server.profile("start");
+      }
       for (let r = 0; r < options.repeats; r++) {
         // Every server in each repeat, the order reversed every other repeat.
         const order = r % 2 === 0 ? servers : [...servers].reverse();
@@ -1070,6 +1105,12 @@ async function main() {
             results[server.name][name].push(result);
           }
         }
+      }
+      if (options.cpuProfile) {
+        for (const server of servers) {
+          await server.profile("stop", join(options.cpuProfile, server.name.replace(/ /g, "-")));
+        }
+        log(`CPU profiles of the measured windows: ${options.cpuProfile}/<server>-<instance>.cpuprofile`);
       }
     } finally {
       for (const server of servers) await server.close().catch(() => {});
