@@ -186,7 +186,9 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
       PASSED_REQUEST_HEADERS.includes(name) ||
       OPERATION_HEADERS.includes(name) ||
       name === "mcp-session-id" ||
-      name === "authorization"
+      name === "authorization" ||
+      name === "host" ||
+      name === "content-length"
     ) {
       throw new TypeError(`identity header ${name} would replace a header of the MCP transport`);
     }
@@ -222,7 +224,8 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
     }
     // The operation headers say what the gate judged: one message's method and target, else none.
     const only = context.messages.length === 1 ? context.messages[0] : undefined;
-    if (only?.method !== undefined && request.headers.has("mcp-method"))
+    // A method or name a header cannot carry as it is (not printable ASCII) is left out.
+    if (only?.method !== undefined && request.headers.has("mcp-method") && /^[\x20-\x7e]*$/.test(only.method))
       headers.set("mcp-method", only.method);
     if (
       only?.target !== undefined &&

@@ -64,7 +64,12 @@ interface Gateway {
   server: ListeningServer;
 }
 
-async function startGateway(issuer: TestIssuer, upstream: string, filterListings = false): Promise<Gateway> {
+async function startGateway(
+  issuer: TestIssuer,
+  upstream: string,
+  filterListings = false,
+  policy: OperationPolicy = POLICY,
+): Promise<Gateway> {
   const events: OperationAuditEvent[] = [];
   let handler: (request: Request) => Promise<Response> = async () => new Response(null, { status: 503 });
   const server = await listen((request) => handler(request));
@@ -77,7 +82,7 @@ async function startGateway(issuer: TestIssuer, upstream: string, filterListings
     ),
   });
   const gate = createOperationGate(resourceServer, {
-    policy: POLICY,
+    policy,
     filterListings,
     maxBodyBytes: 32 * 1024,
     onAuditEvent: (e) => events.push(e),
@@ -319,6 +324,27 @@ describe("what reaches the upstream (a recording server)", () => {
     expect(seen.headers["mcp-name"]).toBe("echo");
   });
 
+  it("an Mcp-Method a header cannot carry is left out, not a 500 (odd Unicode in the method)", async () => {
+    const open = await startGateway(issuer, recorder.url, false, { ...POLICY, default: {} });
+    try {
+      const token = await issuer.sign({ aud: open.url, sub: "alice", scope: "mcp:use" });
+      const response = await fetch(open.url, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          "mcp-method": "x",
+        },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 12, method: "x/\u2603" }),
+      });
+      expect(response.status).toBe(200);
+      expect(recorder.seen.at(-1)!.headers["mcp-method"]).toBeUndefined();
+    } finally {
+      await open.server.close();
+    }
+  });
+
   it("a batch mixing a permitted and a forbidden call never reaches the upstream", async () => {
     const token = await issuer.sign({ aud: gateway.url, sub: "alice", scope: "mcp:use" });
     const before = recorder.seen.length;
@@ -398,4 +424,27 @@ describe("what reaches the upstream (a recording server)", () => {
       await dead.server.close();
     }
   });
+});
+
+it("an identity header may not be named Host or Content-Length (the relay sets them)", async () => {
+  const resourceServer = createResourceServer({
+    resource: "http://127.0.0.1:1/mcp",
+    authorizationServers: ["https://issuer.example"],
+    verifier: jwtVerifier({
+      issuer: "https://issuer.example",
+      audience: "http://127.0.0.1:1/mcp",
+      jwks: { keys: [] },
+    }),
+  });
+  const gate = createOperationGate(resourceServer, { policy: POLICY });
+  for (const name of ["Host", "content-length"]) {
+    expect(() =>
+      createHttpGateway({
+        upstream: "http://127.0.0.1:1/mcp",
+        resourceServer,
+        gate,
+        identityHeaders: { subject: name },
+      }),
+    ).toThrow(/would replace a header of the MCP transport/);
+  }
 });
