@@ -100,14 +100,22 @@ try {
   });
   for (const { entry, config } of configs) {
     // localBuild: write the report (into `made`) rather than judge it; the judging is below.
-    const result = Extractor.invoke(config, {
-      localBuild: true,
-      compilerState,
-      messageCallback(message) {
-        // api-extractor's own chatter ("Analysis will use the bundled TypeScript version …").
-        if (message.category === "console" && message.logLevel !== "error") message.handled = true;
-      },
-    });
+    let result;
+    try {
+      result = Extractor.invoke(config, {
+        localBuild: true,
+        compilerState,
+        messageCallback(message) {
+          // api-extractor's own chatter ("Analysis will use the bundled TypeScript version …").
+          if (message.category === "console" && message.logLevel !== "error") message.handled = true;
+        },
+      });
+    } catch (error) {
+      // A .d.ts api-extractor cannot follow (a build that failed half way): this entry fails, the rest run.
+      failed = true;
+      console.error(`api: ${entry.subpath}: api-extractor stopped: ${error.message.split("\n")[0]}`);
+      continue;
+    }
     const file = `${entry.name}.api.md`;
     if (!result.succeeded) {
       failed = true;
