@@ -15,16 +15,37 @@
  * the subject and the id, under a key of the gateway's), and a request presenting a session of
  * another subject gets 404, as an unknown session does (MCP transport spec, Session management).
  * Stateless, so gateways sharing the key can stand side by side.
+ *
+ * Two ways in, the same judgement and relay: `fetch` (a web `Request`, any adapter) and
+ * `nodeListener` (node:http), which relays a request to the resource path without building a web
+ * `Request`, `Response`, `Headers` or stream: it reads the head and the body from `IncomingMessage`
+ * and writes the upstream's answer to `ServerResponse` (a JSON answer in one write, an SSE stream
+ * piped as it comes). Everything else (metadata, `/health`, CORS preflight, the listing filter's
+ * rewrite, a stdio upstream) goes the web way there too.
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
+import {
+  type ClientRequest,
+  Agent as HttpAgent,
+  request as httpRequest,
+  type IncomingMessage,
+  type RequestOptions,
+  type ServerResponse,
+} from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { urlToHttpOptions } from "node:url";
+import { logHandlerError, proxyHops, toNodeListener } from "../http/node-listener.js";
+import { NodeRequestHead, originResolver, writeChallenge } from "../http/node-require-bearer.js";
+import { plainResponse, sendWebResponse } from "../http/node-response.js";
 import { headOfRequest } from "../resource-server/bearer-token.js";
 import { challengePartsResponse } from "../resource-server/challenge.js";
 import {
+  BODY_TOO_LARGE,
   type OperationContext,
   type OperationGate,
+  type ReadBody,
   readBoundedText,
 } from "../resource-server/operations/gate.js";
 import type { ResourceServer } from "../resource-server/resource-server.js";
@@ -63,8 +84,27 @@ export interface HttpGatewayOptions {
   logger?: Logger;
 }
 
+/** Options of {@link HttpGateway.nodeListener}, as `toNodeListener`'s. */
+export interface GatewayNodeListenerOptions {
+  /** Trusted proxy hops in front of the gateway (`true` = 1), as for `toNodeListener`. */
+  trustProxy?: boolean | number;
+  /**
+   * Largest request body read, in bytes (default: the gate's `maxBodyBytes`, whichever is smaller
+   * applies). Beyond, the gate's 413 JSON-RPC error once the token is judged.
+   */
+  maxBodyBytes?: number;
+  /** Called with an error that ends a request early (default: one JSON line, the error's class). */
+  onError?: (error: unknown) => void;
+}
+
 export interface HttpGateway {
   fetch(request: Request): Promise<Response>;
+  /**
+   * The gateway as a node:http request listener: the same answers as `toNodeListener(fetch)`, with
+   * the relay of a request to the resource path done on node's own objects (no web `Request` or
+   * `Response` built for it).
+   */
+  nodeListener(options?: GatewayNodeListenerOptions): (req: IncomingMessage, res: ServerResponse) => void;
   /** Requests waiting for the upstream's answer. */
   readonly inFlight: number;
 }
@@ -91,12 +131,36 @@ const DROPPED_RESPONSE_HEADERS = new Set([
 ]);
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const SESSION_MAC_CHARS = 22;
+/** Printable ASCII only: what a header value built from a token claim or a tool name may hold. */
+const PRINTABLE = /^[\x20-\x7e]*$/;
+/** Every request header the relay reads, so the node path reads them in one pass over the fields. */
+const READ_REQUEST_HEADERS = new Set([...PASSED_REQUEST_HEADERS, ...OPERATION_HEADERS, "mcp-session-id"]);
+/** Waiting this long for the upstream's headers, the relay starts watching for the client leaving. */
+const WATCH_CLIENT_AFTER_MS = 1000;
+
+/** A JSON-RPC error answer's status and body (MCP transport spec: errors as JSON-RPC). */
+function jsonRpcErrorBody(message: string, id: unknown): string {
+  return JSON.stringify({ jsonrpc: "2.0", id, error: { code: -32603, message } });
+}
 
 function jsonRpcError(status: number, message: string, id: unknown = null): Response {
-  return new Response(JSON.stringify({ jsonrpc: "2.0", id, error: { code: -32603, message } }), {
+  return new Response(jsonRpcErrorBody(message, id), {
     status,
     headers: { "content-type": "application/json", "cache-control": "no-store" },
   });
+}
+
+function writeJsonRpcError(res: ServerResponse, status: number, message: string, id: unknown): void {
+  const body = jsonRpcErrorBody(message, id);
+  res.writeHead(status, [
+    "content-type",
+    "application/json",
+    "cache-control",
+    "no-store",
+    "content-length",
+    String(Buffer.byteLength(body)),
+  ]);
+  res.end(body);
 }
 
 /** The id of a single request (for an error answer in its name), else `null`. */
@@ -107,15 +171,27 @@ function singleId(context: OperationContext): unknown {
 
 /** Header values the verified token yields; a value a header cannot carry is left out. */
 function identityValue(value: string | undefined): string | undefined {
-  return value !== undefined && /^[\x20-\x7e]*$/.test(value) ? value : undefined;
+  return value !== undefined && PRINTABLE.test(value) ? value : undefined;
 }
 
 /** Statuses whose answers have no body (RFC 9110 §15.3.5, §15.4.5). */
 const NULL_BODY = new Set([204, 205, 304]);
 /** Largest JSON answer the relay reads whole: 64 MiB. */
 const MAX_JSON_ANSWER = 64 * 1024 * 1024;
+const JSON_TYPE = /^application\/json/i;
+/** Answer headers the gateway writes itself (the session id bound to the caller, CORS exposure). */
+const REPLACED_RESPONSE_HEADERS = new Set(["mcp-session-id", "access-control-expose-headers"]);
+const EXPOSED = "Mcp-Session-Id, WWW-Authenticate";
+const BAD_UPSTREAM = "The MCP server behind the gateway did not answer";
+const BAD_ANSWER = "The MCP server behind the gateway sent an answer too large or cut";
 
-function readAll(message: IncomingMessage, limit: number): Promise<string> {
+/** Whether the relay reads the answer whole (JSON as it is on the wire) rather than streaming it. */
+function wholeAnswer(answer: IncomingMessage): boolean {
+  const type = answer.headers["content-type"];
+  return type !== undefined && JSON_TYPE.test(type) && answer.headers["content-encoding"] === undefined;
+}
+
+function readAll(message: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -128,10 +204,114 @@ function readAll(message: IncomingMessage, limit: number): Promise<string> {
       }
       chunks.push(chunk);
     });
-    message.once("end", () => resolve(Buffer.concat(chunks, size).toString("utf8")));
+    message.once("end", () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
     message.once("error", reject);
     message.once("aborted", () => reject(new Error("answer cut")));
   });
+}
+
+/**
+ * A POST body read from node's stream, at most `limit` bytes (a larger declared or received body is
+ * {@link BODY_TOO_LARGE}, what the gate answers 413 for once the token is judged), decoded as the
+ * web path's reader decodes it (UTF-8, malformed sequences replaced, a leading BOM dropped).
+ * Rejects when the client leaves mid-body.
+ */
+function readNodeBody(req: IncomingMessage, limit: number): Promise<ReadBody> {
+  const declared = req.headers["content-length"];
+  if (declared !== undefined && Number(declared) > limit) return Promise.resolve(BODY_TOO_LARGE);
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const cleanup = () => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onGone);
+      req.off("aborted", onGone);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        cleanup();
+        // The rest is read and dropped (node's flowing mode), so the connection can carry the 413.
+        resolve(BODY_TOO_LARGE);
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      cleanup();
+      const text = (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString("utf8");
+      resolve(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+    };
+    const onGone = () => {
+      cleanup();
+      reject(new Error("client left mid-body"));
+    };
+    req.on("data", onData);
+    req.once("end", onEnd);
+    req.once("error", onGone);
+    req.once("aborted", onGone);
+  });
+}
+
+/**
+ * The fields the relay reads from node's `rawHeaders` in one pass, combined as Fetch's
+ * `Headers.get` combines a repeated field (RFC 9110 §5.3: joined with ", " in order).
+ */
+function relayFieldsOf(raw: readonly string[]): (name: string) => string | null {
+  const found: Record<string, string> = {};
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if (!READ_REQUEST_HEADERS.has(name)) continue;
+    const value = raw[i + 1]!;
+    found[name] = found[name] === undefined ? value : `${found[name]}, ${value}`;
+  }
+  return (name) => found[name] ?? null;
+}
+
+/** The path of an absolute URL as WHATWG serialises it (`scheme://authority/path?query#fragment`). */
+function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start < 0) return "/";
+  let end = url.indexOf("?", start);
+  if (end < 0) end = url.length;
+  const hash = url.indexOf("#", start);
+  return url.slice(start, hash >= 0 && hash < end ? hash : end);
+}
+
+/** Subscribes `gone` to the client leaving; answers the unsubscribe. */
+type ClientWatch = (gone: () => void) => (() => void) | undefined;
+
+function watchSignal(request: Request): ClientWatch {
+  return (gone) => {
+    const signal = request.signal;
+    if (signal.aborted) {
+      gone();
+      return undefined;
+    }
+    signal.addEventListener("abort", gone, { once: true });
+    return () => signal.removeEventListener("abort", gone);
+  };
+}
+
+function watchResponse(res: ServerResponse): ClientWatch {
+  return (gone) => {
+    if (res.destroyed) {
+      gone();
+      return undefined;
+    }
+    const onClose = () => {
+      if (!res.writableFinished) gone();
+    };
+    res.once("close", onClose);
+    return () => res.off("close", onClose);
+  };
+}
+
+class UpstreamFailure extends Error {
+  constructor(readonly reason: string) {
+    super(`upstream ${reason}`);
+  }
 }
 
 export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
@@ -150,22 +330,11 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
       ? new HttpsAgent({ keepAlive: true, maxSockets: 256 })
       : new HttpAgent({ keepAlive: true, maxSockets: 256 });
   const send = upstream.protocol === "https:" ? httpsRequest : httpRequest;
-  const exchange = (
-    method: string,
-    headers: Headers,
-    body: string | undefined,
-    signal: AbortSignal,
-  ): Promise<IncomingMessage> =>
-    new Promise((resolve, reject) => {
-      const fields: Record<string, string> = {};
-      headers.forEach((value, name) => {
-        fields[name] = value;
-      });
-      if (body !== undefined) fields["content-length"] = String(Buffer.byteLength(body));
-      const outgoing = send(upstream, { method, headers: fields, agent, signal }, resolve);
-      outgoing.once("error", reject);
-      outgoing.end(body);
-    });
+  // The upstream's address as request options, made once rather than from the URL per request.
+  const { protocol, hostname, port, path } = urlToHttpOptions(upstream);
+  const target: RequestOptions = { protocol, hostname, port, path, agent };
+  // The request's fields go to node as one list (no per-field setHeader), so Host is ours to set.
+  const hostField = upstream.host;
   const identity = options.identityHeaders ?? {};
   for (const name of Object.values(identity)) {
     if (name !== undefined && !HEADER_NAME.test(name))
@@ -216,161 +385,329 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
     return given.length === expected.length && timingSafeEqual(given, expected) ? session : undefined;
   };
 
-  const relay = async (request: Request, context: OperationContext): Promise<Response> => {
-    const headers = new Headers();
+  /**
+   * The request's fields for the upstream (flat name/value list), from the client's by the
+   * allow-list and from the verdict; undefined when the client presented a session that is not its
+   * own (MCP transport spec: an unknown session is 404, the client starts a new one).
+   */
+  const upstreamFields = async (
+    get: (name: string) => string | null,
+    context: OperationContext,
+  ): Promise<string[] | undefined> => {
+    const fields = ["host", hostField];
     for (const name of PASSED_REQUEST_HEADERS) {
-      const value = request.headers.get(name);
-      if (value !== null) headers.set(name, value);
+      const value = get(name);
+      if (value !== null) fields.push(name, value);
     }
-    // The operation headers say what the gate judged: one message's method and target, else none.
+    // The operation headers say what the gate judged: one message's method and target, else none;
+    // a value a header cannot carry as it is (not printable ASCII) is left out.
     const only = context.messages.length === 1 ? context.messages[0] : undefined;
-    // A method or name a header cannot carry as it is (not printable ASCII) is left out.
-    if (only?.method !== undefined && request.headers.has("mcp-method") && /^[\x20-\x7e]*$/.test(only.method))
-      headers.set("mcp-method", only.method);
-    if (
-      only?.target !== undefined &&
-      request.headers.has("mcp-name") &&
-      /^[\x20-\x7e]*$/.test(only.target.name)
-    ) {
-      headers.set("mcp-name", only.target.name);
-    }
-    const presented = request.headers.get("mcp-session-id");
+    if (only?.method !== undefined && get("mcp-method") !== null && PRINTABLE.test(only.method))
+      fields.push("mcp-method", only.method);
+    if (only?.target !== undefined && get("mcp-name") !== null && PRINTABLE.test(only.target.name))
+      fields.push("mcp-name", only.target.name);
+    const presented = get("mcp-session-id");
     if (presented !== null) {
       const session = openSession(presented, context);
-      // MCP transport spec: an unknown session is 404 (the client starts a new one); a session
-      // issued to another caller is unknown to this one.
-      if (session === undefined) return jsonRpcError(404, "Session not found", singleId(context));
-      headers.set("mcp-session-id", session);
+      // A session issued to another caller is unknown to this one.
+      if (session === undefined) return undefined;
+      fields.push("mcp-session-id", session);
     }
     const put = (name: string | undefined, value: string | undefined) => {
-      if (name !== undefined && value !== undefined) headers.set(name, value);
+      if (name !== undefined && value !== undefined) fields.push(name.toLowerCase(), value);
     };
     put(identity.subject, identityValue(context.auth.subject));
     put(identity.clientId, identityValue(context.auth.clientId));
     put(identity.scopes, identityValue(context.auth.scopes.join(" ")));
     // Set by the gateway alone: a client's own header of that name is never among those passed.
     if (options.identityAssertion) {
-      headers.set(
+      fields.push(
         options.identityAssertion.header,
         await options.identityAssertion.signer.assertion(context.auth),
       );
     }
+    return fields;
+  };
 
-    const abort = new AbortController();
-    const onClientGone = () => abort.abort();
-    request.signal.addEventListener("abort", onClientGone, { once: true });
-    const timer = setTimeout(() => abort.abort(), timeoutMs);
+  /**
+   * One request to the upstream, answered with its response once the headers are in. Bounded by
+   * `timeoutMs` for the headers; a client gone meanwhile cuts it too (watched from
+   * {@link WATCH_CLIENT_AFTER_MS} on: most answers come sooner, and watching a web request's signal
+   * costs an `AbortController`). Once the answer streams, a client leaving cancels it (the listener
+   * cancels the body; the node path's pipeline destroys both ends).
+   */
+  const exchange = (
+    method: string,
+    fields: string[],
+    body: string | undefined,
+    watch: ClientWatch,
+  ): Promise<IncomingMessage> =>
+    new Promise((resolve, reject) => {
+      if (body !== undefined) fields.push("content-length", String(Buffer.byteLength(body)));
+      let unwatch: (() => void) | undefined;
+      let watching = false;
+      let timer: NodeJS.Timeout | undefined;
+      const settle = () => {
+        clearTimeout(timer);
+        unwatch?.();
+      };
+      const outgoing: ClientRequest = send({ ...target, method, headers: fields }, (answer) => {
+        settle();
+        resolve(answer);
+      });
+      outgoing.on("error", (error) => {
+        settle();
+        reject(error);
+      });
+      const stop = (reason: string) => outgoing.destroy(new UpstreamFailure(reason));
+      const first = Math.min(WATCH_CLIENT_AFTER_MS, timeoutMs);
+      const phase = () => {
+        if (!watching && first < timeoutMs) {
+          watching = true;
+          unwatch = watch(() => stop("client_gone"));
+          timer = setTimeout(phase, timeoutMs - first);
+        } else stop("timeout");
+      };
+      timer = setTimeout(phase, first);
+      outgoing.end(body);
+    });
+
+  /** {@link exchange}, counted in flight; a failure is logged by reason and answered undefined. */
+  const call = async (
+    method: string,
+    fields: string[],
+    context: OperationContext,
+    watch: ClientWatch,
+  ): Promise<IncomingMessage | undefined> => {
     inFlight++;
-    let settled = false;
-    // The client-gone listener stays: a client leaving mid-stream aborts the upstream's stream too.
-    const done = () => {
-      if (settled) return;
-      settled = true;
-      inFlight--;
-    };
-    let answer: IncomingMessage;
     try {
-      answer = await exchange(
-        request.method,
-        headers,
-        context.body === undefined || request.method !== "POST" ? undefined : JSON.stringify(context.body),
-        abort.signal,
+      // The body as the gate parsed and judged it, re-serialised: the upstream cannot read another
+      // message out of the same bytes (duplicate keys, a parser of its own).
+      return await exchange(
+        method,
+        fields,
+        context.body === undefined || method !== "POST" ? undefined : JSON.stringify(context.body),
+        watch,
       );
     } catch (error) {
-      done();
+      inFlight--;
       options.logger?.warn("gateway.upstream_failed", {
-        reason: abort.signal.aborted
-          ? "timeout_or_client_gone"
-          : error instanceof Error
-            ? ((error as NodeJS.ErrnoException).code ?? error.name)
-            : "error",
+        reason:
+          error instanceof UpstreamFailure
+            ? error.reason
+            : error instanceof Error
+              ? ((error as NodeJS.ErrnoException).code ?? error.name)
+              : "error",
       });
-      return jsonRpcError(502, "The MCP server behind the gateway did not answer", singleId(context));
-    } finally {
-      clearTimeout(timer);
+      return undefined;
     }
-    const out = new Headers();
+  };
+
+  /** The answer's fields for the client (flat list): hop-by-hop ones dropped, the session bound. */
+  const answerFields = (answer: IncomingMessage, context: OperationContext): string[] => {
+    const out: string[] = [];
     const raw = answer.rawHeaders;
     for (let i = 0; i + 1 < raw.length; i += 2) {
       const name = raw[i]!.toLowerCase();
-      if (!DROPPED_RESPONSE_HEADERS.has(name)) out.append(name, raw[i + 1]!);
+      if (!DROPPED_RESPONSE_HEADERS.has(name) && !REPLACED_RESPONSE_HEADERS.has(name))
+        out.push(name, raw[i + 1]!);
     }
     const session = answer.headers["mcp-session-id"];
-    if (typeof session === "string") out.set("mcp-session-id", `${session}.${mac(caller(context), session)}`);
-    out.set("access-control-expose-headers", "Mcp-Session-Id, WWW-Authenticate");
+    if (typeof session === "string")
+      out.push("mcp-session-id", `${session}.${mac(caller(context), session)}`);
+    out.push("access-control-expose-headers", EXPOSED);
+    return out;
+  };
+
+  /** The upstream's answer as a web `Response` (counted out of flight when read or streaming). */
+  const webAnswer = async (
+    answer: IncomingMessage,
+    fields: string[],
+    context: OperationContext,
+  ): Promise<Response> => {
+    const headers = new Headers();
+    for (let i = 0; i < fields.length; i += 2) headers.append(fields[i]!, fields[i + 1]!);
     const status = answer.statusCode ?? 502;
-    const type = answer.headers["content-type"] ?? "";
-    if (NULL_BODY.has(status) || request.method === "HEAD") {
+    if (NULL_BODY.has(status)) {
       answer.resume();
-      done();
-      return new Response(null, { status, headers: out });
+      inFlight--;
+      return new Response(null, { status, headers });
     }
-    if (/^application\/json/i.test(type) && answer.headers["content-encoding"] === undefined) {
+    if (wholeAnswer(answer)) {
       // A JSON answer is read whole (bounded) and handed to the listener as text, one write.
       try {
-        const text = await readAll(answer, MAX_JSON_ANSWER);
-        return completeResponse(text, { status, headers: out });
+        const text = (await readAll(answer, MAX_JSON_ANSWER)).toString("utf8");
+        return completeResponse(text, { status, headers });
       } catch {
-        return jsonRpcError(
-          502,
-          "The MCP server behind the gateway sent an answer too large or cut",
-          singleId(context),
-        );
+        return jsonRpcError(502, BAD_ANSWER, singleId(context));
       } finally {
-        done();
+        inFlight--;
       }
     }
     // Anything else (an SSE stream above all) streams through as the upstream sends it.
-    done();
-    return new Response(Readable.toWeb(answer) as ReadableStream<Uint8Array>, { status, headers: out });
+    inFlight--;
+    return new Response(Readable.toWeb(answer) as ReadableStream<Uint8Array>, { status, headers });
   };
+
+  const relay = async (request: Request, context: OperationContext): Promise<Response> => {
+    const fields = await upstreamFields((name) => request.headers.get(name), context);
+    if (fields === undefined) return jsonRpcError(404, "Session not found", singleId(context));
+    const answer = await call(request.method, fields, context, watchSignal(request));
+    if (answer === undefined) return jsonRpcError(502, BAD_UPSTREAM, singleId(context));
+    return webAnswer(answer, answerFields(answer, context), context);
+  };
+
+  /** The node path's relay: the answer written to `res` as it came, no web objects in between. */
+  const relayNode = async (req: IncomingMessage, res: ServerResponse, context: OperationContext) => {
+    const fields = await upstreamFields(relayFieldsOf(req.rawHeaders), context);
+    if (fields === undefined) return writeJsonRpcError(res, 404, "Session not found", singleId(context));
+    const method = req.method ?? "GET";
+    const answer = await call(method, fields, context, watchResponse(res));
+    if (answer === undefined) return writeJsonRpcError(res, 502, BAD_UPSTREAM, singleId(context));
+    const out = answerFields(answer, context);
+    if (context.listings !== undefined) {
+      // The listing filter rewrites the answer: through its web form, as the web path does.
+      const filtered = await options.gate.filterResponse(await webAnswer(answer, out, context), context);
+      await sendWebResponse(res, filtered);
+      return;
+    }
+    const status = answer.statusCode ?? 502;
+    if (NULL_BODY.has(status)) {
+      answer.resume();
+      inFlight--;
+      res.writeHead(status, out);
+      res.end();
+      return;
+    }
+    if (wholeAnswer(answer)) {
+      let bytes: Buffer;
+      try {
+        bytes = await readAll(answer, MAX_JSON_ANSWER);
+      } catch {
+        return writeJsonRpcError(res, 502, BAD_ANSWER, singleId(context));
+      } finally {
+        inFlight--;
+      }
+      out.push("content-length", String(bytes.length));
+      res.writeHead(status, out);
+      res.end(bytes);
+      return;
+    }
+    inFlight--;
+    res.writeHead(status, out);
+    res.flushHeaders();
+    // Either end going away ends both: a client leaving mid-stream closes the upstream's stream.
+    await pipeline(answer, res).catch(() => {});
+  };
+
+  const fetchHandler = async (request: Request): Promise<Response> => {
+    const started = performance.now();
+    if (options.resourceServer.handles(request)) return options.resourceServer.metadataResponse(request);
+    const path = pathOf(request.url);
+    if (path === "/health" && resourcePath !== "/health") {
+      // Liveness for load balancers: no token, nothing about the upstream or the callers.
+      return new Response(JSON.stringify({ status: "ok", in_flight: inFlight }), {
+        headers: { "content-type": "application/json", "cache-control": "no-store" },
+      });
+    }
+    if (path !== resourcePath) return new Response("Not Found\n", { status: 404 });
+    if (request.method === "OPTIONS") {
+      // CORS preflight: no token to judge (browsers send none); the real request is judged.
+      return new Response(null, {
+        status: 204,
+        headers: {
+          "access-control-allow-origin": "*",
+          "access-control-allow-methods": "GET, POST, DELETE",
+          "access-control-allow-headers":
+            "authorization, dpop, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id, mcp-method, mcp-name",
+          "access-control-expose-headers": EXPOSED,
+          "access-control-max-age": "600",
+        },
+      });
+    }
+    if (request.method !== "GET" && request.method !== "POST" && request.method !== "DELETE") {
+      return new Response("Method Not Allowed\n", {
+        status: 405,
+        headers: { allow: "GET, POST, DELETE, OPTIONS" },
+      });
+    }
+    // The gate's judgement on the body read once; the relay sends the parsed body, so the request
+    // is not rebuilt around the bytes (gate.handle would, for servers that read them).
+    const head = headOfRequest(request);
+    const body =
+      request.method === "POST" ? await readBoundedText(request, options.gate.readLimit(head)) : undefined;
+    const verdict = await options.gate.judge(head, body, started);
+    if (!verdict.ok) return challengePartsResponse(verdict.answer);
+    const answer = stdio
+      ? await stdio.relay(request, verdict, request.headers.get("mcp-session-id") ?? undefined)
+      : await relay(request, verdict);
+    return options.gate.filterResponse(answer, verdict);
+  };
+
+  /** Whether node's request target is the resource path exactly (origin-form, any query). */
+  const isResourceTarget = (url = ""): boolean =>
+    url.startsWith(resourcePath) &&
+    (url.length === resourcePath.length || url.charCodeAt(resourcePath.length) === 63); // "?"
 
   return {
     get inFlight() {
       return inFlight;
     },
-    async fetch(request) {
-      const started = performance.now();
-      const url = new URL(request.url);
-      if (options.resourceServer.handles(request)) return options.resourceServer.metadataResponse(request);
-      if (url.pathname === "/health" && resourcePath !== "/health") {
-        // Liveness for load balancers: no token, nothing about the upstream or the callers.
-        return new Response(JSON.stringify({ status: "ok", in_flight: inFlight }), {
-          headers: { "content-type": "application/json", "cache-control": "no-store" },
+    fetch: fetchHandler,
+    nodeListener(listenerOptions = {}) {
+      const hops = proxyHops(listenerOptions.trustProxy, "nodeListener");
+      const onError = listenerOptions.onError ?? logHandlerError;
+      const bodyCap = listenerOptions.maxBodyBytes ?? options.gate.maxBodyBytes;
+      // Everything but the relay of a request to the resource path: the web handler, as before.
+      const web = toNodeListener(fetchHandler, {
+        trustProxy: listenerOptions.trustProxy ?? false,
+        maxBodyBytes: bodyCap,
+        onError,
+      });
+      const resolveOrigin = originResolver();
+      const serve = async (req: IncomingMessage, res: ServerResponse) => {
+        const started = performance.now();
+        const head = new NodeRequestHead(req, req.url ?? "/", 0);
+        // RFC 9112 §3.2: one valid Host; then the gate's own Host/Origin check (DNS rebinding).
+        if (!resolveOrigin(req, head, hops > 0)) {
+          plainResponse(res, 400, "Bad Request: missing or invalid Host header\n");
+          return;
+        }
+        const body =
+          req.method === "POST"
+            ? await readNodeBody(req, Math.min(options.gate.readLimit(head), bodyCap))
+            : undefined;
+        const verdict = await options.gate.judge(head, body, started);
+        if (!verdict.ok) {
+          writeChallenge(res, verdict.answer, false);
+          return;
+        }
+        await relayNode(req, res, verdict);
+      };
+      return (req, res) => {
+        const method = req.method;
+        if (
+          stdio !== undefined ||
+          (method !== "POST" && method !== "GET" && method !== "DELETE") ||
+          !isResourceTarget(req.url)
+        ) {
+          web(req, res);
+          return;
+        }
+        serve(req, res).catch((error: unknown) => {
+          if (res.headersSent || res.destroyed) {
+            res.destroy();
+            return;
+          }
+          // A client gone mid-body has nobody to answer; anything else is a bare 500, logged.
+          if (!req.complete) {
+            res.destroy();
+            return;
+          }
+          onError(error);
+          plainResponse(res, 500, "Internal Server Error\n");
         });
-      }
-      if (url.pathname !== resourcePath) return new Response("Not Found\n", { status: 404 });
-      if (request.method === "OPTIONS") {
-        // CORS preflight: no token to judge (browsers send none); the real request is judged.
-        return new Response(null, {
-          status: 204,
-          headers: {
-            "access-control-allow-origin": "*",
-            "access-control-allow-methods": "GET, POST, DELETE",
-            "access-control-allow-headers":
-              "authorization, dpop, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id, mcp-method, mcp-name",
-            "access-control-expose-headers": "Mcp-Session-Id, WWW-Authenticate",
-            "access-control-max-age": "600",
-          },
-        });
-      }
-      if (request.method !== "GET" && request.method !== "POST" && request.method !== "DELETE") {
-        return new Response("Method Not Allowed\n", {
-          status: 405,
-          headers: { allow: "GET, POST, DELETE, OPTIONS" },
-        });
-      }
-      // The gate's judgement on the body read once; the relay sends the parsed body, so the request
-      // is not rebuilt around the bytes (gate.handle would, for servers that read them).
-      const head = headOfRequest(request);
-      const body =
-        request.method === "POST" ? await readBoundedText(request, options.gate.readLimit(head)) : undefined;
-      const verdict = await options.gate.judge(head, body, started);
-      if (!verdict.ok) return challengePartsResponse(verdict.answer);
-      const answer = stdio
-        ? await stdio.relay(request, verdict, request.headers.get("mcp-session-id") ?? undefined)
-        : await relay(request, verdict);
-      return options.gate.filterResponse(answer, verdict);
+      };
     },
   };
 }
