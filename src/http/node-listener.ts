@@ -345,31 +345,45 @@ export function toNodeListener(
     } catch (error) {
       pending = Promise.reject(error);
     }
-    pending
-      .then(
-        (response) => {
-          if (state.tooLarge && !res.headersSent) {
-            plainResponse(res, 413, "Payload Too Large\n");
-            return;
-          }
-          return sendWebResponse(res, response, isHead);
-        },
-        (error: unknown) => {
-          if (state.tooLarge) {
-            plainResponse(res, 413, "Payload Too Large\n");
-            return;
-          }
+    // Writing failed: the handler's value was no Response (a 500, nothing sent yet), or the client
+    // went away or the body stream errored mid-way (the connection is dropped, since the status is
+    // already on the wire; plainResponse does that once headers are sent).
+    const writeFailed = (error: unknown) => {
+      if (!clientLeft(res)) onError(error);
+      plainResponse(res, 500, "Internal Server Error\n");
+    };
+    // One reaction, no `.catch` promise after it: a write that fails synchronously is caught here,
+    // a streamed one by its own promise.
+    pending.then(
+      (response) => {
+        if (state.tooLarge && !res.headersSent) {
+          plainResponse(res, 413, "Payload Too Large\n");
+          return;
+        }
+        let streaming: Promise<void> | undefined;
+        try {
+          streaming = sendWebResponse(res, response, isHead);
+        } catch (error) {
+          writeFailed(error);
+          return;
+        }
+        streaming?.catch(writeFailed);
+      },
+      (error: unknown) => {
+        if (state.tooLarge) {
+          plainResponse(res, 413, "Payload Too Large\n");
+          return;
+        }
+        try {
           if (!clientLeft(res)) onError(error);
           plainResponse(res, 500, "Internal Server Error\n");
-        },
-      )
-      .catch((error: unknown) => {
-        // Writing failed: the handler's value was no Response (a 500, nothing sent yet), or the
-        // client went away or the body stream errored mid-way (the connection is dropped, since
-        // the status is already on the wire; plainResponse does that once headers are sent).
-        if (!clientLeft(res)) onError(error);
-        plainResponse(res, 500, "Internal Server Error\n");
-      });
+        } catch (failure) {
+          // As before this reaction had no .catch of its own: an onError that throws is reported
+          // once more and the connection still answered (or dropped).
+          writeFailed(failure);
+        }
+      },
+    );
   };
 }
 
