@@ -34,6 +34,9 @@
  *   verify-only    the same node:http route doing only crypto.verify (ES256, ieee-p1363) of each
  *                  request's token signature with the same key (no parsing, no claims), the same
  *                  distinct tokens as node-distinct: the floor any gate pays per distinct token
+ *   hand-gate      the same node:http route behind a minimal hand-written gate: synchronous
+ *                  crypto.verify, then the header's alg/typ and the claims iss, aud, exp and scope
+ *                  checked, no cache; the same distinct tokens (issue 25: node-distinct / hand-gate)
  *   peer           express + @modelcontextprotocol/sdk requireBearerAuth with a jose.jwtVerify
  *                  verifier against the same key, one token
  *   express-unprot the same Express route, no gate
@@ -42,7 +45,8 @@
  *                  middleware layer costs)
  *   hono-unprot    a Hono route on @hono/node-server, no gate
  *   hono-warm      the same Hono route behind gatehouse/hono bearerAuth (middleware), one token
- *   hono-noop      the same Hono route behind a no-op async middleware (what any middleware costs)
+ *   hono-noop      the same Hono route behind an async middleware that only awaits next() (what any
+ *                  middleware costs)
  *   hono-wrapped   the same Hono route, its handler wrapped by gatehouse/hono withBearerAuth (no
  *                  middleware chain), one token
  *   web-unprot     toNodeListener + web-standard handler, no gate (extra: the web adapter)
@@ -51,6 +55,9 @@
  *   web-warm-json  the same, the handler answering with Gatehouse's own completeResponse (what the
  *                  authorization server's JSON and pages are: a body kept as text, its stream never
  *                  made), so the figure is the listener's and the gate's cost, not undici's Response
+ *   web-warm-text  the same, the handler answering with gatehouse-auth/node's textResponse (the
+ *                  listener writes it without an undici Response, Headers or stream); a build
+ *                  without textResponse answers with `new Response` here (the output says so)
  *   jose-loop      bare jose.jwtVerify over distinct tokens, no HTTP, ten concurrent chains, on the
  *                  servers' core
  *
@@ -58,7 +65,10 @@
  * >= 0.9; express-warm / express-unprot >= 0.9; hono-warm / hono-unprot >= 0.9 (and the same for
  * hono-wrapped, the faster form). Issue 25: web-warm / raw >= 0.8 (the web-standard listener, what
  * `gatehouse serve` runs on, with the warm gate), printed beside web-warm-json / raw and
- * hono-unprotected / raw (@hono/node-server's lazy Request and Response, the reference).
+ * hono-unprotected / raw (@hono/node-server's lazy Request and Response, the reference); web-warm-text / raw
+ * >= 0.8 (the same with the handler answering textResponse); hono-warm / hono-noop >= 0.95 (the
+ * middleware against one that only calls next()); node-distinct / hand-gate >= 1 (issue 25: met,
+ * kept), beside node-distinct / verify-only (raw crypto.verify).
  * The jose row compares HTTP requests with bare verifications: every request also pays for
  * node:http itself. The "ceiling" line gives the best ratio a gate costing 0 µs could reach: vs
  * peer from the raw route's CPU; for node-distinct / jose-loop, verify-only / jose-loop as measured
@@ -189,6 +199,54 @@ async function child() {
       }
       route(req, res);
     };
+  } else if (caseName === "hand-gate") {
+    // A minimal gate written by hand for this one key (RFC 9068 access tokens): no cache, no key
+    // lookup, synchronous crypto.verify, then the checks any gate must make (RFC 9068 §4: typ, iss,
+    // aud, exp; the scope the route needs), the failures answered 401 without a body.
+    const { createPublicKey, verify } = await import("node:crypto");
+    const key = createPublicKey({ key: jwk, format: "jwk" });
+    const signer = { key, dsaEncoding: "ieee-p1363" };
+    const decode = (part) => JSON.parse(Buffer.from(part, "base64url").toString("utf8"));
+    const check = (authorization) => {
+      if (!authorization?.startsWith("Bearer ")) return false;
+      const token = authorization.slice(7);
+      const first = token.indexOf(".");
+      const last = token.lastIndexOf(".");
+      if (first < 1 || last <= first) return false;
+      const valid = verify(
+        "sha256",
+        Buffer.from(token.slice(0, last), "ascii"),
+        signer,
+        Buffer.from(token.slice(last + 1), "base64url"),
+      );
+      if (!valid) return false;
+      const header = decode(token.slice(0, first));
+      if (header.alg !== "ES256" || header.typ !== "at+jwt") return false;
+      const claims = decode(token.slice(first + 1, last));
+      const audience = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
+      return (
+        claims.iss === ISSUER &&
+        audience.includes(RESOURCE) &&
+        typeof claims.exp === "number" &&
+        claims.exp > Date.now() / 1000 &&
+        typeof claims.scope === "string" &&
+        claims.scope.split(" ").includes("notes:read")
+      );
+    };
+    listener = (req, res) => {
+      let ok = false;
+      try {
+        ok = check(req.headers.authorization);
+      } catch {
+        ok = false;
+      }
+      if (!ok) {
+        res.writeHead(401, { "content-length": 0 });
+        res.end();
+        return;
+      }
+      route(req, res);
+    };
   } else if (caseName === "web-unprotected") {
     listener = toNodeListener(async () => new Response(BODY, { headers: BODY_HEADERS }));
   } else if (caseName === "web-warm") {
@@ -200,6 +258,15 @@ async function child() {
     const { completeResponse } = await fromDist("shared/http.js");
     const protectedRoute = newGate(host).requireBearer({ scopes: ["notes:read"] });
     const handler = async () => completeResponse(BODY, { headers: { "content-type": "application/json" } });
+    listener = toNodeListener((request) => protectedRoute(request, handler));
+  } else if (caseName === "web-warm-text") {
+    // gatehouse-auth/node's textResponse where the build has it (the fallback is announced).
+    const { textResponse } = await fromDist("http/node.js");
+    if (textResponse === undefined)
+      console.error(`web-warm-text: no textResponse in ${dist}, new Response instead`);
+    const build = textResponse ?? ((text, init) => new Response(text, init));
+    const protectedRoute = newGate(host).requireBearer({ scopes: ["notes:read"] });
+    const handler = async () => build(BODY, { headers: { "content-type": "application/json" } });
     listener = toNodeListener((request) => protectedRoute(request, handler));
   } else if (caseName.startsWith("express-")) {
     const express = (await import("express")).default;
@@ -228,9 +295,8 @@ async function child() {
       const { withBearerAuth } = await fromDist("http/hono.js");
       app.get(PATH, withBearerAuth(newGate(host), { scopes: ["notes:read"] }, send));
     } else if (caseName === "hono-noop") {
-      // The least any Hono middleware costs: async, sets a variable, awaits next().
-      const noop = async (c, next) => {
-        c.set("auth", undefined);
+      // The least any Hono middleware costs (issue 25's row): async, only awaits next().
+      const noop = async (_c, next) => {
         await next();
       };
       app.get(PATH, noop, send);
@@ -476,8 +542,8 @@ Every resource-server row of issue 11 in one run: servers pinned to core 0, the 
 when installed, else autocannon) on core 1; medians of per-round ratios by req/s and server CPU.
 Run after npm run build. BENCH_DIST=<build> (or --dist) measures another build.
 Cases (--cases; raw and the jose loop always run): node-warm, node-distinct, node-distinct-2nd,
-verify-only, peer, express-unprotected, express-warm, express-noop, hono-unprotected, hono-warm,
-hono-noop, hono-wrapped, web-unprotected, web-warm, web-warm-json (the header comment of
+verify-only, hand-gate, peer, express-unprotected, express-warm, express-noop, hono-unprotected, hono-warm,
+hono-noop, hono-wrapped, web-unprotected, web-warm, web-warm-json, web-warm-text (the header comment of
 bench/resource-server.mjs describes each).
 `;
 async function parent() {
@@ -579,6 +645,8 @@ async function parent() {
     "node-distinct-2nd": distinctCase(true),
     // verify-only caches nothing: the same slices as node-distinct, its floor.
     "verify-only": distinctCase(false),
+    // The hand-written gate caches nothing either: the same slices.
+    "hand-gate": distinctCase(false),
     peer: { headers: bearer },
     "express-unprotected": { headers: bearer },
     "express-warm": { headers: bearer },
@@ -590,6 +658,7 @@ async function parent() {
     "web-unprotected": { headers: bearer },
     "web-warm": { headers: bearer },
     "web-warm-json": { headers: bearer },
+    "web-warm-text": { headers: bearer },
   };
   // --cases a,b: only those (raw always, as the floor), for a quick look at one row.
   const only = argValue("--cases")?.split(",");
@@ -702,6 +771,8 @@ async function parent() {
     ["distinctVsJoseLoop", "node-distinct / bare jose verify loop", "node-distinct", "jose-loop", 0.9],
     // The gate's share of a distinct-token request, and the best any gate could do over HTTP.
     ["distinctVsVerifyOnly", "node-distinct / verify-only floor", "node-distinct", "verify-only"],
+    // Issue 25: against a minimal hand-written gate over the same HTTP (met there; kept).
+    ["distinctVsHandGate", "node-distinct / hand-written gate", "node-distinct", "hand-gate", 1],
     [
       "distinct2ndVsJoseLoop",
       "node-distinct-2nd / bare jose verify loop",
@@ -720,13 +791,15 @@ async function parent() {
     ],
     ["expressWarmVsNoopMiddleware", "express-warm / express-noop middleware", "express-warm", "express-noop"],
     ["honoWarmVsUnprotected", "hono-warm / hono-unprotected", "hono-warm", "hono-unprotected", 0.9],
-    ["honoWarmVsNoopMiddleware", "hono-warm / hono-noop middleware", "hono-warm", "hono-noop"],
+    // Issue 25 (restated): the middleware against a middleware that only calls next().
+    ["honoWarmVsNoopMiddleware", "hono-warm / hono-noop middleware", "hono-warm", "hono-noop", 0.95],
     ["honoWrappedVsUnprotected", "hono-wrapped / hono-unprotected", "hono-wrapped", "hono-unprotected", 0.9],
     ["webWarmVsWebUnprotected", "web-warm / web-unprotected", "web-warm", "web-unprotected"],
     ["webUnprotectedVsRawNodeHttp", "web-unprotected / raw node:http", "web-unprotected", "raw"],
     // Issue 25: the web-standard listener (what gatehouse serve runs on) with the warm gate.
     ["webWarmVsRawNodeHttp", "web-warm / raw node:http", "web-warm", "raw", 0.8],
     ["webWarmJsonVsRawNodeHttp", "web-warm-json / raw node:http", "web-warm-json", "raw", 0.8],
+    ["webWarmTextVsRawNodeHttp", "web-warm-text / raw node:http", "web-warm-text", "raw", 0.8],
     // The reference: @hono/node-server's lazy Request and Response, no gate.
     ["honoUnprotectedVsRawNodeHttp", "hono-unprotected / raw node:http", "hono-unprotected", "raw"],
   ];
