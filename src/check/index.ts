@@ -32,7 +32,6 @@ import { probeResourceParameter } from "./resource-parameter.js";
 import { evaluateRules, RULES } from "./rules.js";
 import type { CheckReport, Observations, Outcome, ResponseProbe, Revision } from "./types.js";
 
-export { classifyTransport, compareResource, type ResourceMatch, type TransportClass } from "./classify.js";
 export type { LoginOptions } from "./login.js";
 export type { OperationsObservation, OperationsOptions } from "./operations.js";
 export { formatHuman, formatJson } from "./report.js";

@@ -1,6 +1,9 @@
 /**
- * `gatehouse/storage`: the storage contract and `openStore`. The backends live in their own
- * subpaths (`gatehouse/storage/memory`, `/sqlite`, `/postgres`); nothing here loads a driver.
+ * `gatehouse-auth/storage`: the storage contract (`AuthorizationStore`, its records and results,
+ * its two errors), `openStore` and `sqlitePathFor` (which file `openStore` opens for a directory).
+ * The backends live in their own subpaths (`gatehouse-auth/storage/memory`, `/sqlite`,
+ * `/postgres`); nothing here loads a driver. How a target is told apart (`isPostgresUrl`) and the
+ * default file name stay inside open.ts.
  */
 export * from "./contract.js";
-export { isPostgresUrl, type OpenStoreOptions, openStore, SQLITE_FILE_NAME, sqlitePathFor } from "./open.js";
+export { type OpenStoreOptions, openStore, sqlitePathFor } from "./open.js";

@@ -5,10 +5,9 @@
  * shape and the report rendering.
  */
 import { describe, expect, it } from "vitest";
+import { classifyTransport, compareResource } from "../../src/check/classify.js";
 import {
   buildReport,
-  classifyTransport,
-  compareResource,
   evaluateRules,
   formatHuman,
   formatJson,
