@@ -12,7 +12,15 @@
  * - "html": GET answered 200 with a ~3 KB HTML page and the security headers (a login page), built
  *   with `new Response(text)` as the authorization server's pages are today;
  * - "html-complete": the same page built with the build's `completeResponse` (shared/http.ts) where
- *   it has one (a build without it falls back to `new Response(text)`).
+ *   it has one (a build without it falls back to `new Response(text)`);
+ * - "html-text": the same page built with the build's `textResponse` (gatehouse-auth/node) where it
+ *   has one (else `new Response(text)`, announced on stderr);
+ * - "rs-warm", "rs-warm-json", "rs-warm-text": issue 25's web-standard listener row, a GET with a
+ *   bearer token through the build's resource-server gate (`requireBearer`, `cachedVerifier` warm,
+ *   one token, Host allow-list) answered with a ~60-byte JSON body built with `new Response`, with
+ *   `completeResponse`, and with `textResponse` (else `new Response`, announced);
+ * - "raw": the same GET answered by a bare node:http route, no gate (the floor: the same in both
+ *   builds; the rs rows' ratio to it is what bench/resource-server.mjs reports as web-warm / raw).
  *
  * One child process (pinned to core 0 with `taskset` when there are two cores) serves every case for
  * both builds on loopback; this process (core 1) sends the requests over keep-alive connections.
@@ -21,38 +29,62 @@
  * over rounds of the CPU µs per request and of the per-round ratio build/baseline (< 1 is cheaper).
  * The handler's own work (parsing the form, JSON.stringify) is in both figures alike.
  *
- *   node bench/web-listener.mjs [--requests 4000] [--rounds 5] [--concurrency 8] [--cases a,b] [--json]
+ *   node bench/web-listener.mjs [--requests 4000] [--rounds 5] [--concurrency 8] [--cases a,b]
+ *                               [--dist build] [--base build] [--json]
  *
- * BENCH_DIST=/abs/build (default dist/) is the build under test, BENCH_BASE=/abs/build (default
+ * --dist (or BENCH_DIST; default dist/) is the build under test, --base (or BENCH_BASE; default
  * .cache/dist-base) the baseline; both must be builds of this checkout.
  */
 import { execFileSync, spawn } from "node:child_process";
 import { Agent, request as httpRequest } from "node:http";
 import { availableParallelism, loadavg } from "node:os";
+import { resolve as resolvePath } from "node:path";
 import { fileURLToPath } from "node:url";
 import { helpOrCheckArgs, median, round1, round3 } from "./lib.mjs";
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const BUILDS = {
-  candidate: process.env.BENCH_DIST ?? `${ROOT}dist`,
-  base: process.env.BENCH_BASE ?? `${ROOT}.cache/dist-base`,
+/** `--name value` from the command line (the server child gets the builds from the environment). */
+const flag = (name) => {
+  const i = process.argv.indexOf(name);
+  return i === -1 ? undefined : resolvePath(process.argv[i + 1]);
 };
-const ALL_CASES = ["form-json", "redirect", "html", "html-complete"];
-let CASES = ALL_CASES;
+const BUILDS = {
+  candidate: flag("--dist") ?? process.env.BENCH_DIST ?? `${ROOT}dist`,
+  base: flag("--base") ?? process.env.BENCH_BASE ?? `${ROOT}.cache/dist-base`,
+};
+const ALL_CASES = [
+  "form-json",
+  "redirect",
+  "html",
+  "html-complete",
+  "html-text",
+  "raw",
+  "rs-warm",
+  "rs-warm-json",
+  "rs-warm-text",
+];
+const DEFAULT_CASES = ["form-json", "redirect", "html", "html-complete"];
+let CASES = DEFAULT_CASES;
 
-const USAGE = `usage: node bench/web-listener.mjs [--requests N] [--rounds N] [--concurrency N] [--cases a,b] [--json]
+const USAGE = `usage: node bench/web-listener.mjs [--requests N] [--rounds N] [--concurrency N] [--cases a,b]
+                                [--dist build] [--base build] [--json]
 
 Server CPU per request of toNodeListener for a form POST -> JSON, a GET -> 303 with Set-Cookie and a
 GET -> HTML page (built with new Response, and with completeResponse where the build has it), the
-build under test (BENCH_DIST, default dist/) against a baseline build (BENCH_BASE, default
-.cache/dist-base), measured alternately in one run; prints each build's median
+build under test (--dist or BENCH_DIST, default dist/) against a baseline build (--base or
+BENCH_BASE, default .cache/dist-base), measured alternately in one run; prints each build's median
 CPU µs per request and the median per-round ratio build/baseline (< 1 is cheaper).
+Other cases (--cases): html-text (the page built with textResponse), raw (a bare node:http route),
+rs-warm, rs-warm-json, rs-warm-text (a bearer GET through the warm resource-server gate answered
+with new Response, completeResponse, textResponse); with raw, each rs case's ratio to raw is printed.
 
   --requests N     requests per case, build and round (default 4000)
   --rounds N       rounds (default 5)
   --concurrency N  keep-alive connections (default 8)
   --cases a,b      only these cases (default form-json,redirect,html,html-complete)
+  --dist build     the build under test (default BENCH_DIST or dist/)
+  --base build     the baseline build (default BENCH_BASE or .cache/dist-base)
   --json           the last stdout line is one JSON object
 `;
 
@@ -91,7 +123,7 @@ async function readBodyText(request) {
   return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
 }
 
-function handlerFor(name, { jsonResponse, NO_STORE, completeResponse }) {
+function handlerFor(name, { jsonResponse, NO_STORE, completeResponse, textResponse }) {
   if (name === "form-json") {
     return async (request) => {
       const form = new URLSearchParams(await readBodyText(request));
@@ -127,7 +159,9 @@ function handlerFor(name, { jsonResponse, NO_STORE, completeResponse }) {
   const build =
     name === "html-complete" && completeResponse
       ? completeResponse
-      : (text, init) => new Response(text, init);
+      : name === "html-text" && textResponse
+        ? textResponse
+        : (text, init) => new Response(text, init);
   return async () => {
     const headers = new Headers(SECURITY_HEADERS);
     headers.set("content-type", "text/html; charset=utf-8");
@@ -135,16 +169,89 @@ function handlerFor(name, { jsonResponse, NO_STORE, completeResponse }) {
   };
 }
 
+const RS_RESOURCE = "http://127.0.0.1/api";
+const RS_ISSUER = "https://issuer.bench.example";
+const RS_BODY = JSON.stringify({ notes: [{ id: "1", text: "benchmark note" }] });
+const RS_HEADERS = { "content-type": "application/json" };
+
+/**
+ * The resource-server cases' server for one build: the warm gate in front of a handler answering
+ * RS_BODY the way the case names (listening first: the gate's Host allow-list needs the port).
+ */
+async function rsServer(name, dir, helpers, jwk) {
+  const { createResourceServer, cachedVerifier, jwtVerifier } = await import(
+    `${dir}/resource-server/index.js`
+  );
+  const { createServer } = await import("node:http");
+  const server = createServer();
+  server.keepAliveTimeout = 60_000;
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address();
+  if (name === "raw") {
+    const headers = { ...RS_HEADERS, "content-length": Buffer.byteLength(RS_BODY) };
+    server.on("request", (_req, res) => {
+      res.writeHead(200, headers);
+      res.end(RS_BODY);
+    });
+    return `http://127.0.0.1:${port}`;
+  }
+  const gate = createResourceServer({
+    resource: RS_RESOURCE,
+    authorizationServers: [RS_ISSUER],
+    allowedHosts: [`127.0.0.1:${port}`],
+    verifier: cachedVerifier(
+      jwtVerifier({ issuer: RS_ISSUER, audience: RS_RESOURCE, jwks: { keys: [jwk] }, algorithms: ["ES256"] }),
+      { maxEntries: 1000 },
+    ),
+  });
+  const protectedRoute = gate.requireBearer({ scopes: ["notes:read"] });
+  let build = (text, init) => new Response(text, init);
+  if (name === "rs-warm-json") build = helpers.completeResponse;
+  if (name === "rs-warm-text") {
+    if (helpers.textResponse) build = helpers.textResponse;
+    else console.error(`rs-warm-text: no textResponse in ${dir}, new Response instead`);
+  }
+  const handler = async () => build(RS_BODY, { headers: RS_HEADERS });
+  const { toNodeListener } = await import(`${dir}/http/node-listener.js`);
+  server.on(
+    "request",
+    toNodeListener((request) => protectedRoute(request, handler)),
+  );
+  return `http://127.0.0.1:${port}`;
+}
+
 async function serve() {
   const ports = {};
+  // One ES256 key and token for the resource-server cases (the same in both builds).
+  const jose = await import("jose");
+  const { publicKey, privateKey } = await jose.generateKeyPair("ES256", { extractable: true });
+  const jwk = { ...(await jose.exportJWK(publicKey)), kid: "bench", alg: "ES256" };
+  const now = Math.floor(Date.now() / 1000);
+  const token = await new jose.SignJWT({ sub: "bench-user", client_id: "bench-client", scope: "notes:read" })
+    .setProtectedHeader({ alg: "ES256", typ: "at+jwt", kid: "bench" })
+    .setIssuer(RS_ISSUER)
+    .setAudience(RS_RESOURCE)
+    .setIssuedAt(now)
+    .setExpirationTime(now + 3600)
+    .sign(privateKey);
   for (const [build, dir] of Object.entries(BUILDS)) {
     const { listen } = await import(`${dir}/http/node-listener.js`);
-    const helpers = await import(`${dir}/shared/http.js`);
+    const helpers = {
+      ...(await import(`${dir}/shared/http.js`)),
+      textResponse: (await import(`${dir}/http/node.js`)).textResponse,
+    };
+    if (CASES.includes("html-text") && !helpers.textResponse)
+      console.error(`html-text: no textResponse in ${dir}, new Response instead`);
     for (const name of CASES) {
+      if (name === "raw" || name.startsWith("rs-")) {
+        ports[`${build}/${name}`] = await rsServer(name, dir, helpers, jwk);
+        continue;
+      }
       const running = await listen(handlerFor(name, helpers));
       ports[`${build}/${name}`] = running.url;
     }
   }
+  process.send({ token });
   process.on("message", (m) => {
     if (m === "cpu") {
       const { user, system } = process.cpuUsage();
@@ -165,9 +272,13 @@ const FORM = new URLSearchParams({
   resource: "http://127.0.0.1:9001/mcp",
 }).toString();
 
+/** The bearer token the server child signed for the resource-server cases. */
+let bearer = "";
+
 function send(agent, base, name) {
+  const rs = name === "raw" || name.startsWith("rs-");
   const url = new URL(
-    name === "form-json" ? "/token" : name === "redirect" ? "/authorize?a=1" : "/login",
+    name === "form-json" ? "/token" : name === "redirect" ? "/authorize?a=1" : rs ? "/api/notes" : "/login",
     base,
   );
   const post = name === "form-json";
@@ -179,12 +290,17 @@ function send(agent, base, name) {
         method: post ? "POST" : "GET",
         headers: post
           ? { "content-type": "application/x-www-form-urlencoded", "content-length": Buffer.byteLength(FORM) }
-          : { cookie: `__Host-session=${"s".repeat(43)}` },
+          : rs
+            ? { authorization: `Bearer ${bearer}` }
+            : { cookie: `__Host-session=${"s".repeat(43)}` },
       },
       (res) => {
         res.on("data", () => {});
+        // A resource-server case must pass the gate (200), or it measures a challenge instead.
         res.on("end", () =>
-          res.statusCode >= 500 ? reject(new Error(`${name}: ${res.statusCode}`)) : resolve(),
+          res.statusCode >= 500 || (rs && res.statusCode !== 200)
+            ? reject(new Error(`${name}: ${res.statusCode}`))
+            : resolve(),
         );
         res.on("error", reject);
       },
@@ -227,7 +343,7 @@ async function main() {
   const args = process.argv.slice(2);
   if (
     helpOrCheckArgs(args, {
-      valueOptions: ["--requests", "--rounds", "--concurrency", "--cases"],
+      valueOptions: ["--requests", "--rounds", "--concurrency", "--cases", "--dist", "--base"],
       flagOptions: ["--json"],
       usage: USAGE,
     })
@@ -252,11 +368,24 @@ async function main() {
   const core = pinning();
   const command = core ? "taskset" : process.execPath;
   const childArgs = core ? ["-c", core, process.execPath, SELF, "--serve"] : [SELF, "--serve"];
-  const child = spawn(command, childArgs, { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  // The child learns the builds and cases from its environment.
+  const child = spawn(command, childArgs, {
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+    env: {
+      ...process.env,
+      BENCH_DIST: BUILDS.candidate,
+      BENCH_BASE: BUILDS.base,
+      BENCH_CASES: CASES.join(","),
+    },
+  });
   const { ports } = await new Promise((resolve, reject) => {
-    child.once("message", resolve);
+    child.on("message", (m) => {
+      if (m.token !== undefined) bearer = m.token;
+      if (m.ports !== undefined) resolve(m);
+    });
     child.once("exit", (code) => reject(new Error(`server child exited with ${code}`)));
   });
+  child.removeAllListeners("message");
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
   try {
     // Warm-up: both builds, every case.
@@ -298,10 +427,21 @@ async function main() {
         }),
       ),
     };
+    // Issue 25's row: each resource-server case against the bare route, by CPU per request
+    // (raw's CPU / the case's, per round, median), for each build.
+    if (perRound.raw) {
+      result.vsRaw = {};
+      for (const name of CASES.filter((n) => n.startsWith("rs-"))) {
+        const of = (build) =>
+          round3(median(perRound[name][build].map((cpu, i) => perRound.raw[build][i] / cpu)));
+        result.vsRaw[name] = { candidate: of("candidate"), base: of("base") };
+      }
+    }
     log(`\nserver CPU µs per request (median of ${rounds} rounds), load ${result.load.join(" ")}:`);
     for (const [name, c] of Object.entries(result.cases)) {
+      const raw = result.vsRaw?.[name];
       log(
-        `  ${name.padEnd(10)} build ${c.candidateCpuMicros}  baseline ${c.baseCpuMicros}  ratio ${c.ratio}`,
+        `  ${name.padEnd(13)} build ${c.candidateCpuMicros}  baseline ${c.baseCpuMicros}  ratio ${c.ratio}${raw ? `  raw/case by CPU: build ${raw.candidate}, baseline ${raw.base} (goal >= 0.8)` : ""}`,
       );
     }
     if (json) process.stdout.write(`${JSON.stringify(result)}\n`);
@@ -311,5 +451,7 @@ async function main() {
   }
 }
 
-if (process.argv.includes("--serve")) await serve();
-else await main();
+if (process.argv.includes("--serve")) {
+  if (process.env.BENCH_CASES) CASES = process.env.BENCH_CASES.split(",");
+  await serve();
+} else await main();
