@@ -12,7 +12,7 @@
  * compiling it here (no prebuilt binary is reachable) takes a minute and a half of both cores.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { Browser } from "playwright-core";
@@ -156,6 +156,12 @@ describe("the packed package installed in a clean directory", () => {
       readFileSync(join(project, "node_modules/gatehouse-auth/package.json"), "utf8"),
     );
     expect(installed).toMatchObject({ name: "gatehouse-auth", bin: { gatehouse: "dist/cli/main.js" } });
+  });
+
+  it("does not install the MCP conformance harness (a test tool of this checkout, not the package)", () => {
+    const installed = join(project, "node_modules/gatehouse-auth");
+    expect(existsSync(join(installed, "dist/cli/main.js"))).toBe(true);
+    expect(existsSync(join(installed, "dist/conformance"))).toBe(false);
   });
 
   it("gatehouse --help, and npx gatehouse --help in the project, print the commands", async () => {
