@@ -75,7 +75,6 @@ export async function createAuthorizationServer(
 }
 
 export { isLocalhostOnly, matchRedirectUri, redirectUriProblem } from "./clients/redirect-uri.js";
-export { OFFLINE_ACCESS } from "./config/resolve-options.js";
 // The public surface. The composition root (createServerContext), the option resolver
 // (resolveOptions, ResolvedOptions), the router and its error mapping, the metadata builder and
 // the context's parts (ClientResolver, KeyManager, Endpoint) are internals: tests import them by
@@ -103,10 +102,6 @@ export type {
 } from "./core/options.js";
 export { hashPassword, verifyPassword } from "./core/password.js";
 export { ENDPOINT_PATHS, type EndpointName, endpointUrl } from "./core/paths.js";
-export {
-  SigningKeyDecryptionError,
-  type SigningKeyDecryptionErrorCode,
-} from "./keys/signing-key-envelope.js";
 export type {
   UpstreamAdmissionOptions,
   UpstreamKeepTokensOptions,
@@ -114,4 +109,9 @@ export type {
   UpstreamProfile,
   UpstreamProviderOptions,
   UpstreamSignInOptions,
-} from "./upstream/options.js";
+} from "./core/upstream-options.js";
+export {
+  SigningKeyDecryptionError,
+  type SigningKeyDecryptionErrorCode,
+} from "./keys/signing-key-envelope.js";
+export { OFFLINE_ACCESS } from "./policy/scopes.js";

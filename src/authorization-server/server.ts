@@ -10,12 +10,14 @@ import { tracedStore } from "../shared/telemetry.js";
 import type { ClientRecord } from "../storage/contract.js";
 import { redirectUriProblem } from "./clients/redirect-uri.js";
 import { createClientResolver } from "./clients/resolver.js";
-import { checkResources, fail, limited, OFFLINE_ACCESS, resolveOptions } from "./config/resolve-options.js";
+import { checkResources, resolveOptions } from "./config/resolve-options.js";
 import { AuditTrail, createAuditor } from "./core/audit.js";
 import type { ServerContext } from "./core/context.js";
+import { fail, limited } from "./core/option-limits.js";
 import type { AuthorizationServerOptions } from "./core/options.js";
 import { createCodeSealer } from "./grants/sealed-code.js";
 import { createKeyManager } from "./keys/key-manager.js";
+import { OFFLINE_ACCESS } from "./policy/scopes.js";
 import { checkKeptTokens } from "./vault/upstream-tokens.js";
 
 /** Checks a client given in `options.clients` before it is written to storage. */

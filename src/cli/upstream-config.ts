@@ -11,7 +11,7 @@ import { z } from "zod";
 import type {
   UpstreamProviderOptions,
   UpstreamSignInOptions,
-} from "../authorization-server/upstream/options.js";
+} from "../authorization-server/core/upstream-options.js";
 import { UPSTREAM_PRESETS } from "../authorization-server/upstream/presets.js";
 import { UsageError } from "./args.js";
 
@@ -44,7 +44,7 @@ export const upstreamProviderSchema = z.strictObject({
   scopes: list.optional(),
   algorithms: list.optional(),
   createAccounts: z.boolean().optional(),
-  /** RFC 1918 / fc00::/7 destinations for this provider only (upstream/options.ts). */
+  /** RFC 1918 / fc00::/7 destinations for this provider only (core/upstream-options.ts). */
   allowPrivateNetwork: z.boolean().optional(),
   /** A PEM file of the CA certificate(s) this provider's TLS chains to. */
   caFile: z.string().min(1).optional(),

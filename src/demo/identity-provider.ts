@@ -20,7 +20,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
-import type { UpstreamSignInOptions } from "../authorization-server/upstream/options.js";
+import type { UpstreamSignInOptions } from "../authorization-server/core/upstream-options.js";
 import { timingSafeEqualString } from "../shared/crypto.js";
 
 export interface DemoIdentityProvider {

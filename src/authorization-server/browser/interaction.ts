@@ -7,11 +7,10 @@ import { createHmac } from "node:crypto";
 import { sha256Base64url, timingSafeEqualString } from "../../shared/crypto.js";
 import type { OAuthErrorCode } from "../../shared/errors.js";
 import type { ClientRecord, InteractionRecord } from "../../storage/contract.js";
-import type { ServerContext } from "../core/context.js";
+import type { SealedCodeRecord, ServerContext } from "../core/context.js";
 import { newSortableId } from "../core/ids.js";
 import { randomToken } from "../core/random.js";
 import { refreshAllowed } from "../grants/refresh-policy.js";
-import type { SealedCodeRecord } from "../grants/sealed-code.js";
 import { seeOther } from "./security-headers.js";
 
 /** How long a user has to log in and decide (the interaction record's lifetime). */

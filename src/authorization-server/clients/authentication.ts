@@ -16,8 +16,12 @@ import { buildChallenge } from "../../shared/www-authenticate.js";
 import type { ClientRecord, TokenEndpointAuthMethod } from "../../storage/contract.js";
 import type { ServerContext } from "../core/context.js";
 import { endpointUrl } from "../core/paths.js";
-import { CLIENT_ASSERTION_ALGORITHMS } from "../endpoints/metadata.js";
-import { CLOCK_TOLERANCE_SECONDS, lifetimeProblem, useJtiOnce } from "../policy/assertions.js";
+import {
+  CLIENT_ASSERTION_ALGORITHMS,
+  CLOCK_TOLERANCE_SECONDS,
+  lifetimeProblem,
+  useJtiOnce,
+} from "../policy/assertions.js";
 import { DocumentKeysError, documentClientKeys } from "./document-keys.js";
 
 /** RFC 7523 §2.2: the `client_assertion_type` of a JWT client assertion. */

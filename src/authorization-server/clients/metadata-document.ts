@@ -17,15 +17,10 @@ import { z } from "zod";
 import { OAuthError } from "../../shared/errors.js";
 import { fetchUrlProblem } from "../../shared/guarded-fetch.js";
 import type { ClientRecord, TokenEndpointAuthMethod } from "../../storage/contract.js";
-import { CLIENT_ASSERTION_ALGORITHMS } from "../endpoints/metadata.js";
-import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
-import { JWT_BEARER_GRANT } from "../grants/jwt-assertion.js";
+import { isUrlClientId } from "../core/client-id.js";
+import { CLIENT_ASSERTION_ALGORITHMS } from "../policy/assertions.js";
+import { DEVICE_CODE_GRANT_TYPE, JWT_BEARER_GRANT } from "../policy/grants.js";
 import { redirectUriProblem } from "./redirect-uri.js";
-
-/** True when `clientId` is meant as a metadata document URL (any case of the scheme). */
-export function isUrlClientId(clientId: string): boolean {
-  return /^https:\/\//i.test(clientId);
-}
 
 /**
  * Why `clientId` cannot be a Client ID Metadata Document URL, or undefined.

@@ -15,9 +15,10 @@ import type { Logger } from "../../shared/log.js";
 import { traceOutboundFetch } from "../../shared/telemetry.js";
 import type { AuthorizationStore, ClientRecord } from "../../storage/contract.js";
 import type { AuditEventInput } from "../core/audit.js";
+import { isUrlClientId } from "../core/client-id.js";
 import type { ClientResolver, ResolvedOptions } from "../core/context.js";
 import type { ClientDocumentTrustPolicy } from "../core/options.js";
-import { clientIdUrlProblem, isUrlClientId, validateClientMetadataDocument } from "./metadata-document.js";
+import { clientIdUrlProblem, validateClientMetadataDocument } from "./metadata-document.js";
 
 export interface ClientResolverDeps {
   store: AuthorizationStore;

@@ -7,7 +7,7 @@ import { fetchUrlProblem } from "../../shared/guarded-fetch-url.js";
 import { canonicalResourceUri } from "../../shared/resource-uri.js";
 import { isScopeToken } from "../../shared/scopes.js";
 import type { ResolvedOptions } from "../core/context.js";
-import { boolean, fail, limited } from "../core/option-limits.js";
+import { ASYMMETRIC_ALGORITHMS, boolean, fail, limited } from "../core/option-limits.js";
 import type {
   AuthorizationServerOptions,
   EnterpriseAuthorizationOptions,
@@ -21,24 +21,6 @@ import type {
 
 /** Algorithms accepted from a trusted assertion issuer unless it lists its own. */
 export const DEFAULT_ASSERTION_ALGORITHMS = ["ES256", "ES384", "PS256", "RS256", "EdDSA"];
-
-/**
- * Asymmetric JWS algorithms only (RFC 8725 §3.1, §3.2): an HMAC algorithm would let anyone who holds
- * the published key sign, and `none` signs nothing.
- */
-export const ASYMMETRIC_ALGORITHMS: ReadonlySet<string> = new Set([
-  "ES256",
-  "ES384",
-  "ES512",
-  "PS256",
-  "PS384",
-  "PS512",
-  "RS256",
-  "RS384",
-  "RS512",
-  "EdDSA",
-  "Ed25519",
-]);
 
 function objectOption(value: unknown, name: string): Record<string, unknown> {
   if (typeof value !== "object" || value === null || Array.isArray(value)) fail(`${name} must be an object`);

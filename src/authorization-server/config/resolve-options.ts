@@ -18,17 +18,14 @@ import type {
   ResourceOptions,
 } from "../core/options.js";
 import { dpopNonceSecret } from "../grants/dpop-binding.js";
+import { OFFLINE_ACCESS } from "../policy/scopes.js";
 import { resolveUpstreamSignIn } from "../upstream/resolve.js";
 import { resolveGrantExtensions } from "./grant-extensions.js";
 
 export { fail, type LimitedOption, limited, OPTION_LIMITS } from "../core/option-limits.js";
-export { ASYMMETRIC_ALGORITHMS } from "./grant-extensions.js";
 
 /** The default refresh race window, `refreshTokens.reuseGraceSeconds` (grants/refresh-policy.ts reuseGraceMs). */
 const DEFAULT_REUSE_GRACE_SECONDS = 30;
-
-/** Scope that asks for a refresh token (OpenID Connect Core §11; the spec's refresh-token section). */
-export const OFFLINE_ACCESS = "offline_access";
 
 /**
  * Checks the issuer identifier (RFC 8414 §2: an `https` URL with no query or fragment; spec

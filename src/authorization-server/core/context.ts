@@ -5,9 +5,7 @@
 import type { Logger } from "../../shared/log.js";
 import type { ScopeHierarchy } from "../../shared/scopes.js";
 import type { KeyEncryptionKeyring } from "../../shared/secret-envelope.js";
-import type { AuthorizationStore, ClientRecord } from "../../storage/contract.js";
-import type { CodeSealer } from "../grants/sealed-code.js";
-import type { ResolvedUpstreamSignIn } from "../upstream/resolve.js";
+import type { AuthorizationCodeRecord, AuthorizationStore, ClientRecord } from "../../storage/contract.js";
 import type { AuditEventInput, AuditTrail } from "./audit.js";
 import type {
   AuthorizationServerOptions,
@@ -20,6 +18,7 @@ import type {
   WorkloadIdentityOptions,
   WorkloadIssuerOptions,
 } from "./options.js";
+import type { ResolvedUpstreamSignIn } from "./upstream-options.js";
 
 /** Options with every default applied and checked (factories validate at start-up). */
 export interface ResolvedOptions {
@@ -195,3 +194,20 @@ export interface FetchInfo {
 
 /** An endpoint: a web-standard request in, a response out. */
 export type Endpoint = (request: Request, context: ServerContext, info: FetchInfo) => Promise<Response>;
+
+/** What a sealed code carries: the stored record but its hash (the code's own) and consumption. */
+export type SealedCodeRecord = Omit<AuthorizationCodeRecord, "codeHash" | "consumedAt">;
+
+/** The sealing of authorization codes (grants/sealed-code.ts makes it from the key-encryption key). */
+export interface CodeSealer {
+  /**
+   * The code for `record`, sealed under the key of the hour of `record.createdAt`:
+   * `<kek id>.<hour, base 36>.<base64url(nonce ‖ ciphertext ‖ tag)>`.
+   */
+  seal(record: SealedCodeRecord): string;
+  /**
+   * The record sealed in `code`, or undefined for anything this server did not seal, and for a code
+   * of an hour more than one away from `now` (ms).
+   */
+  open(code: string, now: number): SealedCodeRecord | undefined;
+}

@@ -76,3 +76,21 @@ export function boolean(value: unknown, name: string, fallback: boolean): boolea
   if (typeof value !== "boolean") fail(`${name} must be a boolean`);
   return value;
 }
+
+/**
+ * Asymmetric JWS algorithms only (RFC 8725 §3.1, §3.2): an HMAC algorithm would let anyone who holds
+ * the published key sign, and `none` signs nothing.
+ */
+export const ASYMMETRIC_ALGORITHMS: ReadonlySet<string> = new Set([
+  "ES256",
+  "ES384",
+  "ES512",
+  "PS256",
+  "PS384",
+  "PS512",
+  "RS256",
+  "RS384",
+  "RS512",
+  "EdDSA",
+  "Ed25519",
+]);

@@ -5,8 +5,8 @@
 import type { Logger } from "../../shared/log.js";
 import type { Revision } from "../../shared/revision.js";
 import type { AuthorizationStore, ClientRecord } from "../../storage/contract.js";
-import type { UpstreamSignInOptions } from "../upstream/options.js";
 import type { AuditEvent } from "./audit.js";
+import type { UpstreamSignInOptions } from "./upstream-options.js";
 
 export type { Revision };
 

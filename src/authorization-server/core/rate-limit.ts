@@ -18,8 +18,8 @@
  */
 import { OAuthError } from "../../shared/errors.js";
 import type { AuthorizationStore } from "../../storage/contract.js";
-import { isUrlClientId } from "../clients/metadata-document.js";
 import type { RateLimitKeyKind, RateLimitName } from "./audit.js";
+import { isUrlClientId } from "./client-id.js";
 import type { FetchInfo, ServerContext } from "./context.js";
 
 /** What one attempt found: the counts, the estimate, and how long until an attempt would pass. */

@@ -12,9 +12,8 @@ import { newSortableId } from "../core/ids.js";
 import { endpointUrl } from "../core/paths.js";
 import { clientRateLimitKey, enforceTokenRateLimit } from "../core/rate-limit.js";
 import { readForm } from "../core/request-body.js";
-import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
 import { newUserCode, normalizeUserCode, userCodeHash } from "../grants/user-code.js";
-import { mayUseGrantType } from "../policy/grants.js";
+import { DEVICE_CODE_GRANT_TYPE, mayUseGrantType } from "../policy/grants.js";
 import { resolveResource, resolveScopes } from "./authorize.js";
 
 /** New user codes tried before giving up when the drawn one is taken (it practically never is). */

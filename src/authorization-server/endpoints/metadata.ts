@@ -5,6 +5,7 @@
 import type { ServerContext } from "../core/context.js";
 import { endpointUrl } from "../core/paths.js";
 import { supportedGrantTypes } from "../grants/grant-types.js";
+import { CLIENT_ASSERTION_ALGORITHMS } from "../policy/assertions.js";
 
 /** Client authentication methods the token endpoint accepts (RFC 6749 §2.3, RFC 7523 §2.2). */
 export const TOKEN_ENDPOINT_AUTH_METHODS = [
@@ -19,9 +20,6 @@ export const TOKEN_ENDPOINT_AUTH_METHODS = [
  * authorization extension): clients look for it in `authorization_grant_profiles_supported`.
  */
 export const ID_JAG_GRANT_PROFILE = "urn:ietf:params:oauth:grant-profile:id-jag";
-
-/** Signature algorithms accepted for `private_key_jwt` client assertions. */
-export const CLIENT_ASSERTION_ALGORITHMS = ["ES256", "ES384", "EdDSA", "PS256", "RS256"];
 
 /**
  * Authorization server metadata (RFC 8414 §2). The same document answers OpenID Connect Discovery:

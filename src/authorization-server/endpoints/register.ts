@@ -13,7 +13,7 @@ import { redirectUriProblem } from "../clients/redirect-uri.js";
 import type { Endpoint, ServerContext } from "../core/context.js";
 import { clientRateLimitKey, RateLimitedError } from "../core/rate-limit.js";
 import { readJsonObject } from "../core/request-body.js";
-import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
+import { DEVICE_CODE_GRANT_TYPE } from "../policy/grants.js";
 import { REGISTERED_WITH_TOKEN, registrationAllowance } from "../policy/grants-without-user.js";
 
 /** Display names are stored as given but bounded; pages render them as text, never as markup. */

@@ -6,10 +6,10 @@
 import { OAuthError } from "../../shared/errors.js";
 import { jsonResponse, NO_STORE } from "../../shared/http.js";
 import { formatScope, parseScope } from "../../shared/scopes.js";
-import { OFFLINE_ACCESS } from "../config/resolve-options.js";
 import type { ServerContext } from "../core/context.js";
 import { newSortableId } from "../core/ids.js";
 import { servedResource } from "../policy/resources.js";
+import { OFFLINE_ACCESS } from "../policy/scopes.js";
 
 /** The served resource a `resource` parameter names: policy/resources.ts decides, for every grant. */
 export const matchResource = servedResource;

@@ -8,12 +8,10 @@ import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord, DeviceAuthorizationRecord, IssuedTokens } from "../../storage/contract.js";
 import type { ServerContext } from "../core/context.js";
 import { refuseGrantOfDisabledUser } from "../core/user-accounts.js";
+import { DEVICE_CODE_GRANT_TYPE } from "../policy/grants.js";
 import { approvedGrantResponse, drawTokens, tokensToWrite } from "./approved-grant.js";
 import { required } from "./common.js";
 import { codeDPoPProblem, grantDPoPBinding, type TokenRequestDPoP } from "./dpop-binding.js";
-
-/** RFC 8628 §3.4: the grant type a device polls the token endpoint with. */
-export const DEVICE_CODE_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code";
 
 /** Device codes are 256 random bits, base64url (endpoints/device-authorization.ts). */
 const DEVICE_CODE = /^[A-Za-z0-9_-]{43}$/;

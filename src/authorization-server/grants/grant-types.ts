@@ -5,11 +5,11 @@
  */
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../core/context.js";
+import { DEVICE_CODE_GRANT_TYPE, JWT_BEARER_GRANT } from "../policy/grants.js";
 import { authorizationCodeGrant } from "./authorization-code.js";
 import { clientCredentialsGrant } from "./client-credentials.js";
-import { DEVICE_CODE_GRANT_TYPE, deviceCodeGrant } from "./device-code.js";
+import { deviceCodeGrant } from "./device-code.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
-import { JWT_BEARER_GRANT } from "./jwt-assertion.js";
 import { jwtBearerEnabled, jwtBearerGrant } from "./jwt-bearer.js";
 import { refreshTokenGrant } from "./refresh-token.js";
 import { TOKEN_EXCHANGE_GRANT, tokenExchangeGrant } from "./token-exchange.js";

@@ -8,7 +8,7 @@
 import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../core/context.js";
-import { requireConfidentialClient } from "../policy/grants.js";
+import { JWT_BEARER_GRANT, requireConfidentialClient } from "../policy/grants.js";
 import { servedResource } from "../policy/resources.js";
 import { grantableScopes } from "../policy/scopes.js";
 import { issueGrantWithoutRefresh, requestedScopes } from "./common.js";
@@ -17,7 +17,6 @@ import {
   assertedScopes,
   ID_JAG_TYP,
   invalidAssertion,
-  JWT_BEARER_GRANT,
   useAssertionOnce,
   verifyAssertion,
 } from "./jwt-assertion.js";

@@ -27,8 +27,6 @@ import {
   useJtiOnce,
 } from "../policy/assertions.js";
 
-export const JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer";
-
 /** The JOSE `typ` of an identity assertion JWT authorization grant (draft-ietf-oauth-identity-assertion-authz-grant). */
 export const ID_JAG_TYP = "oauth-id-jag+jwt";
 

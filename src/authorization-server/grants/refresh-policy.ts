@@ -7,9 +7,9 @@
 
 import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord, GrantRecord, RefreshTokenRecord } from "../../storage/contract.js";
-import { OFFLINE_ACCESS } from "../config/resolve-options.js";
 import type { ServerContext } from "../core/context.js";
 import { declaredGrantTypes, mayUseGrantType } from "../policy/grants.js";
+import { OFFLINE_ACCESS } from "../policy/scopes.js";
 
 /**
  * Whether redeeming a code for these scopes issues a refresh token.

@@ -29,23 +29,8 @@
 import { createCipheriv, createDecipheriv, createSecretKey, hkdfSync, type KeyObject } from "node:crypto";
 import { keyEncryptionKeyId, parseKeyEncryptionKey } from "../../shared/secret-envelope.js";
 import type { AuthorizationCodeRecord } from "../../storage/contract.js";
+import type { CodeSealer, SealedCodeRecord } from "../core/context.js";
 import { randomBytesFromPool } from "../core/random.js";
-
-/** What a sealed code carries: the stored record but its hash (the code's own) and consumption. */
-export type SealedCodeRecord = Omit<AuthorizationCodeRecord, "codeHash" | "consumedAt">;
-
-export interface CodeSealer {
-  /**
-   * The code for `record`, sealed under the key of the hour of `record.createdAt`:
-   * `<kek id>.<hour, base 36>.<base64url(nonce ‖ ciphertext ‖ tag)>`.
-   */
-  seal(record: SealedCodeRecord): string;
-  /**
-   * The record sealed in `code`, or undefined for anything this server did not seal, and for a code
-   * of an hour more than one away from `now` (ms).
-   */
-  open(code: string, now: number): SealedCodeRecord | undefined;
-}
 
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;

@@ -7,12 +7,13 @@
  */
 import type { ClientRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../core/context.js";
+import { JWT_BEARER_GRANT } from "../policy/grants.js";
 import { requireGrantWithoutUser } from "../policy/grants-without-user.js";
 import { servedResource } from "../policy/resources.js";
 import { grantableScopes } from "../policy/scopes.js";
 import { issueGrantWithoutRefresh, requestedScopes, required } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
-import { invalidAssertion, JWT_BEARER_GRANT, useAssertionOnce, verifyAssertion } from "./jwt-assertion.js";
+import { invalidAssertion, useAssertionOnce, verifyAssertion } from "./jwt-assertion.js";
 
 /**
  * The workload grant: a JWT from a trusted workload issuer with the `aud` configured for it (this

@@ -19,10 +19,10 @@ import { authorizationResponseUrl, issueCodeAndRedirect, issuerPath } from "../b
 import { htmlResponse, seeOther } from "../browser/security-headers.js";
 import { type CurrentSession, currentSession } from "../browser/session.js";
 import { matchRedirectUri } from "../clients/redirect-uri.js";
-import { OFFLINE_ACCESS } from "../config/resolve-options.js";
 import type { Endpoint, ServerContext } from "../core/context.js";
 import { ENDPOINT_PATHS } from "../core/paths.js";
 import { maySkipConsent } from "../policy/consent.js";
+import { OFFLINE_ACCESS } from "../policy/scopes.js";
 
 /**
  * The consent page (SECURITY.md "Consent and login pages"; spec "Client ID Metadata Documents":

@@ -15,10 +15,9 @@ import { type CurrentSession, currentSession } from "../browser/session.js";
 import type { Endpoint, FetchInfo, ServerContext } from "../core/context.js";
 import { ENDPOINT_PATHS } from "../core/paths.js";
 import { clientRateLimitKey, hitSlidingWindows } from "../core/rate-limit.js";
-import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
 import { refreshAllowed } from "../grants/refresh-policy.js";
 import { displayUserCode, normalizeUserCode, USER_CODE_LENGTH, userCodeHash } from "../grants/user-code.js";
-import { mayUseGrantType } from "../policy/grants.js";
+import { DEVICE_CODE_GRANT_TYPE, mayUseGrantType } from "../policy/grants.js";
 import { scopeItem } from "./consent.js";
 
 /**

@@ -14,8 +14,7 @@ import { htmlResponse, seeOther } from "../browser/security-headers.js";
 import { type CurrentSession, currentSession, endSession } from "../browser/session.js";
 import type { Endpoint, ServerContext } from "../core/context.js";
 import { ENDPOINT_PATHS } from "../core/paths.js";
-import { DEVICE_CODE_GRANT_TYPE } from "../grants/device-code.js";
-import { mayUseGrantType } from "../policy/grants.js";
+import { DEVICE_CODE_GRANT_TYPE, mayUseGrantType } from "../policy/grants.js";
 import { scopeItem } from "./consent.js";
 
 /**

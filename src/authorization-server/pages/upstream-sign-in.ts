@@ -13,15 +13,19 @@ import { seeOther } from "../browser/security-headers.js";
 import { startSessionRecord } from "../browser/session.js";
 import type { Endpoint, ServerContext } from "../core/context.js";
 import { ENDPOINT_PATHS, upstreamCallbackPath } from "../core/paths.js";
+import type {
+  ResolvedUpstreamProvider,
+  ResolvedUpstreamSignIn,
+  UpstreamProfile,
+} from "../core/upstream-options.js";
 import { localAccountFor } from "../upstream/accounts.js";
 import { admissionFailure } from "../upstream/admission.js";
-import { failed, failurePage, UpstreamFailure } from "../upstream/failure.js";
+import { failed, UpstreamFailure } from "../upstream/failure.js";
 import { completeOAuth2SignIn } from "../upstream/oauth2-client.js";
 import { completeOidcSignIn, discover } from "../upstream/oidc-client.js";
-import type { UpstreamProfile } from "../upstream/options.js";
-import type { ResolvedUpstreamProvider, ResolvedUpstreamSignIn } from "../upstream/resolve.js";
 import { authorizationRequestUrl, type UpstreamTokenResponse } from "../upstream/token-request.js";
 import { keepSignInTokens } from "../vault/upstream-tokens.js";
+import { failurePage } from "./upstream-failure.js";
 
 /** How long a started upstream sign-in waits for its callback. */
 export const UPSTREAM_LOGIN_TTL_MS = 10 * 60 * 1000;

@@ -16,6 +16,9 @@
 import { sha256Base64url } from "../../shared/crypto.js";
 import type { ServerContext } from "../core/context.js";
 
+/** Signature algorithms accepted for `private_key_jwt` client assertions. */
+export const CLIENT_ASSERTION_ALGORITHMS = ["ES256", "ES384", "EdDSA", "PS256", "RS256"];
+
 /** Clock skew tolerated on `exp`, `nbf` and `iat` of every assertion (passed to jose, and below). */
 export const CLOCK_TOLERANCE_SECONDS = 30;
 

@@ -7,6 +7,12 @@
 import { OAuthError } from "../../shared/errors.js";
 import type { ClientRecord } from "../../storage/contract.js";
 
+/** RFC 8628 §3.4: the grant type a device polls the token endpoint with. */
+export const DEVICE_CODE_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code";
+
+/** RFC 7523 §2.1: the JWT bearer grant (ID-JAG and workload identity use it). */
+export const JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+
 /**
  * The grants only a client that authenticates (a secret or a private key) may use:
  * client_credentials (OAuth 2.1 §4.2.1: confidential clients only), token exchange (RFC 8693 §2.1:

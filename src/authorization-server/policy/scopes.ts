@@ -9,8 +9,10 @@
 import { OAuthError } from "../../shared/errors.js";
 import { parseScope } from "../../shared/scopes.js";
 import type { ClientRecord } from "../../storage/contract.js";
-import { OFFLINE_ACCESS } from "../config/resolve-options.js";
 import type { ServerContext } from "../core/context.js";
+
+/** Scope that asks for a refresh token (OpenID Connect Core §11; the spec's refresh-token section). */
+export const OFFLINE_ACCESS = "offline_access";
 
 /**
  * The scopes a client may request at most, or undefined when only the user's consent limits them.

@@ -5,10 +5,9 @@
 import { randomToken } from "../../shared/crypto.js";
 import { StorageConflictError, type UserRecord } from "../../storage/contract.js";
 import type { ServerContext } from "../core/context.js";
+import type { ResolvedUpstreamProvider, UpstreamProfile } from "../core/upstream-options.js";
 import { isUsableAccount } from "../core/user-accounts.js";
 import { failed, type UpstreamFailure } from "./failure.js";
-import type { UpstreamProfile } from "./options.js";
-import type { ResolvedUpstreamProvider } from "./resolve.js";
 
 /**
  * The password hash of an account created from an upstream identity. It is not in the

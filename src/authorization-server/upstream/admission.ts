@@ -2,9 +2,9 @@
  * Who may sign in through a provider: the operator's admission rules, judged here only. Every rule
  * configured must pass; the library's `admit` callback has the last word.
  */
+
+import type { ResolvedUpstreamProvider, UpstreamProfile } from "../core/upstream-options.js";
 import { failed, type UpstreamFailure } from "./failure.js";
-import type { UpstreamProfile } from "./options.js";
-import type { ResolvedUpstreamProvider } from "./resolve.js";
 
 /** The domain of an address (after the last `@`), lowercased; undefined when it has none. */
 function emailDomain(email: string): string | undefined {

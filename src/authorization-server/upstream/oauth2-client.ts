@@ -4,10 +4,13 @@
  * organisations come from their own endpoints when configured.
  */
 import { GuardedFetchError } from "../../shared/guarded-fetch.js";
+import type {
+  ResolvedOAuth2Provider,
+  ResolvedUpstreamSignIn,
+  UpstreamProfile,
+} from "../core/upstream-options.js";
 import { failed, UpstreamFailure } from "./failure.js";
 import { upstreamRequest } from "./http.js";
-import type { UpstreamProfile } from "./options.js";
-import type { ResolvedOAuth2Provider, ResolvedUpstreamSignIn } from "./resolve.js";
 import { exchangeCode, type UpstreamTokenResponse } from "./token-request.js";
 
 /** GitHub's REST media type first; any JSON answer is read. */

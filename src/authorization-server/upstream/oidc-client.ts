@@ -13,9 +13,12 @@ import {
 } from "jose";
 import { timingSafeEqualString } from "../../shared/crypto.js";
 import { fetchUrlProblem, GuardedFetchError, guardedFetch } from "../../shared/guarded-fetch.js";
+import type {
+  ResolvedOidcProvider,
+  ResolvedUpstreamSignIn,
+  UpstreamProfile,
+} from "../core/upstream-options.js";
 import { failed, UpstreamFailure } from "./failure.js";
-import type { UpstreamProfile } from "./options.js";
-import type { ResolvedOidcProvider, ResolvedUpstreamSignIn } from "./resolve.js";
 import { exchangeCode, type UpstreamTokenResponse } from "./token-request.js";
 
 /** The parts of a discovery document Gatehouse uses. */

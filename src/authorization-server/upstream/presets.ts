@@ -3,7 +3,7 @@
  * endpoints, scopes and dialect flags. Nothing here runs; ./resolve.ts merges a preset under what
  * the operator wrote, and the clients (./oidc-client.ts, ./oauth2-client.ts) read the flags.
  */
-import type { UpstreamPresetName } from "./options.js";
+import type { UpstreamPresetName } from "../core/upstream-options.js";
 
 /** What a preset contributes to a provider's configuration. */
 export interface UpstreamPreset {

@@ -5,9 +5,9 @@
  */
 import { GuardedFetchError } from "../../shared/guarded-fetch.js";
 import { mediaType } from "../../shared/media-type.js";
+import type { ResolvedUpstreamProvider, ResolvedUpstreamSignIn } from "../core/upstream-options.js";
 import { failed, type UpstreamFailure } from "./failure.js";
 import { authenticateClient, upstreamRequest } from "./http.js";
-import type { ResolvedUpstreamProvider, ResolvedUpstreamSignIn } from "./resolve.js";
 
 /** What an authorization request to a provider carries besides the provider's own settings. */
 export interface UpstreamAuthorizationRequest {

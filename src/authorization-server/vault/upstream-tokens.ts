@@ -9,11 +9,11 @@
 import { sha256Base64url } from "../../shared/crypto.js";
 import type { KeyEncryptionKeyring, SecretEnvelope } from "../../shared/secret-envelope.js";
 import type { GrantRecord, UpstreamTokenSetRecord } from "../../storage/contract.js";
-import { fail } from "../config/resolve-options.js";
 import type { ServerContext } from "../core/context.js";
+import { fail } from "../core/option-limits.js";
+import type { ResolvedUpstreamProvider, ResolvedUpstreamSignIn } from "../core/upstream-options.js";
 import { UpstreamFailure } from "../upstream/failure.js";
 import { discover } from "../upstream/oidc-client.js";
-import type { ResolvedUpstreamProvider, ResolvedUpstreamSignIn } from "../upstream/resolve.js";
 import { refreshUpstreamTokens, type UpstreamTokenResponse } from "../upstream/token-request.js";
 
 /**

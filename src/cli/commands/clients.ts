@@ -4,9 +4,8 @@
  * (SECURITY.md: store hashes, never raw secrets).
  */
 import { redirectUriProblem } from "../../authorization-server/clients/redirect-uri.js";
-import { DEVICE_CODE_GRANT_TYPE } from "../../authorization-server/grants/device-code.js";
-import { JWT_BEARER_GRANT } from "../../authorization-server/grants/jwt-assertion.js";
 import { TOKEN_EXCHANGE_GRANT } from "../../authorization-server/grants/token-exchange.js";
+import { DEVICE_CODE_GRANT_TYPE, JWT_BEARER_GRANT } from "../../authorization-server/policy/grants.js";
 import { randomToken, sha256Base64url } from "../../shared/crypto.js";
 import { isScopeToken } from "../../shared/scopes.js";
 import type { ClientRecord, TokenEndpointAuthMethod } from "../../storage/contract.js";

@@ -2,10 +2,10 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   clientIdUrlProblem,
-  isUrlClientId,
   validateClientMetadataDocument,
 } from "../../../src/authorization-server/clients/metadata-document.js";
 import { cacheLifetimeSeconds, hostAllowed } from "../../../src/authorization-server/clients/resolver.js";
+import { isUrlClientId } from "../../../src/authorization-server/core/client-id.js";
 import { OAuthError } from "../../../src/shared/errors.js";
 
 const URL_ID = "https://client.example.com/oauth/client.json";

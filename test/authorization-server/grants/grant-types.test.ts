@@ -4,7 +4,7 @@
  * anything else is `unsupported_grant_type` (RFC 6749 §5.2), with refresh on and off.
  */
 import { describe, expect, it } from "vitest";
-import { DEVICE_CODE_GRANT_TYPE } from "../../../src/authorization-server/grants/device-code.js";
+import { DEVICE_CODE_GRANT_TYPE } from "../../../src/authorization-server/policy/grants.js";
 import { makeServer, PUBLIC_CLIENT, postToken } from "../helpers.js";
 
 async function advertised(t: Awaited<ReturnType<typeof makeServer>>): Promise<string[]> {

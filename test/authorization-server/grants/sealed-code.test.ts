@@ -7,10 +7,8 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  createCodeSealer,
-  type SealedCodeRecord,
-} from "../../../src/authorization-server/grants/sealed-code.js";
+import type { SealedCodeRecord } from "../../../src/authorization-server/core/context.js";
+import { createCodeSealer } from "../../../src/authorization-server/grants/sealed-code.js";
 import { sha256Base64url } from "../../../src/shared/crypto.js";
 import { OAuthError } from "../../../src/shared/errors.js";
 import { Agent } from "../pages/harness.js";

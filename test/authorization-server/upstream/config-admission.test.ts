@@ -5,15 +5,13 @@
  */
 import { describe, expect, it } from "vitest";
 import { resolveOptions } from "../../../src/authorization-server/config/resolve-options.js";
-import { admissionFailure } from "../../../src/authorization-server/upstream/admission.js";
 import type {
+  ResolvedUpstreamProvider,
   UpstreamProfile,
   UpstreamProviderOptions,
-} from "../../../src/authorization-server/upstream/options.js";
-import {
-  type ResolvedUpstreamProvider,
-  resolveUpstreamSignIn,
-} from "../../../src/authorization-server/upstream/resolve.js";
+} from "../../../src/authorization-server/core/upstream-options.js";
+import { admissionFailure } from "../../../src/authorization-server/upstream/admission.js";
+import { resolveUpstreamSignIn } from "../../../src/authorization-server/upstream/resolve.js";
 
 const base = { issuer: "https://as.example" };
 

@@ -17,12 +17,12 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
 import Provider from "oidc-provider";
+import type { UpstreamProviderOptions } from "../../../src/authorization-server/core/upstream-options.js";
 import {
   type AuthorizationServer,
   type AuthorizationServerOptions,
   createAuthorizationServer,
 } from "../../../src/authorization-server/index.js";
-import type { UpstreamProviderOptions } from "../../../src/authorization-server/upstream/options.js";
 import { type ListeningServer, listen } from "../../../src/http/node.js";
 import { silentLogger } from "../../../src/shared/log.js";
 import type { AuthorizationStore } from "../../../src/storage/contract.js";

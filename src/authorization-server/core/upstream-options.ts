@@ -133,3 +133,59 @@ export interface UpstreamSignInOptions {
    */
   dangerouslyAllowLoopbackForTesting?: { ca?: string[] };
 }
+
+/**
+ * Where the requests to one provider may connect and which CAs they trust: given as is to the
+ * guarded fetch and to `upstreamRequest` for every request to it (discovery, keys, token,
+ * user-info, and the endpoints its discovery document names), and to no other provider's.
+ */
+export interface UpstreamNetwork {
+  /** The operator's `allowPrivateNetwork`: RFC 1918 and fc00::/7 destinations are reachable. */
+  allowPrivateNetwork: boolean;
+  /** Tests only (`dangerouslyAllowLoopbackForTesting`): loopback destinations are reachable. */
+  allowLoopback: false | { ca?: string[] };
+  /** The provider's `ca` and the tests-only option's CAs, trusted besides the system roots. */
+  ca: string[];
+}
+
+/** What every provider kind has, resolved. */
+interface ResolvedProviderBase {
+  id: string;
+  displayName: string;
+  clientId: string;
+  clientSecret?: string;
+  tokenEndpointAuthMethod: "client_secret_basic" | "client_secret_post" | "none";
+  scopes: string[];
+  createAccounts: boolean;
+  admission: UpstreamAdmissionOptions;
+  preset?: UpstreamPresetName;
+  /** Present when the provider's tokens are kept for resource servers (./tokens.ts). */
+  keepTokens?: UpstreamKeepTokensOptions;
+  network: UpstreamNetwork;
+}
+
+export interface ResolvedOidcProvider extends ResolvedProviderBase {
+  kind: "oidc";
+  /** The configured issuer; for Entra multi-tenant the metadata's `{tenantid}` issuer is accepted. */
+  issuer: string;
+  /** Entra `common`/`organizations`: `iss` is the metadata issuer with the token's `tid` in it. */
+  multiTenantIssuer: boolean;
+  algorithms: string[];
+}
+
+export interface ResolvedOAuth2Provider extends ResolvedProviderBase {
+  kind: "oauth2";
+  authorizationEndpoint: string;
+  tokenEndpoint: string;
+  userInfoEndpoint: string;
+  emailsEndpoint?: string;
+  organizationsEndpoint?: string;
+}
+
+export type ResolvedUpstreamProvider = ResolvedOidcProvider | ResolvedOAuth2Provider;
+
+export interface ResolvedUpstreamSignIn {
+  providers: ResolvedUpstreamProvider[];
+  localPasswords: boolean;
+  timeoutMs: number;
+}
