@@ -83,7 +83,12 @@ const entries = Object.entries(packageJson.exports).map(([subpath, target]) => {
 function prepare(entry) {
   const configObject = structuredClone(base);
   configObject.mainEntryPointFilePath = entry.dts;
-  configObject.apiReport = { ...configObject.apiReport, reportFileName: entry.name, reportFolder: made };
+  configObject.apiReport = {
+    ...configObject.apiReport,
+    reportFileName: entry.name,
+    reportFolder: made,
+    reportTempFolder: made,
+  };
   return ExtractorConfig.prepare({
     configObject,
     configObjectFullPath: configPath,
