@@ -4,7 +4,12 @@
  * SIGINT (stop accepting, let in-flight requests finish, then close the store).
  */
 import { existsSync, readFileSync } from "node:fs";
-import { createServer as createHttpServer, type Server } from "node:http";
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { type FetchHandler, toNodeListener } from "../http/node.js";
@@ -49,6 +54,8 @@ export interface HttpServeOptions {
   name: string;
   /** The flag that sets `port`, named in the message when the port is taken (default `--port`). */
   portFlag?: string;
+  /** Largest request body the web listener lets through, in bytes (default: toNodeListener's 1 MiB). */
+  maxBodyBytes?: number;
 }
 
 export interface RunningHttp {
@@ -56,6 +63,12 @@ export interface RunningHttp {
   host: string;
   /** Replaces the handler (servers that need their real port before they can be built). */
   setHandler(handler: FetchHandler): void;
+  /**
+   * Serves through a node:http listener instead (a server with its own node path, such as the
+   * gateway's relay); it takes over from the web handler for every later request. Its requests are
+   * not in the request log (`requestLog` wraps the web handler only).
+   */
+  setNodeListener(listener: (request: IncomingMessage, response: ServerResponse) => void): void;
   /**
    * Stops accepting, waits for in-flight requests (idle keep-alive connections are closed at once)
    * and, after `graceMs`, cuts whatever is left.
@@ -148,14 +161,18 @@ export async function serveHttp(options: HttpServeOptions): Promise<RunningHttp>
   // The adapter's second argument (the client address) goes through to the handler.
   const dispatch: FetchHandler = (request, info) => current(request, info);
   const handler = options.requestLog ? withRequestLog(dispatch, options.log, options.name) : dispatch;
-  const listener = toNodeListener(handler, {
+  const webListener = toNodeListener(handler, {
     trustProxy: options.trustProxy ?? false,
+    ...(options.maxBodyBytes !== undefined && { maxBodyBytes: options.maxBodyBytes }),
     onError: (error) =>
       options.log.error("handler_error", {
         server: options.name,
         reason: error instanceof Error ? error.message : String(error),
       }),
   });
+  let nodeListener: ((request: IncomingMessage, response: ServerResponse) => void) | undefined;
+  const listener = (request: IncomingMessage, response: ServerResponse): void =>
+    (nodeListener ?? webListener)(request, response);
   const make = (): Server => {
     if (!tlsOptions) return createHttpServer(listener);
     try {
@@ -192,6 +209,9 @@ export async function serveHttp(options: HttpServeOptions): Promise<RunningHttp>
     host: options.host,
     setHandler(next) {
       current = next;
+    },
+    setNodeListener(next) {
+      nodeListener = next;
     },
     async close(graceMs = 10_000) {
       await Promise.all(servers.map((s) => closeGracefully(s, graceMs)));
