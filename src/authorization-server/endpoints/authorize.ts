@@ -37,7 +37,7 @@ import { grantableScopes } from "../policy/scopes.js";
  * got (OAuth 2.1 §4.1.2.1, RFC 9700 §4.1):
  *
  * 1. {@link readParameters}: repeated parameters → error page.
- * 2. {@link resolveClient}: missing or unknown client, refused metadata document → error page.
+ * 2. {@link authorizingClient}: missing or unknown client, refused metadata document → error page.
  * 3. {@link resolveRedirectUri}: exact match against the registered values → error page on failure,
  *    never a redirect to either URI.
  * 4. From here errors go back to the client with `error`, `state` and `iss` ({@link errorToClient}),
@@ -95,7 +95,7 @@ async function authorize(request: Request, ctx: ServerContext): Promise<Response
     return response;
   }
   const params = readParameters(await parameterPairs(request));
-  const client = await resolveClient(ctx, params.single.get("client_id"));
+  const client = await authorizingClient(ctx, params.single.get("client_id"));
   const { redirectUri, registered, sent } = resolveRedirectUri(client, params.single.get("redirect_uri"));
   const state = params.single.get("state");
 
@@ -160,7 +160,7 @@ function readParameters(pairs: [string, string][]): AuthorizationParameters {
 }
 
 /** OAuth 2.1 §4.1.2.1: an unknown client gets no redirect; a refused metadata document likewise. */
-async function resolveClient(ctx: ServerContext, clientId: string | undefined): Promise<ClientRecord> {
+async function authorizingClient(ctx: ServerContext, clientId: string | undefined): Promise<ClientRecord> {
   if (clientId === undefined) {
     throw new OAuthError("invalid_request", { description: "client_id is required" });
   }

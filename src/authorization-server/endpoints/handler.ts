@@ -39,7 +39,7 @@ interface Route {
 }
 
 /** The issuer's path without a trailing slash ("" for an issuer at the root). */
-export function issuerPath(issuer: string): string {
+export function issuerPathPrefix(issuer: string): string {
   return new URL(issuer).pathname.replace(/\/$/, "");
 }
 
@@ -109,7 +109,7 @@ export function createHandler(
   for (const path of metadataPaths(ctx.options.issuer)) {
     routes.set(path, { name: path, methods: ["GET", "HEAD"], endpoint: serveMetadata, cors: true });
   }
-  const base = issuerPath(ctx.options.issuer);
+  const base = issuerPathPrefix(ctx.options.issuer);
   const add = (name: keyof typeof ENDPOINT_PATHS, methods: string[], endpoint: Endpoint, cors: boolean) =>
     routes.set(`${base}${ENDPOINT_PATHS[name]}`, { name: ENDPOINT_PATHS[name], methods, endpoint, cors });
   add("jwks", ["GET", "HEAD"], serveJwks, true);

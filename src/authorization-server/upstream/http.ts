@@ -133,7 +133,7 @@ export function upstreamRequest(rawUrl: string, init: UpstreamRequest): Promise<
 }
 
 /** The client authentication of a token request (RFC 6749 §2.3.1), added to `headers` and `body`. */
-export function authenticateClient(
+export function addUpstreamClientAuthentication(
   provider: {
     clientId: string;
     clientSecret?: string;

@@ -7,7 +7,7 @@ import { GuardedFetchError } from "../../shared/guarded-fetch.js";
 import { mediaType } from "../../shared/media-type.js";
 import type { ResolvedUpstreamProvider, ResolvedUpstreamSignIn } from "../core/upstream-options.js";
 import { failed, type UpstreamFailure } from "./failure.js";
-import { authenticateClient, upstreamRequest } from "./http.js";
+import { addUpstreamClientAuthentication, upstreamRequest } from "./http.js";
 
 /** What an authorization request to a provider carries besides the provider's own settings. */
 export interface UpstreamAuthorizationRequest {
@@ -115,7 +115,7 @@ async function requestTokens(
   body: URLSearchParams,
 ): Promise<UpstreamTokenResponse | UpstreamFailure> {
   const headers: Record<string, string> = { accept: "application/json" };
-  authenticateClient(provider, headers, body);
+  addUpstreamClientAuthentication(provider, headers, body);
   let response: Awaited<ReturnType<typeof upstreamRequest>>;
   try {
     response = await upstreamRequest(tokenEndpoint, {
