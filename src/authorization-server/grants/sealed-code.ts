@@ -39,7 +39,6 @@ const MAX_CODE_LENGTH = 4096;
 /** The additional authenticated data: a code opens only as a code of this format. */
 const AAD = Buffer.from("gatehouse authorization code v1");
 const FORMAT = 1;
-const BASE64URL = /^[A-Za-z0-9_-]+$/;
 const HOUR_MS = 3_600_000;
 const HOUR_TEXT = /^[0-9a-z]{1,8}$/;
 
@@ -171,10 +170,13 @@ export function createCodeSealer(
       if (!HOUR_TEXT.test(hour) || Math.abs(Number.parseInt(hour, 36) - Math.floor(now / HOUR_MS)) > 1) {
         return undefined;
       }
-      if (!BASE64URL.test(text)) return undefined;
       const key = hourKey(kekId, hour);
       if (key === undefined) return undefined;
       const body = Buffer.from(text, "base64url");
+      // One spelling per code: the decoder skips characters outside the alphabet, takes '+' and
+      // '/' and ignores the unused bits of the last character, but the code's SHA-256 is its
+      // single-use key at redemption, so only the canonical spelling of the body opens.
+      if (body.toString("base64url") !== text) return undefined;
       if (body.length <= NONCE_BYTES + TAG_BYTES) return undefined;
       const decipher = createDecipheriv("aes-256-gcm", key, body.subarray(0, NONCE_BYTES), {
         authTagLength: TAG_BYTES,

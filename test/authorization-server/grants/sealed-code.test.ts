@@ -91,16 +91,37 @@ describe("the code sealer", () => {
     for (let i = start; i < code.length; i++) {
       const swapped = code[i] === "A" ? "B" : "A";
       const altered = code.slice(0, i) + swapped + code.slice(i + 1);
-      // The last character may carry only padding bits; a change there can decode to the same bytes.
-      if (
-        Buffer.from(altered.slice(start), "base64url").equals(Buffer.from(code.slice(start), "base64url"))
-      ) {
-        continue;
-      }
+      // Also the last character, whose unused bits decode to the same bytes: one spelling opens.
       expect(sealer.open(altered, NOW)).toBeUndefined();
       refused++;
     }
     expect(refused).toBeGreaterThan(300);
+  });
+
+  it("hostile: a code opens under one spelling only (no other last character, no base64 alphabet, no padding)", () => {
+    const sealer = createCodeSealer(ISSUER, [kek()])!;
+    // A body whose length is not a multiple of 3 bytes leaves unused bits in the last character;
+    // records one byte apart cover both such lengths.
+    let variants = 0;
+    for (const grantId of ["g", "gg", "ggg"]) {
+      const code = sealer.seal(record({ grantId }));
+      expect(sealer.open(code, NOW)).toEqual(record({ grantId }));
+      const head = code.slice(0, -1);
+      for (const ch of "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") {
+        if (ch === code.at(-1)) continue;
+        variants++;
+        // The code's SHA-256 is its single-use key at redemption: a second spelling that opened
+        // would be a second code for the same grant (OAuth 2.1 §4.1.2, used once).
+        expect(sealer.open(head + ch, NOW)).toBeUndefined();
+      }
+      const body = code.slice(code.lastIndexOf(".") + 1);
+      const standard = Buffer.from(body, "base64url").toString("base64");
+      const prefix = code.slice(0, code.length - body.length);
+      if (standard !== body) expect(sealer.open(prefix + standard, NOW)).toBeUndefined();
+      expect(sealer.open(`${code}=`, NOW)).toBeUndefined();
+      expect(sealer.open(`${code}==`, NOW)).toBeUndefined();
+    }
+    expect(variants).toBe(3 * 63);
   });
 
   it("hostile: cut short, lengthened, re-labelled, malformed or oversized codes are refused", () => {
@@ -220,6 +241,34 @@ describe("code flows with sealed codes", () => {
       expect(r).toMatchObject({ status: 400, body: { error: "invalid_grant" } });
     }
     expect((await redeem(server.issuer, CLIENT.clientId, grant, REDIRECT)).status).toBe(200);
+  });
+
+  it("hostile: another spelling of a redeemed code (its last character's unused bits changed) issues nothing", async () => {
+    server = await startFlowServer({ clients: [CLIENT], extra: { keyEncryptionKeys: [kek()] } });
+    const s = server;
+    // Of two codes whose records are one byte apart, at least one has a length that is not a
+    // multiple of 3 bytes, so its last character carries unused bits.
+    let tried = 0;
+    for (const scope of ["notes:read", "notes:write"]) {
+      const agent = new Agent(s.issuer);
+      const grant = await approve(
+        agent,
+        await signIn(agent, { clientId: CLIENT.clientId, redirectUri: REDIRECT, scope }),
+      );
+      const head = grant.code.slice(0, -1);
+      const last = Buffer.from(grant.code.slice(grant.code.lastIndexOf(".") + 1), "base64url");
+      const twin = [..."ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"]
+        .map((ch) => head + ch)
+        .find(
+          (c) => c !== grant.code && Buffer.from(c.slice(c.lastIndexOf(".") + 1), "base64url").equals(last),
+        );
+      if (twin === undefined) continue;
+      tried++;
+      expect((await redeem(s.issuer, CLIENT.clientId, grant, REDIRECT)).status).toBe(200);
+      const again = await redeem(s.issuer, CLIENT.clientId, { ...grant, code: twin }, REDIRECT);
+      expect(again).toMatchObject({ status: 400, body: { error: "invalid_grant" } });
+    }
+    expect(tried).toBeGreaterThan(0);
   });
 
   it("an expired sealed code is refused (the sealed expiry counts, nothing else knows the code)", async () => {
