@@ -18,7 +18,6 @@ import type { KeyObject } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { JWK } from "jose";
 import type { AuthorizationServer } from "../authorization-server/index.js";
-import { toNodeListener } from "../http/node-listener.js";
 import { cachedVerifier } from "../resource-server/cache.js";
 import { introspectionVerifier } from "../resource-server/introspection-verifier.js";
 import { jwtVerifier } from "../resource-server/jwt-verifier.js";
@@ -346,11 +345,18 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const fetchHandler = (request: Request) => gateway.fetch(request);
   return {
     fetch: fetchHandler,
-    // The listener lets through a little more than the gate reads, so that the gate, not the
-    // listener, answers an oversized body (413 with its JSON error).
-    listener: toNodeListener(fetchHandler, {
-      maxBodyBytes: gate.maxBodyBytes + 64 * 1024,
+    // The relay on node's own objects (http-gateway.ts nodeListener): bodies capped at the gate's
+    // maxBodyBytes, an oversized one answered with the gate's 413 JSON-RPC error.
+    listener: gateway.nodeListener({
       trustProxy: options.trustProxy ?? false,
+      ...(logger && {
+        // The error's class only: its message may quote what the handler held (SECURITY.md).
+        onError: (error: unknown) =>
+          logger.error("handler_error", {
+            server: "gateway",
+            reason: error instanceof Error ? error.name : "error",
+          }),
+      }),
     }),
     resource: resourceServer.resource,
     get inFlight() {

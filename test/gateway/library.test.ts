@@ -124,6 +124,32 @@ describe("gatehouse-auth/gateway", () => {
     }
   });
 
+  it("hostile: through the listener a body up to maxBodyBytes (default 4 MiB) is relayed, a larger one is the gate's 413", async () => {
+    const resource = `http://127.0.0.1:${await freePort()}/mcp`;
+    const gateway = await createGateway({
+      upstream: upstreamUrl,
+      resource,
+      authorizationServer: issuer.issuer,
+      jwksUri: issuer.jwksUri,
+      policy: POLICY,
+      logger: silentLogger,
+    });
+    const close = await mount(gateway);
+    try {
+      const token = await issuer.sign({ aud: resource, sub: "dana", scope: "mcp:use" });
+      const padded = (bytes: number) => ({
+        ...toolCall("read_file"),
+        params: { name: "read_file", arguments: { pad: "a".repeat(bytes) } },
+      });
+      expect((await post(resource, token, padded(2 * 1024 * 1024))).status).toBe(200);
+      const tooLarge = await post(resource, token, padded(5 * 1024 * 1024));
+      expect(tooLarge.status).toBe(413);
+      expect(await tooLarge.json()).toMatchObject({ jsonrpc: "2.0", error: { code: expect.any(Number) } });
+    } finally {
+      await close();
+    }
+  });
+
   it("a stdio upstream from a command line, through fetch; audit events to onAuditEvent", async () => {
     const script = join(dir, "echo-stdio.js");
     writeFileSync(
