@@ -174,7 +174,12 @@ const OPTIONS: OptionSpecs = {
     type: "boolean",
     description: "show only what the token may call in tools/list, resources/list, prompts/list (SEP-1881)",
   },
-  "max-body-bytes": { type: "string", valueName: "n", description: "largest request body (default 4194304)" },
+  "max-body-bytes": {
+    type: "string",
+    valueName: "n",
+    description:
+      "largest request body the gate reads (default 4194304; for now the listener refuses over 1 MiB first)",
+  },
   "allowed-host": {
     type: "string",
     multiple: true,
