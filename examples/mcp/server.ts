@@ -29,7 +29,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { pathToFileURL } from "node:url";
 import { createMcpHandler, McpServer } from "@modelcontextprotocol/server";
-import { jsonLogger, ScopeHierarchy } from "gatehouse-auth";
+import { jsonLogger, REVISIONS, type Revision, ScopeHierarchy } from "gatehouse-auth";
 import { listen } from "gatehouse-auth/node";
 import {
   type AuthInfo,
@@ -38,8 +38,6 @@ import {
   createResourceServer,
   jwtVerifier,
   type OperationPolicy,
-  REVISIONS,
-  type Revision,
 } from "gatehouse-auth/resource-server";
 import * as z from "zod";
 

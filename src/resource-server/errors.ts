@@ -53,6 +53,7 @@ export class InsufficientScopeError extends OAuthError {
       description: options.description ?? "The access token does not grant the scopes this operation needs",
       ...options,
     });
+    this.name = "InsufficientScopeError";
     this.requiredScopes = required;
     this.grantedScopes = granted;
     this.missingScopes = missing;

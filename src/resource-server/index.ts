@@ -62,7 +62,7 @@ export {
   type ResourceServerOptions,
 } from "./resource-server.js";
 export { type ExchangedToken, type ExchangeTokenOptions, exchangeToken } from "./token-exchange.js";
-export { type AccessTokenVerifier, type AuthInfo, REVISIONS, type Revision } from "./types.js";
+export type { AccessTokenVerifier, AuthInfo, Revision } from "./types.js";
 export {
   type SubjectTokenSource,
   type UpstreamAccessToken,

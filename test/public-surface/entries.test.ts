@@ -20,7 +20,7 @@ beforeAll(async () => {
  * Duplicates still waiting for a change outside this folder's owner (see the lead's requests):
  * each is checked to be still there, so the list cannot outlive the duplicate.
  */
-const PENDING = new Set(["gatehouse-auth/resource-server REVISIONS"]);
+const PENDING = new Set<string>([]);
 
 describe("the package's entries", () => {
   it("no value is public from two entries", () => {

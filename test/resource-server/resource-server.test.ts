@@ -5,11 +5,11 @@ import {
   cachedVerifier,
   createResourceServer,
   jwtVerifier,
-  REVISIONS,
   type ResourceServer,
   type Revision,
 } from "../../src/resource-server/index.js";
 import { OAuthError } from "../../src/shared/errors.js";
+import { REVISIONS } from "../../src/shared/revision.js";
 import { parseWWWAuthenticate } from "../../src/shared/www-authenticate.js";
 import { newKey, startIssuer, type TestIssuer } from "./fixtures.js";
 
