@@ -5,7 +5,8 @@
  * (RFC 8414 / OpenID Connect Discovery). Mount it with `toNodeListener`/`listen` from
  * `gatehouse/node`, or any framework adapter.
  */
-import type { FetchInfo, ServerContext } from "./core/context.js";
+import { attachContext } from "./context-of.js";
+import type { FetchInfo } from "./core/context.js";
 import { DEFAULT_MAINTENANCE_INTERVAL_MS, startMaintenance } from "./core/maintenance.js";
 import type { AuthorizationServerOptions } from "./core/options.js";
 import { createHandler } from "./endpoints/handler.js";
@@ -19,7 +20,6 @@ export interface AuthorizationServer {
    * adapter passes it; other hosts pass it themselves (without it, callers share one bucket).
    */
   fetch(request: Request, info?: FetchInfo): Promise<Response>;
-  context: ServerContext;
   /** The RFC 8414 metadata document served at the well-known paths. */
   metadata: Record<string, unknown>;
   /** Creates a new signing key, retiring the current one (still published until its tokens expire). */
@@ -32,6 +32,12 @@ export interface AuthorizationServer {
    * "Refresh policy"). Resolves false when the token is unknown or its grant is revoked.
    */
   requestStepUp(tokenId: string | undefined): Promise<boolean>;
+  /**
+   * Deletes expired codes, tokens, interactions, sessions, one-time markers and unused
+   * registrations from the store now: what the timer does every `maintenanceIntervalMs`; with
+   * `maintenanceIntervalMs: 0` the host schedules it. A failed purge is logged, not thrown.
+   */
+  purgeExpired(): Promise<void>;
   /** Stops background work. The store belongs to the caller and is not closed. */
   close(): Promise<void>;
 }
@@ -53,9 +59,8 @@ export async function createAuthorizationServer(
     context,
     options.maintenanceIntervalMs ?? DEFAULT_MAINTENANCE_INTERVAL_MS,
   );
-  return {
+  const server: AuthorizationServer = {
     fetch: handler,
-    context,
     metadata,
     rotateKeys: () => context.keys.rotate(),
     requestStepUp(tokenId) {
@@ -68,21 +73,23 @@ export async function createAuthorizationServer(
       void settled.finally(() => pendingStepUps.delete(settled));
       return pending;
     },
+    purgeExpired: () => maintenance.runOnce(),
     async close() {
       maintenance.stop();
     },
   };
+  attachContext(server, context);
+  return server;
 }
 
 export { isLocalhostOnly, matchRedirectUri, redirectUriProblem } from "./clients/redirect-uri.js";
 // The public surface. The composition root (createServerContext), the option resolver
 // (resolveOptions, ResolvedOptions), the router and its error mapping, the metadata builder and
 // the context's parts (ClientResolver, KeyManager, Endpoint) are internals: tests import them by
-// path. ServerContext stays, as the type of `AuthorizationServer.context` and of startMaintenance's
-// argument.
+// path. So is the ServerContext itself: a server's context is reached inside the package through
+// context-of.ts, and the purge a host schedules is `purgeExpired()`.
 export type { AuditEvent, AuditEventType, RateLimitKeyKind, RateLimitName } from "./core/audit.js";
-export type { FetchInfo, ServerContext } from "./core/context.js";
-export { type Maintenance, startMaintenance } from "./core/maintenance.js";
+export type { FetchInfo } from "./core/context.js";
 export type {
   AuthorizationServerOptions,
   ClientDocumentTrustPolicy,

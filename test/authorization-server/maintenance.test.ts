@@ -37,8 +37,7 @@ describe("maintenance", () => {
       maintenanceIntervalMs: 0,
     });
     vi.spyOn(store, "purgeExpired").mockRejectedValue(new Error("locked"));
-    const { startMaintenance } = await import("../../src/authorization-server/index.js");
-    await startMaintenance(server.context, 0).runOnce();
+    await server.purgeExpired();
     expect(log.lines.some((l) => l.event === "purge_failed")).toBe(true);
   });
 });

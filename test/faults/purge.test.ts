@@ -7,7 +7,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AuthorizationServer, startMaintenance } from "../../src/authorization-server/index.js";
+import type { AuthorizationServer } from "../../src/authorization-server/index.js";
 import type { ListeningServer } from "../../src/http/node.js";
 import type { AuthorizationStore } from "../../src/storage/contract.js";
 import { createPostgresStore } from "../../src/storage/postgres/index.js";
@@ -122,7 +122,7 @@ describe.each(Object.keys(backends))("purge on %s", (name) => {
     liveRefresh = (await tokenSet(await refreshGrant(http.url, CLIENT_ID, liveRefresh))).refresh_token!;
     // Past the idle refresh token (60 min), the code (60 s), the registration (10 min), the first access tokens (5 min).
     clock.now = t0 + 70 * MINUTE;
-    await startMaintenance(server.context, 0).runOnce();
+    await server.purgeExpired();
 
     expect(await backend.codeExists(codeHash(unredeemed.code))).toBe(false);
     expect(await backend.store.getClient(unusedClientId)).toBeUndefined();

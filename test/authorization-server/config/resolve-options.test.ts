@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { resolveOptions } from "../../../src/authorization-server/config/resolve-options.js";
+import { contextOf } from "../../../src/authorization-server/context-of.js";
 import {
   type AuthorizationServerOptions,
   createAuthorizationServer,
@@ -66,7 +67,7 @@ describe("options are validated at start-up (ERR_INVALID_OPTION)", () => {
     const server = await createAuthorizationServer(
       base({ issuer: "http://localhost:8080", allowInsecureLoopback: true, logger }),
     );
-    expect(server.context.secureCookies).toBe(false);
+    expect(contextOf(server).secureCookies).toBe(false);
     const warning = logger.lines.find((l) => l.event === "insecure_issuer");
     expect(warning?.level).toBe("warn");
     expect(JSON.stringify(warning?.fields)).toMatch(/INSECURE/);
@@ -75,7 +76,7 @@ describe("options are validated at start-up (ERR_INVALID_OPTION)", () => {
 
   it("an https issuer keeps secure cookies; an issuer with a trailing slash is accepted verbatim", async () => {
     const server = await createAuthorizationServer(base({ issuer: "https://as.example.test/" }));
-    expect(server.context.secureCookies).toBe(true);
+    expect(contextOf(server).secureCookies).toBe(true);
     expect(server.metadata.issuer).toBe("https://as.example.test/");
     expect(server.metadata.token_endpoint).toBe("https://as.example.test/token");
   });
@@ -102,7 +103,7 @@ describe("options are validated at start-up (ERR_INVALID_OPTION)", () => {
     const server = await createAuthorizationServer(
       base({ resources: [{ uri: "https://rs.example.test/api/", scopes: [] }] }),
     );
-    expect([...server.context.resources.keys()]).toEqual(["https://rs.example.test/api/"]);
+    expect([...contextOf(server).resources.keys()]).toEqual(["https://rs.example.test/api/"]);
   });
 
   it.each([
@@ -138,9 +139,9 @@ describe("options are validated at start-up (ERR_INVALID_OPTION)", () => {
 
   it("scopes include offline_access only when refresh is on", async () => {
     const on = await createAuthorizationServer(base());
-    expect(on.context.scopes.has("offline_access")).toBe(true);
+    expect(contextOf(on).scopes.has("offline_access")).toBe(true);
     const off = await createAuthorizationServer(base({ refreshTokens: { enabled: false } }));
-    expect(off.context.scopes.has("offline_access")).toBe(false);
+    expect(contextOf(off).scopes.has("offline_access")).toBe(false);
     expect(off.metadata.scopes_supported).toEqual(["a"]);
   });
 

@@ -217,8 +217,7 @@ describe("registration rules (SECURITY.md Dynamic registration)", () => {
     const t = await makeServer({ dynamicRegistration: { unusedTtlSeconds: 600 } });
     const r = await register(t, { redirect_uris: [REDIRECT] });
     t.clock.advance(601);
-    const { startMaintenance } = await import("../../../src/authorization-server/index.js");
-    await startMaintenance(t.server.context, 0).runOnce();
+    await t.server.purgeExpired();
     expect(await t.store.getClient(r.body.client_id as string)).toBeUndefined();
   });
 });

@@ -1,5 +1,6 @@
 import { createLocalJWKSet, jwtVerify } from "jose";
 import { describe, expect, it } from "vitest";
+import { contextOf } from "../../../src/authorization-server/context-of.js";
 import { sha256Base64url } from "../../../src/shared/crypto.js";
 import {
   basic,
@@ -34,7 +35,7 @@ describe.each(REVISIONS)("authorization_code grant (revision %s)", (revision) =>
     expect(typeof r.body.refresh_token).toBe("string");
     const at = r.body.access_token as string;
     expect(decodeHeader(at)).toMatchObject({ typ: "at+jwt", alg: "ES256" });
-    const jwks = createLocalJWKSet((await t.server.context.keys.publicJwks()) as never);
+    const jwks = createLocalJWKSet((await contextOf(t.server).keys.publicJwks()) as never);
     const { payload } = await jwtVerify(at, jwks, {
       issuer: ISSUER,
       audience: RESOURCE,

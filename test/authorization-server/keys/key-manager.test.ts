@@ -4,6 +4,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { createLocalJWKSet, jwtVerify } from "jose";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { contextOf } from "../../../src/authorization-server/context-of.js";
 import {
   createKeyManager,
   RETIRED_KEY_MARGIN_SECONDS,
@@ -260,7 +261,7 @@ describe("signing private keys at rest (AES-256-GCM under a key-encryption key)"
 
   /** An access token signed by the server's current key. */
   function sign(t: TestServer): Promise<string> {
-    return t.server.context.keys.signAccessToken(CLAIMS);
+    return contextOf(t.server).keys.signAccessToken(CLAIMS);
   }
 
   async function closeAll() {
@@ -289,7 +290,7 @@ describe("signing private keys at rest (AES-256-GCM under a key-encryption key)"
     const again = await start([KEK_A]);
     const next = await sign(again);
     expect(decodeHeader(next).kid).toBe(row!.kid);
-    expect(await again.server.context.keys.verifyAccessToken(token)).toBeDefined();
+    expect(await contextOf(again.server).keys.verifyAccessToken(token)).toBeDefined();
     expect(again.log.lines.filter((l) => l.level === "warn").map((l) => l.event)).not.toContain(
       "signing_keys_plaintext",
     );
@@ -371,7 +372,7 @@ describe("signing private keys at rest (AES-256-GCM under a key-encryption key)"
     await closeAll();
     const only = await start([KEK_B]);
     expect(rows().every((r) => (JSON.parse(r.private_jwk) as { kek: string }).kek === KEK_B_ID)).toBe(true);
-    expect(await only.server.context.keys.verifyAccessToken(oldToken)).toBeDefined();
+    expect(await contextOf(only.server).keys.verifyAccessToken(oldToken)).toBeDefined();
     await closeAll();
     expect((await startFailure([KEK_A])).code).toBe("ERR_KEK_UNKNOWN");
   });
@@ -394,7 +395,7 @@ describe("signing private keys at rest (AES-256-GCM under a key-encryption key)"
     await closeAll();
     const after = await start([KEK_A]);
     expect(JSON.parse(rows()[0]!.private_jwk)).not.toHaveProperty("d");
-    expect(await after.server.context.keys.verifyAccessToken(token)).toBeDefined();
+    expect(await contextOf(after.server).keys.verifyAccessToken(token)).toBeDefined();
   });
 
   it("a private key that is not the pair of its public key is refused", async () => {
