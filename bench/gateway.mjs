@@ -5,24 +5,43 @@
  * MCP server called directly, side by side in one run. Run after `npm run build`:
  *
  *   node bench/gateway.mjs [--json] [--seconds 12] [--rounds 4] [--connections 8] [--dist dist]
+ *                          [--layout shared|split] [--cases direct,gateway-web,gateway-node]
+ *                          [--baseline-dist other-build/dist]
  *
  * The MCP server is the official SDK v2 (`createMcpHandler`, one `echo` tool, 2026-07-28 JSON
- * answers) on `toNodeListener`, in its own process; the gateway is another process. The load
- * generator (this process) runs --connections concurrent request loops with fetch (keep-alive),
- * in interleaved rounds (direct and gateway alternate, a different one first each round) so load
- * from elsewhere hits both alike. Figures are medians over rounds: requests/s, p99 latency, and
- * server CPU per request (process.cpuUsage of the children: the MCP server's for "direct"; the MCP
- * server's plus the gateway's through the gateway). Ratios: gateway / direct by req/s, and by CPU
- * (direct CPU per request / gateway-path CPU per request). The load average is printed with them.
- * A request whose answer is not a 200 with the echoed text counts as a failure (BENCH_DEBUG=1 prints
- * the first); a run with failures measures something else. BENCH_CHILD_EXEC_ARGV goes to the children.
+ * answers) on `toNodeListener`, in its own process; each gateway case is another process:
+ * `gateway-web` serves `gateway.fetch` through `listen` (the web listener), `gateway-node` serves
+ * `gateway.nodeListener()` (node:http objects on the relay path; skipped for a build without it).
+ * `--baseline-dist` adds `baseline-web`: `gateway-web` from another build (e.g. the commit before a
+ * change), measured in the same rounds, so two builds compare under the same load.
+ * The load generator (this process) runs --connections concurrent request loops with fetch
+ * (keep-alive), in interleaved rounds (the cases rotate, a different one first each round) so load
+ * from elsewhere hits all alike.
+ *
+ * Cores (with `taskset` and two cores or more; BENCH_NO_PIN=1 pins nothing):
+ * - `shared` (the default): the MCP server and the gateways on core 0, this process on core 1. The
+ *   gateway's CPU then comes out of the server's core, so req/s through it is bounded by the CPU
+ *   ratio: what a gateway costs on the server's machine.
+ * - `split`: the MCP server on core 0, the gateways on core 1 with this process: a gateway with a
+ *   core of its own (sharing it with the load generator), as a gateway on another machine or core.
+ * With three cores or more, `split` gives this process the cores from 2 on.
+ *
+ * Figures are medians over rounds: requests/s, p50 and p99 latency, and server CPU per request
+ * (process.cpuUsage of the children: the MCP server's for "direct"; the MCP server's plus the
+ * gateway's through a gateway). Ratios per gateway case: gateway / direct by req/s, and by CPU
+ * (direct CPU per request / gateway-path CPU per request), each the median of the rounds' ratios.
+ * The load average (1 min) is printed before and after. A request whose answer is not a 200 with the
+ * echoed text counts as a failure (BENCH_DEBUG=1 prints the first); a run with failures measures
+ * something else. BENCH_CHILD_EXEC_ARGV goes to the children (e.g. "--cpu-prof
+ * --cpu-prof-dir=/tmp/prof", written when the run ends).
  */
 import { fork } from "node:child_process";
 import { once } from "node:events";
-import { loadavg } from "node:os";
+import { availableParallelism, loadavg } from "node:os";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
+import { median, pinProcess } from "./lib.mjs";
 
 const { values: args } = parseArgs({
   options: {
@@ -31,7 +50,11 @@ const { values: args } = parseArgs({
     rounds: { type: "string", default: "4" },
     connections: { type: "string", default: "8" },
     dist: { type: "string", default: process.env.BENCH_DIST ?? "dist" },
+    layout: { type: "string", default: "shared" },
+    cases: { type: "string", default: "direct,gateway-web,gateway-node" },
+    "baseline-dist": { type: "string" },
     role: { type: "string" },
+    entry: { type: "string" },
     upstream: { type: "string" },
     issuer: { type: "string" },
   },
@@ -69,9 +92,24 @@ async function runGateway() {
   const rs = await import(dist("resource-server/index.js"));
   const { createHttpGateway } = await import(dist("gateway/http-gateway.js"));
   const { listen } = await import(dist("http/node.js"));
+  const { createServer } = await import("node:http");
   const { jwk } = JSON.parse(args.issuer);
-  let handler = async () => new Response(null, { status: 503 });
-  const running = await listen((request) => handler(request), { host: "127.0.0.1", port: 0 });
+  let gateway;
+  let running;
+  if (args.entry === "node") {
+    // The gateway's own node listener, set once the gateway (which needs its URL) exists.
+    let listener = (_req, res) => res.writeHead(503).end();
+    const server = createServer((req, res) => listener(req, res));
+    await new Promise((done) => server.listen(0, "127.0.0.1", done));
+    running = {
+      url: `http://127.0.0.1:${server.address().port}`,
+      setup: () => (listener = gateway.nodeListener()),
+    };
+  } else {
+    let handler = async () => new Response(null, { status: 503 });
+    const server = await listen((request) => handler(request), { host: "127.0.0.1", port: 0 });
+    running = { url: server.url, setup: () => (handler = (request) => gateway.fetch(request)) };
+  }
   const resource = `${running.url}/mcp`;
   const resourceServer = rs.createResourceServer({
     resource,
@@ -83,26 +121,28 @@ async function runGateway() {
   const gate = rs.createOperationGate(resourceServer, {
     policy: { base: ["mcp:use"], default: "deny", tools: { echo: {} } },
   });
-  const gateway = createHttpGateway({
+  gateway = createHttpGateway({
     upstream: args.upstream,
     resourceServer,
     gate,
     identityHeaders: { subject: "X-User" },
   });
-  handler = (request) => gateway.fetch(request);
+  if (args.entry === "node" && typeof gateway.nodeListener !== "function") {
+    process.send({ unsupported: true });
+    return;
+  }
+  running.setup();
   answerCpu();
   process.on("SIGINT", () => process.exit(0));
   process.send({ url: resource });
 }
 
-function child(role, extra = []) {
-  // BENCH_CHILD_EXEC_ARGV (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") goes to the children, for profiles.
+function child(role, extra = [], build = args.dist) {
   const execArgv = process.env.BENCH_CHILD_EXEC_ARGV?.split(" ").filter(Boolean) ?? [];
-  const proc = fork(new URL(import.meta.url).pathname, ["--role", role, "--dist", args.dist, ...extra], {
+  return fork(new URL(import.meta.url).pathname, ["--role", role, "--dist", build, ...extra], {
     stdio: ["ignore", "inherit", "inherit", "ipc"],
     execArgv,
   });
-  return proc;
 }
 
 async function cpuOf(proc) {
@@ -152,27 +192,55 @@ async function load(url, token, seconds, connections) {
   };
   await Promise.all(Array.from({ length: connections }, loop));
   latencies.sort((a, b) => a - b);
+  const at = (q) => latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * q))] ?? 0;
   return {
     requests: latencies.length,
     rps: latencies.length / seconds,
-    p99: latencies[Math.floor(latencies.length * 0.99)] ?? 0,
+    p50: at(0.5),
+    p99: at(0.99),
     failures,
   };
 }
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
+/** Which cores each party gets (undefined: not pinned). */
+function coresFor(layout) {
+  const cores = availableParallelism();
+  if (cores < 2) return undefined;
+  if (layout === "shared") return { upstream: "0", gateway: "0", driver: "1" };
+  if (layout === "split") {
+    return { upstream: "0", gateway: "1", driver: cores >= 3 ? `2-${cores - 1}` : "1" };
+  }
+  throw new Error(`--layout is shared or split, not ${layout}`);
+}
 
 async function main() {
   const { generateKeyPair, exportJWK, SignJWT } = await import("jose");
   const { publicKey, privateKey } = await generateKeyPair("ES256", { extractable: true });
   const jwk = { ...(await exportJWK(publicKey)), kid: "bench", alg: "ES256" };
+  const layout = coresFor(args.layout);
+  const pinned = layout !== undefined && pinProcess(process.pid, layout.driver);
   const upstream = child("upstream");
   const [{ url: upstreamUrl }] = await once(upstream, "message");
-  const gatewayProc = child("gateway", ["--upstream", upstreamUrl, "--issuer", JSON.stringify({ jwk })]);
-  const [{ url: gatewayUrl }] = await once(gatewayProc, "message");
+  if (pinned) pinProcess(upstream.pid, layout.upstream);
+  const wanted = args.cases.split(",");
+  const gateways = {};
+  const variants = [
+    ["gateway-web", "web", args.dist],
+    ["gateway-node", "node", args.dist],
+  ].filter(([name]) => wanted.includes(name));
+  if (args["baseline-dist"]) variants.unshift(["baseline-web", "web", args["baseline-dist"]]);
+  for (const [name, entry, build] of variants) {
+    const issuer = JSON.stringify({ jwk });
+    const proc = child("gateway", ["--entry", entry, "--upstream", upstreamUrl, "--issuer", issuer], build);
+    const [m] = await once(proc, "message");
+    if (m.unsupported) {
+      process.stderr.write(`${name}: this build has no nodeListener; left out\n`);
+      proc.kill("SIGINT");
+      continue;
+    }
+    if (pinned) pinProcess(proc.pid, layout.gateway);
+    gateways[name] = { proc, url: m.url };
+  }
   const sign = (aud) =>
     new SignJWT({ scope: "mcp:use", sub: "bench-user", client_id: "bench" })
       .setProtectedHeader({ alg: "ES256", kid: "bench", typ: "at+jwt" })
@@ -181,66 +249,90 @@ async function main() {
       .setIssuedAt()
       .setExpirationTime("1h")
       .sign(privateKey);
-  const gatewayToken = await sign(gatewayUrl);
+  const cases = {};
   // The direct server checks no token; the same header is sent so the requests are the same size.
-  const directToken = await sign(upstreamUrl);
+  if (wanted.includes("direct")) cases.direct = { url: upstreamUrl, token: await sign(upstreamUrl) };
+  for (const [name, g] of Object.entries(gateways)) cases[name] = { ...g, token: await sign(g.url) };
+  const names = Object.keys(cases);
+  if (!names.includes("direct") || names.length < 2)
+    throw new Error("--cases needs direct and a gateway case");
   const seconds = Number(args.seconds) / Number(args.rounds);
   const connections = Number(args.connections);
-  await load(upstreamUrl, directToken, 1, connections);
-  await load(gatewayUrl, gatewayToken, 1, connections);
-  const rounds = { direct: [], gateway: [] };
+  for (const name of names) await load(cases[name].url, cases[name].token, 1, connections);
+  const rounds = Object.fromEntries(names.map((n) => [n, []]));
   const loadBefore = loadavg()[0];
   for (let round = 0; round < Number(args.rounds); round++) {
-    const order = round % 2 ? ["gateway", "direct"] : ["direct", "gateway"];
-    for (const which of order) {
-      const before = { up: await cpuOf(upstream), gw: await cpuOf(gatewayProc) };
-      const result = await load(
-        which === "direct" ? upstreamUrl : gatewayUrl,
-        which === "direct" ? directToken : gatewayToken,
-        seconds,
-        connections,
-      );
-      const after = { up: await cpuOf(upstream), gw: await cpuOf(gatewayProc) };
-      const cpu = after.up - before.up + (which === "gateway" ? after.gw - before.gw : 0);
-      rounds[which].push({ ...result, cpuPerRequest: cpu / result.requests });
+    // Rotated: each case goes first in turn.
+    const order = names.map((_, i) => names[(i + round) % names.length]);
+    for (const name of order) {
+      const { url, token, proc } = cases[name];
+      const before = { up: await cpuOf(upstream), gw: proc ? await cpuOf(proc) : 0 };
+      const result = await load(url, token, seconds, connections);
+      const after = { up: await cpuOf(upstream), gw: proc ? await cpuOf(proc) : 0 };
+      const gatewayCpu = after.gw - before.gw;
+      const cpu = after.up - before.up + gatewayCpu;
+      rounds[name].push({
+        ...result,
+        cpuPerRequest: cpu / result.requests,
+        gatewayCpuPerRequest: gatewayCpu / result.requests,
+      });
     }
   }
+  const loadAfter = loadavg()[0];
   const summary = {};
-  for (const which of ["direct", "gateway"]) {
-    const rs = rounds[which];
-    summary[which] = {
+  for (const name of names) {
+    const rs = rounds[name];
+    summary[name] = {
       rps: median(rs.map((r) => r.rps)),
+      p50_ms: median(rs.map((r) => r.p50)),
       p99_ms: median(rs.map((r) => r.p99)),
       cpu_us_per_request: median(rs.map((r) => r.cpuPerRequest)),
+      ...(name !== "direct" && { gateway_cpu_us_per_request: median(rs.map((r) => r.gatewayCpuPerRequest)) }),
+      rps_rounds: rs.map((r) => Math.round(r.rps)),
       failures: rs.reduce((n, r) => n + r.failures, 0),
     };
   }
-  const ratios = {
-    by_rps: median(rounds.gateway.map((g, i) => g.rps / rounds.direct[i].rps)),
-    by_cpu: median(rounds.gateway.map((g, i) => rounds.direct[i].cpuPerRequest / g.cpuPerRequest)),
-  };
+  const ratios = {};
+  for (const name of names.filter((n) => n !== "direct")) {
+    ratios[name] = {
+      by_rps: median(rounds[name].map((g, i) => g.rps / rounds.direct[i].rps)),
+      by_cpu: median(rounds[name].map((g, i) => rounds.direct[i].cpuPerRequest / g.cpuPerRequest)),
+      p99_vs_direct: median(rounds[name].map((g, i) => g.p99 / rounds.direct[i].p99)),
+    };
+  }
   const report = {
     ...summary,
     ratios,
-    load_average: [loadBefore, loadavg()[0]],
+    load_average: [loadBefore, loadAfter],
+    layout: pinned ? { name: args.layout, ...layout } : "not pinned",
     connections,
     seconds: Number(args.seconds),
+    rounds: Number(args.rounds),
   };
   if (args.json) process.stdout.write(`${JSON.stringify(report)}\n`);
   else {
-    for (const which of ["direct", "gateway"]) {
-      const s = summary[which];
+    for (const name of names) {
+      const s = summary[name];
+      const own =
+        s.gateway_cpu_us_per_request === undefined
+          ? ""
+          : ` (gateway ${s.gateway_cpu_us_per_request.toFixed(0)})`;
       process.stdout.write(
-        `${which.padEnd(8)} ${s.rps.toFixed(0).padStart(6)} req/s  p99 ${s.p99_ms.toFixed(2)} ms  ${s.cpu_us_per_request.toFixed(0)} µs server CPU/request  failures ${s.failures}\n`,
+        `${name.padEnd(12)} ${s.rps.toFixed(0).padStart(6)} req/s  p50 ${s.p50_ms.toFixed(2)} ms  p99 ${s.p99_ms.toFixed(2)} ms  ${s.cpu_us_per_request.toFixed(0)} µs server CPU/request${own}  failures ${s.failures}  rounds ${s.rps_rounds.join(" ")}\n`,
+      );
+    }
+    for (const [name, r] of Object.entries(ratios)) {
+      process.stdout.write(
+        `${name} / direct: ${r.by_rps.toFixed(2)} by req/s, ${r.by_cpu.toFixed(2)} by CPU, p99 x${r.p99_vs_direct.toFixed(2)} (goal 0.9 by req/s)\n`,
       );
     }
     process.stdout.write(
-      `gateway / direct: ${ratios.by_rps.toFixed(2)} by req/s, ${ratios.by_cpu.toFixed(2)} by CPU (goal 0.9); load average ${loadBefore.toFixed(2)} -> ${loadavg()[0].toFixed(2)}\n`,
+      `layout ${pinned ? `${args.layout} (server core ${layout.upstream}, gateways ${layout.gateway}, load generator ${layout.driver})` : "not pinned"}; load average ${loadBefore.toFixed(2)} -> ${loadAfter.toFixed(2)}\n`,
     );
   }
   // SIGINT lets a profiled child write its profile on the way out.
   upstream.kill("SIGINT");
-  gatewayProc.kill("SIGINT");
+  for (const g of Object.values(gateways)) g.proc.kill("SIGINT");
 }
 
 if (args.role === "upstream") await runUpstream();

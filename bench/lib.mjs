@@ -2,6 +2,7 @@
  * What the gate benchmarks (bench/resource-server.mjs, bench/dpop.mjs) share: the bare-jose
  * verification loop a child runs, the IPC with their server children, and the statistics.
  */
+import { execFileSync } from "node:child_process";
 
 /**
  * Runs `op` in ten concurrent chains (like ten connections) for `seconds`, `next()` giving each
@@ -97,4 +98,19 @@ export function helpOrCheckArgs(args, { valueOptions, flagOptions, usage }) {
     else if (!flagOptions.includes(args[i])) throw new Error(`unknown option ${args[i]} (--help lists them)`);
   }
   return false;
+}
+
+/**
+ * Pins process `pid` (every thread of it; threads made later inherit the mask) to `cores` (taskset's
+ * list form, e.g. "0" or "1,2") with `taskset`. Answers false when it could not (no `taskset`, or
+ * BENCH_NO_PIN set): then nothing is pinned, and the caller says so with its figures.
+ */
+export function pinProcess(pid, cores) {
+  if (process.env.BENCH_NO_PIN) return false;
+  try {
+    execFileSync("taskset", ["-a", "-cp", cores, String(pid)], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
 }
