@@ -349,11 +349,15 @@ describe("hostile children", () => {
   it("a child that never answers: 504 after the timeout, the session still usable", async () => {
     const gateway = await startStdioGateway({
       argv: fakeServer("/* never answers */"),
-      requestTimeoutMs: 300,
+      // Long enough for the child to start and answer initialize on a loaded machine (at load 15,
+      // 300 ms was not: the initialize itself timed out and the call had no session, 400).
+      requestTimeoutMs: 3000,
     });
     try {
       const token = await gateway.sign("alice", "mcp:use");
-      const session = (await post(gateway, token, INITIALIZE)).headers.get("mcp-session-id")!;
+      const initialized = await post(gateway, token, INITIALIZE);
+      expect(initialized.status).toBe(200);
+      const session = initialized.headers.get("mcp-session-id")!;
       const silent = await post(
         gateway,
         token,
