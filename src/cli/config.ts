@@ -6,11 +6,8 @@
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import {
-  type LimitedOption,
-  OPTION_LIMITS,
-  resolveOptions,
-} from "../authorization-server/config/resolve-options.js";
+import { resolveOptions } from "../authorization-server/config/resolve-options.js";
+import { type LimitedOption, OPTION_LIMITS } from "../authorization-server/core/option-limits.js";
 import type { AuthorizationServerOptions, ResourceOptions } from "../authorization-server/core/options.js";
 import { GatehouseTypeError } from "../shared/errors.js";
 import { canonicalResourceUri, isLoopbackHost } from "../shared/resource-uri.js";

@@ -1,6 +1,6 @@
 /**
  * `gatehouse serve`'s configuration limits come from the authorization server's resolver
- * (OPTION_LIMITS in src/authorization-server/config/resolve-options.ts), so the CLI cannot accept
+ * (OPTION_LIMITS in src/authorization-server/core/option-limits.ts), so the CLI cannot accept
  * what the server would refuse: an out-of-range value in the config file or a flag is a usage error
  * (exit status 2) at parse time, before anything listens, naming the field.
  */
@@ -8,7 +8,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { OPTION_LIMITS } from "../../src/authorization-server/config/resolve-options.js";
+import { OPTION_LIMITS } from "../../src/authorization-server/core/option-limits.js";
 import { parseCommandArgs, UsageError } from "../../src/cli/args.js";
 import { SERVE_OPTIONS } from "../../src/cli/commands/serve.js";
 import { buildServeConfig } from "../../src/cli/config.js";

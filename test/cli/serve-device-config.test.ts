@@ -7,7 +7,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { OPTION_LIMITS } from "../../src/authorization-server/config/resolve-options.js";
+import { OPTION_LIMITS } from "../../src/authorization-server/core/option-limits.js";
 import { parseCommandArgs, UsageError } from "../../src/cli/args.js";
 import { SERVE_OPTIONS } from "../../src/cli/commands/serve.js";
 import { buildServeConfig } from "../../src/cli/config.js";

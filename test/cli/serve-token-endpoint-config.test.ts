@@ -11,7 +11,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { OPTION_LIMITS } from "../../src/authorization-server/config/resolve-options.js";
+import { OPTION_LIMITS } from "../../src/authorization-server/core/option-limits.js";
 import { parseCommandArgs, UsageError } from "../../src/cli/args.js";
 import { SERVE_OPTIONS } from "../../src/cli/commands/serve.js";
 import { buildServeConfig, SQLITE_FILE } from "../../src/cli/config.js";

@@ -22,8 +22,6 @@ import { OFFLINE_ACCESS } from "../policy/scopes.js";
 import { resolveUpstreamSignIn } from "../upstream/resolve.js";
 import { resolveGrantExtensions } from "./grant-extensions.js";
 
-export { fail, type LimitedOption, limited, OPTION_LIMITS } from "../core/option-limits.js";
-
 /** The default refresh race window, `refreshTokens.reuseGraceSeconds` (grants/refresh-policy.ts reuseGraceMs). */
 const DEFAULT_REUSE_GRACE_SECONDS = 30;
 

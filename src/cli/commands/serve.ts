@@ -6,7 +6,7 @@
  */
 
 import { dirname } from "node:path";
-import { OPTION_LIMITS } from "../../authorization-server/config/resolve-options.js";
+import { OPTION_LIMITS } from "../../authorization-server/core/option-limits.js";
 import { createAuthorizationServer } from "../../authorization-server/index.js";
 import type { Logger } from "../../shared/log.js";
 import { jsonLogger } from "../../shared/log.js";
