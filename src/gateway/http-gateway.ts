@@ -135,6 +135,11 @@ const SESSION_MAC_CHARS = 22;
 const PRINTABLE = /^[\x20-\x7e]*$/;
 /** Every request header the relay reads, so the node path reads them in one pass over the fields. */
 const READ_REQUEST_HEADERS = new Set([...PASSED_REQUEST_HEADERS, ...OPERATION_HEADERS, "mcp-session-id"]);
+/**
+ * An idle connection to the upstream is closed after this long: before common servers' own
+ * keep-alive timeouts (node's 5 s; a `Keep-Alive: timeout=` hint shortens it).
+ */
+const IDLE_UPSTREAM_CONNECTION_MS = 4000;
 /** Waiting this long for the upstream's headers, the relay starts watching for the client leaving. */
 const WATCH_CLIENT_AFTER_MS = 1000;
 
@@ -324,11 +329,12 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
   }
   const stdio = options.stdio;
   // node:http with a keep-alive pool: fetch (undici) costs more per request than the rest of the
-  // relay, and the answer is relayed as it arrives either way.
-  const agent =
-    upstream.protocol === "https:"
-      ? new HttpsAgent({ keepAlive: true, maxSockets: 256 })
-      : new HttpAgent({ keepAlive: true, maxSockets: 256 });
+  // relay, and the answer is relayed as it arrives either way. An idle pooled connection is closed
+  // by the gateway first (node's agent also heeds a shorter `Keep-Alive: timeout=` hint, but only
+  // when it has a timeout of its own): reusing one the upstream is closing at that moment fails the
+  // request with ECONNRESET, a 502 for a call the upstream never saw.
+  const pool = { keepAlive: true, maxSockets: 256, timeout: IDLE_UPSTREAM_CONNECTION_MS };
+  const agent = upstream.protocol === "https:" ? new HttpsAgent(pool) : new HttpAgent(pool);
   const send = upstream.protocol === "https:" ? httpsRequest : httpRequest;
   // The upstream's address as request options, made once rather than from the URL per request.
   const { protocol, hostname, port, path } = urlToHttpOptions(upstream);

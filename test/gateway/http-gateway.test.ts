@@ -568,6 +568,57 @@ describe.each(WAYS)("the relay's bounds and streams (%s)", (way) => {
   });
 });
 
+describe.each(WAYS)("the upstream's idle connections (%s)", (way) => {
+  it("are closed by the gateway before the upstream's keep-alive timeout, so none is reused as it closes", async () => {
+    const ended: boolean[] = [];
+    const upstream = createServer((req, res) => {
+      req.resume();
+      req.once("end", () => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ jsonrpc: "2.0", id: 1, result: {} }));
+      });
+    });
+    // Node's server announces "Keep-Alive: timeout=4" and closes an idle connection after 4 s.
+    upstream.keepAliveTimeout = 4000;
+    const closed = new Promise<void>((resolve) =>
+      upstream.on("connection", (socket) => {
+        let peerEnded = false;
+        socket.once("end", () => {
+          peerEnded = true;
+        });
+        socket.once("close", () => {
+          ended.push(peerEnded);
+          resolve();
+        });
+      }),
+    );
+    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/mcp`;
+    const gateway = await startGateway(issuer, url, false, way);
+    try {
+      const token = await issuer.sign({ aud: gateway.url, sub: "alice", scope: "mcp:use" });
+      const response = await fetch(gateway.url, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+        },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "echo" } }),
+      });
+      expect(response.status).toBe(200);
+      await response.text();
+      await closed;
+      // The gateway's end came first (a FIN the upstream read), not the upstream's own timeout.
+      expect(ended).toEqual([true]);
+    } finally {
+      await gateway.server.close();
+      upstream.closeAllConnections();
+      await new Promise<void>((resolve) => upstream.close(() => resolve()));
+    }
+  });
+});
+
 it("an identity header may not be named Host or Content-Length (the relay sets them)", async () => {
   const resourceServer = createResourceServer({
     resource: "http://127.0.0.1:1/mcp",
