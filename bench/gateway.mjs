@@ -31,8 +31,9 @@
  * gateway's through a gateway). Ratios per gateway case: gateway / direct by req/s, and by CPU
  * (direct CPU per request / gateway-path CPU per request), each the median of the rounds' ratios.
  * The load average (1 min) is printed before and after. A request whose answer is not a 200 with the
- * echoed text counts as a failure (BENCH_DEBUG=1 prints the first); a run with failures measures
- * something else. BENCH_CHILD_EXEC_ARGV goes to the children (e.g. "--cpu-prof
+ * echoed text counts as a failure (BENCH_DEBUG=1 prints the first, and the gateways' warnings, such
+ * as an upstream failure's reason); a run with failures measures something else.
+ * BENCH_CHILD_EXEC_ARGV goes to the children (e.g. "--cpu-prof
  * --cpu-prof-dir=/tmp/prof", written when the run ends).
  */
 import { fork } from "node:child_process";
@@ -92,6 +93,7 @@ async function runGateway() {
   const rs = await import(dist("resource-server/index.js"));
   const { createHttpGateway } = await import(dist("gateway/http-gateway.js"));
   const { listen } = await import(dist("http/node.js"));
+  const { jsonLogger } = await import(dist("shared/log.js"));
   const { createServer } = await import("node:http");
   const { jwk } = JSON.parse(args.issuer);
   let gateway;
@@ -126,6 +128,8 @@ async function runGateway() {
     resourceServer,
     gate,
     identityHeaders: { subject: "X-User" },
+    // BENCH_DEBUG: the relay's warnings (an upstream failure's reason) on stderr.
+    ...(process.env.BENCH_DEBUG && { logger: jsonLogger() }),
   });
   if (args.entry === "node" && typeof gateway.nodeListener !== "function") {
     process.send({ unsupported: true });
