@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { createAuthorizationServer } from "../../src/authorization-server/index.js";
-import { createMemoryStore } from "../../src/storage/memory/index.js";
-import { ISSUER, memoryLogger, RESOURCE } from "./helpers.js";
+import { createAuthorizationServer } from "../../../src/authorization-server/index.js";
+import { createMemoryStore } from "../../../src/storage/memory/index.js";
+import { ISSUER, memoryLogger, RESOURCE } from "../helpers.js";
 
 afterEach(() => {
   vi.useRealTimers();

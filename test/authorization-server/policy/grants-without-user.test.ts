@@ -7,8 +7,8 @@
  * by an older version does not keep the door open.
  */
 import { describe, expect, it } from "vitest";
-import { randomToken, sha256Base64url } from "../../src/shared/crypto.js";
-import { basic, ISSUER, makeServer, postToken, RESOURCE, type TestServer } from "./helpers.js";
+import { randomToken, sha256Base64url } from "../../../src/shared/crypto.js";
+import { basic, ISSUER, makeServer, postToken, RESOURCE, type TestServer } from "../helpers.js";
 
 /** The finding's exact request: an anonymous caller asking for a machine client. */
 const MACHINE_CLIENT = {

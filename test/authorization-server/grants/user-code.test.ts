@@ -11,8 +11,8 @@ import {
   USER_CODE_ALPHABET,
   USER_CODE_LENGTH,
   userCodeHash,
-} from "../../src/authorization-server/grants/user-code.js";
-import { sha256Base64url } from "../../src/shared/crypto.js";
+} from "../../../src/authorization-server/grants/user-code.js";
+import { sha256Base64url } from "../../../src/shared/crypto.js";
 
 describe("user codes", () => {
   it("are 8 letters of the alphabet, shown as XXXX-XXXX, with every letter drawn", () => {

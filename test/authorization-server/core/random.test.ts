@@ -4,8 +4,8 @@
  * sizes that do not divide the pool; odd sizes behave as the unpooled shared/crypto.ts function.
  */
 import { describe, expect, it } from "vitest";
-import { randomBytesFromPool, randomToken } from "../../src/authorization-server/core/random.js";
-import { randomToken as unpooledRandomToken } from "../../src/shared/crypto.js";
+import { randomBytesFromPool, randomToken } from "../../../src/authorization-server/core/random.js";
+import { randomToken as unpooledRandomToken } from "../../../src/shared/crypto.js";
 
 const BASE64URL = /^[A-Za-z0-9_-]*$/;
 

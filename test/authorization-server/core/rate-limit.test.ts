@@ -15,12 +15,12 @@ import {
   hitSlidingWindows,
   retryAfterMs,
   slidingEstimate,
-} from "../../src/authorization-server/core/rate-limit.js";
-import type { AuthorizationStore } from "../../src/storage/contract.js";
-import { createMemoryStore } from "../../src/storage/memory/index.js";
-import { createPostgresStore } from "../../src/storage/postgres/index.js";
-import { createSqliteStore } from "../../src/storage/sqlite/index.js";
-import { POSTGRES_URL, requirePostgres, schemaNamer } from "../storage/postgres-support.js";
+} from "../../../src/authorization-server/core/rate-limit.js";
+import type { AuthorizationStore } from "../../../src/storage/contract.js";
+import { createMemoryStore } from "../../../src/storage/memory/index.js";
+import { createPostgresStore } from "../../../src/storage/postgres/index.js";
+import { createSqliteStore } from "../../../src/storage/sqlite/index.js";
+import { POSTGRES_URL, requirePostgres, schemaNamer } from "../../storage/postgres-support.js";
 
 const W = 300_000;
 const LIMIT = 10;

@@ -17,7 +17,7 @@ import {
   pkcePair,
   RESOURCE,
   startHarness,
-} from "./harness.js";
+} from "../pages/harness.js";
 
 let h: Harness;
 beforeAll(async () => {

@@ -3,7 +3,7 @@
  * time they were drawn (what keeps the stores' indexes on them append-only).
  */
 import { describe, expect, it } from "vitest";
-import { newSortableId, SORTABLE_ID } from "../../src/authorization-server/core/ids.js";
+import { newSortableId, SORTABLE_ID } from "../../../src/authorization-server/core/ids.js";
 
 describe("newSortableId", () => {
   it("is 9 base-36 time digits and 128 random bits, distinct on every draw", () => {

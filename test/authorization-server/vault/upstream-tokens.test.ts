@@ -30,7 +30,7 @@ import {
   startGithubLike,
   startScriptedOidc,
   visitProvider,
-} from "./support.js";
+} from "../upstream/support.js";
 import { type RefreshingOidcProvider, startRefreshingOidcProvider, walkProvider } from "./tokens-support.js";
 
 const FILES = "https://files.example/mcp";

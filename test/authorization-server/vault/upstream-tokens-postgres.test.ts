@@ -20,7 +20,7 @@ import {
   registerMcpClient,
   UPSTREAM_CLIENT_ID,
   UPSTREAM_CLIENT_SECRET,
-} from "./support.js";
+} from "../upstream/support.js";
 import { type RefreshingOidcProvider, startRefreshingOidcProvider, walkProvider } from "./tokens-support.js";
 
 const schemas = schemaNamer("upstream_tokens");

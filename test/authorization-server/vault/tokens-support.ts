@@ -9,7 +9,7 @@ import { request as httpsRequest } from "node:https";
 import { exportJWK, generateKeyPair } from "jose";
 import Provider from "oidc-provider";
 import { startTestHttpsServer, testTls } from "../../support/tls.js";
-import { UPSTREAM_CLIENT_ID, UPSTREAM_CLIENT_SECRET } from "./support.js";
+import { UPSTREAM_CLIENT_ID, UPSTREAM_CLIENT_SECRET } from "../upstream/support.js";
 
 export interface RefreshingOidcProvider {
   issuer: string;

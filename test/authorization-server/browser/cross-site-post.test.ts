@@ -21,7 +21,7 @@ import {
   RESOURCE,
   signInForAdmin,
   startAdminServer,
-} from "./admin-server.js";
+} from "../pages/admin-server.js";
 
 let t: AdminServer;
 let passwordHash: string;

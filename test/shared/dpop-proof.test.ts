@@ -12,7 +12,7 @@ import {
 } from "../../src/shared/dpop-proof.js";
 import { GatehouseTypeError, OAuthError } from "../../src/shared/errors.js";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
-import { craftProof, proofKey, unsignedProof } from "./dpop-support.js";
+import { craftProof, proofKey, unsignedProof } from "../resource-server/dpop-support.js";
 
 const URL_ = "https://rs.example.com/api";
 const TOKEN = "access-token-abc.def";
