@@ -375,6 +375,54 @@ describe("gatehouse gateway", () => {
     expect(await gateway.exited).toBe(0);
   }, 40_000);
 
+  it("hostile: a body up to --max-body-bytes (default 4 MiB) is relayed, a larger one gets the gate's JSON-RPC 413", async () => {
+    const policy = join(dir, "body-policy.yaml");
+    writeFileSync(policy, "base: [mcp:use]\ndefault: {}\n");
+    const port = await freePort();
+    const resource = `http://127.0.0.1:${port}/mcp`;
+    const gateway = await startGatewayProcess([
+      "--upstream",
+      upstreamUrl,
+      "--resource",
+      resource,
+      "--authorization-server",
+      issuer.issuer,
+      "--jwks-uri",
+      issuer.jwksUri,
+      "--policy",
+      policy,
+      "--port",
+      String(port),
+    ]);
+    try {
+      const token = await issuer.sign({ aud: resource, sub: "carol", scope: "mcp:use" });
+      const send = (padding: number) =>
+        fetch(resource, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${token}`,
+            "content-type": "application/json",
+            accept: "application/json, text/event-stream",
+          },
+          body: JSON.stringify({
+            jsonrpc: "2.0",
+            id: 5,
+            method: "tools/call",
+            params: { name: "read_file", arguments: { pad: "a".repeat(padding) } },
+          }),
+        });
+      const twoMiB = await send(2 * 1024 * 1024);
+      expect(twoMiB.status).toBe(200);
+      expect(await twoMiB.json()).toMatchObject({ id: 5, result: { saw_authorization: false } });
+      const fiveMiB = await send(5 * 1024 * 1024);
+      expect(fiveMiB.status).toBe(413);
+      expect(await fiveMiB.json()).toMatchObject({ jsonrpc: "2.0", error: { code: expect.any(Number) } });
+    } finally {
+      gateway.child.kill("SIGTERM");
+    }
+    expect(await gateway.exited).toBe(0);
+  }, 40_000);
+
   it("a policy with a bad value is refused at start-up, naming the file and the line", async () => {
     const policy = join(dir, "bad.yaml");
     writeFileSync(policy, 'base: [mcp:use]\ntools:\n  delete_file: { scopes: ["files admin"] }\n');

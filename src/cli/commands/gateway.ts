@@ -177,8 +177,7 @@ const OPTIONS: OptionSpecs = {
   "max-body-bytes": {
     type: "string",
     valueName: "n",
-    description:
-      "largest request body the gate reads (default 4194304; for now the listener refuses over 1 MiB first)",
+    description: "largest request body (default 4194304; beyond, 413 with a JSON-RPC error)",
   },
   "allowed-host": {
     type: "string",
@@ -568,6 +567,7 @@ export async function run(args: string[]): Promise<number> {
         ...(introspection && { introspection }),
         ...(store && { stepUp: { store } }),
         filterListings: flag(parsed, "filter-listings"),
+        trustProxy,
         ...(maxBodyBytes !== undefined && { maxBodyBytes }),
         ...(allowedHosts && { allowedHosts }),
         ...(sessionKey && { sessionKey }),
@@ -586,7 +586,9 @@ export async function run(args: string[]): Promise<number> {
       throw error;
     }
     const running = await serveHttp({ host, port, trustProxy, log, name: "gateway", requestLog: false });
-    running.setHandler((request) => gateway.fetch(request));
+    // The gateway's own node listener: the relay without web objects, bodies capped at the gate's
+    // --max-body-bytes (the web listener's 1 MiB default would refuse more before the gate reads it).
+    running.setNodeListener(gateway.listener);
     const url = `http://${host.includes(":") ? `[${host}]` : host}:${running.port}`;
     const behind = upstream ?? `stdio: ${stdioCommand}`;
     const assertionJwk = await gateway.identityAssertionJwk();
