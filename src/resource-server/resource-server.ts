@@ -418,10 +418,21 @@ export function createResourceServer(options: ResourceServerOptions): ResourceSe
     judge,
     requireBearer(middlewareOptions = {}) {
       const judgeRequest = judge(middlewareOptions, "requireBearer scopes");
-      return async (request, next) => {
-        const answer = await judgeRequest(headOfRequest(request), () => request);
-        if (!answer.ok) return challengePartsResponse(answer.challenge);
-        return next(request, answer.auth);
+      // The request is handed to the judgement only when the scopes are computed from it.
+      const dynamic = typeof middlewareOptions.scopes === "function";
+      const decide = (answer: BearerVerdict, request: Request, next: Parameters<BearerMiddleware>[1]) =>
+        answer.ok ? next(request, answer.auth) : Promise.resolve(challengePartsResponse(answer.challenge));
+      // A warm token's verdict is synchronous: it is acted on without awaiting it (no promise tick
+      // on the hot path); a synchronous throw still reaches the caller as a rejection.
+      return (request, next) => {
+        try {
+          const head = headOfRequest(request);
+          const answer = dynamic ? judgeRequest(head, () => request) : judgeRequest(head);
+          if (answer instanceof Promise) return answer.then((settled) => decide(settled, request, next));
+          return decide(answer, request, next);
+        } catch (error) {
+          return Promise.reject(error);
+        }
       };
     },
   };
