@@ -201,13 +201,16 @@ export type SealedCodeRecord = Omit<AuthorizationCodeRecord, "codeHash" | "consu
 /** The sealing of authorization codes (grants/sealed-code.ts makes it from the key-encryption key). */
 export interface CodeSealer {
   /**
-   * The code for `record`, sealed under the key of the hour of `record.createdAt`:
-   * `<kek id>.<hour, base 36>.<base64url(nonce ‖ ciphertext ‖ tag)>`.
+   * The code for `record`, sealed under the key of the hour of `record.createdAt` (format 2):
+   * `base64url(2 ‖ KEK id ‖ hour ‖ nonce ‖ ciphertext ‖ tag)`. Throws a RangeError for a record
+   * whose times are not whole milliseconds or whose lifetime is negative.
    */
   seal(record: SealedCodeRecord): string;
   /**
-   * The record sealed in `code`, or undefined for anything this server did not seal, and for a code
-   * of an hour more than one away from `now` (ms).
+   * The record sealed in `code` (format 2, or format 1 of the release before:
+   * `<kek id>.<hour, base 36>.<base64url(nonce ‖ ciphertext ‖ tag)>`), or undefined for anything
+   * this server did not seal, for any other spelling of a code, and for a code of an hour more than
+   * one away from `now` (ms).
    */
   open(code: string, now: number): SealedCodeRecord | undefined;
 }
