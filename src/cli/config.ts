@@ -211,8 +211,11 @@ function formatIssues(error: z.ZodError): string {
     .join("\n");
 }
 
-/** Reads and validates a config file; errors name the file and each bad field. */
-export function loadConfigFile(path: string): ConfigFile {
+/**
+ * Reads a JSON config file and validates it with `schema`; errors name the file and each bad field.
+ * The one reader of config files for every command (`serve`, `gateway`).
+ */
+export function readConfigFile<Schema extends z.ZodType>(path: string, schema: Schema): z.infer<Schema> {
   let text: string;
   try {
     text = readFileSync(path, "utf8");
@@ -227,9 +230,14 @@ export function loadConfigFile(path: string): ConfigFile {
   } catch (error) {
     throw new UsageError(`config file ${path} is not valid JSON: ${(error as Error).message}`);
   }
-  const result = configFileSchema.safeParse(json);
+  const result = schema.safeParse(json);
   if (!result.success) throw new UsageError(`invalid config file ${path}:\n${formatIssues(result.error)}`);
   return result.data;
+}
+
+/** Reads and validates `gatehouse serve`'s config file. */
+export function loadConfigFile(path: string): ConfigFile {
+  return readConfigFile(path, configFileSchema);
 }
 
 /** A database URL selects PostgreSQL; anything else is taken as a SQLite file path. */

@@ -30,7 +30,7 @@ import {
   stringValue,
   UsageError,
 } from "../args.js";
-import { type StoreTarget, storeTarget } from "../config.js";
+import { readConfigFile, type StoreTarget, storeTarget } from "../config.js";
 import { out, outJson, printUsage, runCommand } from "../output.js";
 import { describeStore, openCliStore, serveHttp, waitForShutdownSignal } from "../server-runtime.js";
 
@@ -274,28 +274,7 @@ function flagName(key: string): string {
 function mergeConfigFile(parsed: ParsedArgs): void {
   const path = stringValue(parsed, "config");
   if (path === undefined) return;
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (error) {
-    throw new UsageError(
-      `cannot read config file ${path}: ${(error as NodeJS.ErrnoException).code ?? "error"}`,
-    );
-  }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (error) {
-    throw new UsageError(`config file ${path} is not valid JSON: ${(error as Error).message}`);
-  }
-  const result = configSchema.safeParse(json);
-  if (!result.success) {
-    const issues = result.error.issues
-      .map((issue) => `  ${issue.path.length ? issue.path.join(".") : "(root)"}: ${issue.message}`)
-      .join("\n");
-    throw new UsageError(`invalid config file ${path}:\n${issues}`);
-  }
-  const { introspection, ...flat } = result.data;
+  const { introspection, ...flat } = readConfigFile(path, configSchema);
   const values: Record<string, string | boolean | string[]> = {};
   for (const [key, value] of Object.entries(flat)) {
     if (value !== undefined) values[flagName(key)] = typeof value === "number" ? String(value) : value;
