@@ -25,18 +25,18 @@ import {
   type AuthorizationServer,
   type AuthorizationServerOptions,
   createAuthorizationServer,
-} from "../../src/authorization-server/index.js";
-import { enterpriseManagedGrant, jwtBearerGrant } from "../../src/client/grants/jwt-bearer.js";
-import { type ListeningServer, listen } from "../../src/http/node.js";
-import { randomToken, sha256Base64url } from "../../src/shared/crypto.js";
-import type { AuthorizationServerMetadata } from "../../src/shared/metadata.js";
-import type { AuthorizationStore } from "../../src/storage/contract.js";
-import { createMemoryStore } from "../../src/storage/memory/index.js";
-import { createPostgresStore } from "../../src/storage/postgres/index.js";
-import { createSqliteStore } from "../../src/storage/sqlite/index.js";
-import { POSTGRES_URL, requirePostgres, schemaNamer } from "../storage/postgres-support.js";
-import { startTestHttpsServer, type TestHttpsServer, testTls } from "../support/tls.js";
-import { basic, client, memoryLogger } from "./helpers.js";
+} from "../../../src/authorization-server/index.js";
+import { enterpriseManagedGrant, jwtBearerGrant } from "../../../src/client/grants/jwt-bearer.js";
+import { type ListeningServer, listen } from "../../../src/http/node.js";
+import { randomToken, sha256Base64url } from "../../../src/shared/crypto.js";
+import type { AuthorizationServerMetadata } from "../../../src/shared/metadata.js";
+import type { AuthorizationStore } from "../../../src/storage/contract.js";
+import { createMemoryStore } from "../../../src/storage/memory/index.js";
+import { createPostgresStore } from "../../../src/storage/postgres/index.js";
+import { createSqliteStore } from "../../../src/storage/sqlite/index.js";
+import { POSTGRES_URL, requirePostgres, schemaNamer } from "../../storage/postgres-support.js";
+import { startTestHttpsServer, type TestHttpsServer, testTls } from "../../support/tls.js";
+import { basic, client, memoryLogger } from "../helpers.js";
 
 const JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 const ID_JAG_TYP = "oauth-id-jag+jwt";

@@ -5,19 +5,25 @@
  * expired and replayed codes, polling too fast, guessing user codes, odd bodies.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { validateClientMetadataDocument } from "../../src/authorization-server/clients/metadata-document.js";
-import { resolveOptions } from "../../src/authorization-server/config/resolve-options.js";
-import { SORTABLE_ID } from "../../src/authorization-server/core/ids.js";
-import { hashPassword } from "../../src/authorization-server/core/password.js";
+import { validateClientMetadataDocument } from "../../../src/authorization-server/clients/metadata-document.js";
+import { resolveOptions } from "../../../src/authorization-server/config/resolve-options.js";
+import { SORTABLE_ID } from "../../../src/authorization-server/core/ids.js";
+import { hashPassword } from "../../../src/authorization-server/core/password.js";
 import {
   DEVICE_CODE_ATTEMPTS_PER_ADDRESS,
   DEVICE_CODE_ATTEMPTS_PER_SESSION,
   DEVICE_CODE_WINDOW_MS,
-} from "../../src/authorization-server/pages/device.js";
-import { sha256Base64url } from "../../src/shared/crypto.js";
-import { proof, proofKey } from "./dpop-support.js";
-import { Agent, hiddenFields, PASSWORD } from "./pages/harness.js";
-import { type FlowServer, publicClient, RESOURCE, startFlowServer, USERNAME } from "./support/flow-server.js";
+} from "../../../src/authorization-server/pages/device.js";
+import { sha256Base64url } from "../../../src/shared/crypto.js";
+import { proof, proofKey } from "../dpop-support.js";
+import { Agent, hiddenFields, PASSWORD } from "../pages/harness.js";
+import {
+  type FlowServer,
+  publicClient,
+  RESOURCE,
+  startFlowServer,
+  USERNAME,
+} from "../support/flow-server.js";
 
 const DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
 const DEVICE_CLIENT = "tv-app";

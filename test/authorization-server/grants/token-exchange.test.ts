@@ -7,14 +7,17 @@
  */
 import { decodeJwt, generateKeyPair, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AuthorizationServer, createAuthorizationServer } from "../../src/authorization-server/index.js";
-import { type ListeningServer, listen } from "../../src/http/node.js";
-import { createResourceServer, exchangeToken, jwtVerifier } from "../../src/resource-server/index.js";
-import { randomToken, sha256Base64url } from "../../src/shared/crypto.js";
-import { GatehouseError, OAuthError } from "../../src/shared/errors.js";
-import { createMemoryStore } from "../../src/storage/memory/index.js";
-import { proof, proofKey } from "./dpop-support.js";
-import { basic, client, ensureUser, memoryLogger, pkcePair, REDIRECT } from "./helpers.js";
+import {
+  type AuthorizationServer,
+  createAuthorizationServer,
+} from "../../../src/authorization-server/index.js";
+import { type ListeningServer, listen } from "../../../src/http/node.js";
+import { createResourceServer, exchangeToken, jwtVerifier } from "../../../src/resource-server/index.js";
+import { randomToken, sha256Base64url } from "../../../src/shared/crypto.js";
+import { GatehouseError, OAuthError } from "../../../src/shared/errors.js";
+import { createMemoryStore } from "../../../src/storage/memory/index.js";
+import { proof, proofKey } from "../dpop-support.js";
+import { basic, client, ensureUser, memoryLogger, pkcePair, REDIRECT } from "../helpers.js";
 
 const TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token";
