@@ -85,7 +85,21 @@ export type {
 /** The longest key {@link AuthorizationStore.useOnce} accepts, in UTF-16 code units. */
 export const MAX_MARKER_KEY_LENGTH = 512;
 
+/**
+ * The contract version a store implements ({@link AuthorizationStore.contractVersion}; absent
+ * means 1). Version 2 (issue 25, docs/storage.md "Access tokens without a row per issuance"):
+ * issuance writes no access-token row (`IssuedTokens.accessToken` and the access token of
+ * `createGrantWithAccessToken` are ignored), {@link AuthorizationStore.revokeAccessToken} adds its
+ * `token` as a revoked row when none exists, and {@link AuthorizationStore.requestStepUp} finds
+ * the grant named in the `jti` (`<grantId>.<unique>`, split at the last `.`). The server drives
+ * both versions alike: it passes the same arguments, and judges an access token by its signature,
+ * its grant and a row only when one exists.
+ */
+export type StorageContractVersion = 1 | 2;
+
 export interface AuthorizationStore {
+  /** {@link StorageContractVersion}; absent means 1. `runStorageContract` runs that version's cases. */
+  readonly contractVersion?: StorageContractVersion;
   /** Creates or upgrades the schema; safe to call from several instances at once. */
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -185,7 +199,7 @@ export interface AuthorizationStore {
   // Grants and tokens
   /**
    * For client_credentials (and grants made without a code): a grant plus its access token, no
-   * refresh token. `grant.dpopJkt` is stored as given.
+   * refresh token. `grant.dpopJkt` is stored as given. Version 2 writes the grant only.
    */
   createGrantWithAccessToken(grant: GrantRecord, accessToken: IssuedTokens["accessToken"]): Promise<void>;
   getGrant(grantId: string): Promise<GrantRecord | undefined>;
@@ -211,8 +225,9 @@ export interface AuthorizationStore {
   revokeGrant(grantId: string, now: number): Promise<boolean>;
   /**
    * Sets `stepUpRequestedAt = now` on the live (not revoked) grant of access token `jti`: a
-   * co-hosted resource server refused that token for insufficient scope. False when there is no
-   * such access token or its grant is revoked.
+   * co-hosted resource server refused that token for insufficient scope. Version 2: the grant the
+   * `jti` names (`<grantId>.<unique>`), else that of the token's row (a token issued before the
+   * change). False when there is no such grant or it is revoked. The caller verified the token.
    */
   requestStepUp(jti: string, now: number): Promise<boolean>;
 
@@ -239,8 +254,18 @@ export interface AuthorizationStore {
     graceMs?: number,
   ): Promise<RotateRefreshResult>;
   getRefreshToken(tokenHash: string): Promise<RefreshTokenRecord | undefined>;
+  /**
+   * The access token's row: in version 2 only a revoked one (the revoked list) or one written
+   * before the change; the server reads it to refuse a revoked token (RFC 7009 §2.1).
+   */
   getAccessToken(jti: string): Promise<AccessTokenRecord | undefined>;
-  revokeAccessToken(jti: string, now: number): Promise<boolean>;
+  /**
+   * Revokes one access token (RFC 7009 §2.1); an earlier revocation time is kept. Version 2: when
+   * it has no row, `token` (the server read it from the verified JWT) is stored revoked, unless its
+   * grant is no longer stored; the purge deletes it once `token.expiresAt` has passed. True when
+   * the token is now on the list.
+   */
+  revokeAccessToken(jti: string, now: number, token?: Omit<AccessTokenRecord, "revokedAt">): Promise<boolean>;
 
   // Signing keys
   listSigningKeys(): Promise<SigningKeyRecord[]>;
@@ -370,7 +395,8 @@ export interface AuthorizationStore {
   putCachedDocument(url: string, body: string, expiresAt: number): Promise<void>;
 
   /**
-   * Deletes expired codes, tokens, interactions, sessions, unused registrations, single-use markers,
+   * Deletes expired codes, tokens (in version 2 the access-token rows are revoked ones and rows
+   * written before the change), interactions, sessions, unused registrations, single-use markers,
    * device authorizations, upstream logins and session-held upstream token sets past their expiry,
    * and the upstream token sets of purged grants; live grants stay.
    */

@@ -12,7 +12,6 @@
 
 import { GatehouseTypeError, OAuthError } from "../shared/errors.js";
 import {
-  type AccessTokenRecord,
   type AuthorizationCodeRecord,
   type AuthorizationStore,
   type CodeRedemptionCheck,
@@ -77,7 +76,7 @@ export function mergeScopes(existing: readonly string[], added: readonly string[
  * keeps them); `now` is the time the operation runs at.
  * - `revokeGrant`: the grant, its tokens and every grant exchanged from it (contract `revokeGrant`).
  * - `markCodeUsed`: a stored code's `consumedAt`; `insertCode`: a sealed code, stored consumed.
- * - `insertGrant`, `insertAccessToken`, `insertRefreshToken`: a new record, never overwriting one
+ * - `insertGrant`, `insertRefreshToken`: a new record, never overwriting one
  *   (a conflict throws StorageConflictError and the operation writes nothing).
  * - `markRotated`: a refresh token's first rotation time; `markSuccessorUsed`: the first use of one
  *   of a token's successors (an earlier one is kept).
@@ -88,7 +87,6 @@ export type StorageWrite =
   | { readonly op: "markCodeUsed"; readonly codeHash: string; readonly now: number }
   | { readonly op: "insertCode"; readonly code: AuthorizationCodeRecord }
   | { readonly op: "insertGrant"; readonly grant: GrantRecord }
-  | { readonly op: "insertAccessToken"; readonly token: AccessTokenRecord }
   | { readonly op: "insertRefreshToken"; readonly token: RefreshTokenRecord }
   | { readonly op: "markRotated"; readonly tokenHash: string; readonly rotatedAt: number }
   | { readonly op: "markSuccessorUsed"; readonly tokenHash: string; readonly now: number }
@@ -163,24 +161,6 @@ function grantFromCode(
   });
 }
 
-function accessTokenFromGrant(
-  grant: GrantRecord,
-  clientId: string,
-  scopes: readonly string[],
-  token: IssuedTokens["accessToken"],
-): AccessTokenRecord {
-  return withoutUndefined({
-    jti: token.jti,
-    grantId: grant.grantId,
-    clientId,
-    userId: grant.userId,
-    scopes: [...scopes],
-    resource: grant.resource,
-    createdAt: token.createdAt,
-    expiresAt: token.expiresAt,
-  });
-}
-
 function refreshTokenFor(
   grant: GrantRecord,
   clientId: string,
@@ -200,9 +180,10 @@ function refreshTokenFor(
 }
 
 /**
- * Appends the records one issuance writes to `writes`: always the access token, and the refresh
- * token when the caller may write one and was given one (a rotation passes the hash of the token
- * it rotates as `rotatedFrom`). True when a refresh token is written.
+ * Appends the records one issuance writes to `writes`: the refresh token when the caller may write
+ * one and was given one (a rotation passes the hash of the token it rotates as `rotatedFrom`). True
+ * when a refresh token is written. No access-token row (contract version 2, docs/storage.md): an
+ * access token is judged by its signature, its grant (named in its `jti`) and the revoked list.
  */
 function pushIssuedTokens(
   writes: StorageWrite[],
@@ -213,10 +194,6 @@ function pushIssuedTokens(
   writeRefresh: boolean,
   rotatedFrom?: string,
 ): boolean {
-  writes.push({
-    op: "insertAccessToken",
-    token: accessTokenFromGrant(grant, clientId, scopes, tokens.accessToken),
-  });
   if (!writeRefresh || !tokens.refreshToken) return false;
   const token = refreshTokenFor(grant, clientId, scopes, tokens.refreshToken, rotatedFrom);
   writes.push({ op: "insertRefreshToken", token });
@@ -225,15 +202,10 @@ function pushIssuedTokens(
 
 /**
  * The writes of a grant made without a code (contract `createGrantWithAccessToken`): the grant as
- * given, and its access token; no refresh token.
+ * given; no access-token row (contract version 2), no refresh token.
  */
-export function grantWithAccessTokenWrites(
-  grant: GrantRecord,
-  accessToken: IssuedTokens["accessToken"],
-): StorageWrite[] {
-  const writes: StorageWrite[] = [{ op: "insertGrant", grant }];
-  pushIssuedTokens(writes, grant, grant.clientId, grant.scopes, { accessToken }, false);
-  return writes;
+export function grantWithAccessTokenWrites(grant: GrantRecord): StorageWrite[] {
+  return [{ op: "insertGrant", grant }];
 }
 
 /**

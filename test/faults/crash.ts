@@ -155,7 +155,9 @@ export function crashSuite(name: string, makeFixture: () => Promise<CrashFixture
       );
       expect(refreshRows).toHaveLength(1);
       expect(refreshRows[0]!.rotated_at).toBeNull();
-      expect(await liveAccessTokens(grantId)).toBe(1);
+      // No access-token row per issuance (storage contract version 2): its token lives with the grant.
+      expect(await liveAccessTokens(grantId)).toBe(0);
+      expect((await store.getGrant(String(grantId)))?.revokedAt).toBeUndefined();
 
       const restarted = await start();
       const next = await tokenSet(await refreshGrant(restarted.base, CLIENT_ID, tokens.refresh_token!));

@@ -103,7 +103,8 @@ async function consumedAt(code: string): Promise<unknown> {
   return rows.rows[0].consumed_at;
 }
 async function accessTokenCount(): Promise<number> {
-  return Number((await direct.query("SELECT count(*) AS n FROM gatehouse.access_tokens")).rows[0].n);
+  // Grants, not access-token rows: no row is written per access token (storage contract version 2).
+  return Number((await direct.query("SELECT count(*) AS n FROM gatehouse.grants")).rows[0].n);
 }
 /** Ends every session on this file's database except `direct` (the pool's, mostly). */
 async function terminateOthers(): Promise<void> {

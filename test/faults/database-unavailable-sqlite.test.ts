@@ -60,7 +60,8 @@ function consumedAt(code: string): unknown {
   )?.consumed_at;
 }
 function accessTokenCount(): number {
-  return (store.database.prepare("SELECT count(*) AS n FROM access_tokens").get() as { n: number }).n;
+  // Grants, not access-token rows: no row is written per access token (storage contract version 2).
+  return (store.database.prepare("SELECT count(*) AS n FROM grants").get() as { n: number }).n;
 }
 
 /** Breaks the database, asks for a token, repairs it and redeems the same code. */

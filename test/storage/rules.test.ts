@@ -140,10 +140,7 @@ describe("judgeAuthorizationCode", () => {
       writes: [
         { op: "markCodeUsed", codeHash: record.codeHash, now: T0 + 1000 },
         { op: "insertGrant", grant },
-        {
-          op: "insertAccessToken",
-          token: { ...issued.accessToken, ...forGrant, userId: record.userId, resource: record.resource },
-        },
+        // No access-token row (contract version 2): the token is judged by its grant.
         { op: "insertRefreshToken", token: { ...issued.refreshToken, ...forGrant } },
       ],
       result: {
@@ -159,7 +156,7 @@ describe("judgeAuthorizationCode", () => {
   it("issue without refresh allowed writes no refresh token; a claimed code writes no consumption", () => {
     const record = code({ refreshAllowed: false });
     const verdict = judgeAuthorizationCode(record, T0 + 1000, () => undefined, tokens(T0), "claimed");
-    expect(verdict.writes.map((w) => w.op)).toEqual(["insertGrant", "insertAccessToken"]);
+    expect(verdict.writes.map((w) => w.op)).toEqual(["insertGrant"]);
     expect(verdict.result).toMatchObject({ status: "issued", refreshIssued: false });
   });
 
@@ -295,17 +292,12 @@ describe("judgeDevicePoll", () => {
       record: { status: "consumed", lastPolledAt: T0 + 1 },
       refreshIssued: true,
     });
-    expect(bound.writes.map((w) => w.op)).toEqual([
-      "updateDevice",
-      "insertGrant",
-      "insertAccessToken",
-      "insertRefreshToken",
-    ]);
+    expect(bound.writes.map((w) => w.op)).toEqual(["updateDevice", "insertGrant", "insertRefreshToken"]);
     expect(judgeDevicePoll(record, record.clientId, T0 + 1, issue).result).toMatchObject({
       grant: { dpopJkt: "record-key" },
     });
     const noRefresh = judgeDevicePoll({ ...record, refreshAllowed: false }, record.clientId, T0 + 1, issue);
-    expect(noRefresh.writes.map((w) => w.op)).toEqual(["updateDevice", "insertGrant", "insertAccessToken"]);
+    expect(noRefresh.writes.map((w) => w.op)).toEqual(["updateDevice", "insertGrant"]);
     expect(noRefresh.result).toMatchObject({ status: "issued", refreshIssued: false });
   });
 });
@@ -366,17 +358,6 @@ describe("judgeRefreshToken", () => {
       { op: "markRotated", tokenHash: "t2", rotatedAt: T0 + 5 },
       { op: "markSuccessorUsed", tokenHash: "t1", now: T0 + 5 },
       {
-        op: "insertAccessToken",
-        token: {
-          ...issued.accessToken,
-          grantId: "g",
-          clientId: "c",
-          userId: "u",
-          scopes: ["mcp:read"],
-          resource: grant.resource,
-        },
-      },
-      {
         op: "insertRefreshToken",
         token: {
           ...issued.refreshToken,
@@ -395,7 +376,7 @@ describe("judgeRefreshToken", () => {
     });
     // Without a successor the old token is not marked rotated: it stays usable.
     const kept = judgeRefreshToken(live, grant, T0 + 5, 0, pass, tokens(T0 + 5, { refresh: false }));
-    expect(kept.writes.map((w) => w.op)).toEqual(["insertAccessToken"]);
+    expect(kept.writes.map((w) => w.op)).toEqual([]);
     expect(kept.result).toMatchObject({ status: "issued", old: live });
   });
 });

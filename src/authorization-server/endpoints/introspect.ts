@@ -9,6 +9,7 @@ import { authenticateClient } from "../clients/authentication.js";
 import type { Endpoint, ServerContext } from "../core/context.js";
 import { endpointUrl } from "../core/paths.js";
 import { readForm } from "../core/request-body.js";
+import { activeAccessToken } from "../grants/active-access-token.js";
 import { accessTokenScopes, required } from "../grants/common.js";
 
 const INACTIVE = { active: false } as const;
@@ -19,10 +20,8 @@ async function introspectAccessToken(
 ): Promise<Record<string, unknown> | undefined> {
   const claims = await ctx.keys.verifyAccessToken(token);
   if (!claims) return undefined;
-  const record = await ctx.store.getAccessToken(claims.jti);
-  if (!record || record.revokedAt !== undefined || record.expiresAt <= ctx.now()) return INACTIVE;
-  const grant = await ctx.store.getGrant(record.grantId);
-  if (!grant || grant.revokedAt !== undefined) return INACTIVE;
+  // Its grant live and its jti not revoked (grants/active-access-token.ts): no row per token.
+  if (!(await activeAccessToken(ctx, claims.jti))) return INACTIVE;
   return {
     active: true,
     scope: claims.scope,

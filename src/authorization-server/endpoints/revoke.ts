@@ -3,6 +3,8 @@
  */
 import { sha256Base64url } from "../../shared/crypto.js";
 import { NO_STORE } from "../../shared/http.js";
+import { parseScope } from "../../shared/scopes.js";
+import { grantIdOfAccessTokenId } from "../../storage/access-token-id.js";
 import { authenticateClient } from "../clients/authentication.js";
 import type { Endpoint } from "../core/context.js";
 import { endpointUrl } from "../core/paths.js";
@@ -49,16 +51,35 @@ export const handleRevoke: Endpoint = async (request, ctx) => {
   const tryAccess = async (): Promise<boolean> => {
     const claims = await ctx.keys.verifyAccessToken(token);
     if (!claims) return false;
-    const record = await ctx.store.getAccessToken(claims.jti);
-    if (!record) return true;
-    if (record.clientId !== client.clientId || claims.client_id !== client.clientId) {
+    // RFC 7009 §2.1: only the client the token was issued to may revoke it. The `client_id` claim
+    // is what the server signed (a row, where one exists, was written from the same value).
+    if (claims.client_id !== client.clientId) {
       ctx.log.warn("revocation_refused", {
         client_id: client.clientId,
         reason: "access token of another client",
       });
       return true;
     }
-    await ctx.store.revokeAccessToken(claims.jti, now);
+    const grantId = grantIdOfAccessTokenId(claims.jti);
+    // No row was written at issuance (storage contract version 2): the revocation adds the token
+    // to the revoked list, expiring with it. A jti without a grant id (issued before the change)
+    // has a row, which is marked; the store does nothing for an unknown one.
+    await ctx.store.revokeAccessToken(
+      claims.jti,
+      now,
+      grantId === undefined
+        ? undefined
+        : {
+            jti: claims.jti,
+            grantId,
+            clientId: claims.client_id,
+            ...(claims.sub === claims.client_id ? {} : { userId: claims.sub }),
+            scopes: [...parseScope(claims.scope)],
+            resource: claims.aud,
+            createdAt: claims.iat * 1000,
+            expiresAt: claims.exp * 1000,
+          },
+    );
     ctx.audit?.({ type: "access_token_revoked", client_id: client.clientId, jti: claims.jti });
     return true;
   };

@@ -21,6 +21,7 @@ import { authenticateClient } from "../clients/authentication.js";
 import type { Endpoint, ServerContext } from "../core/context.js";
 import { UPSTREAM_TOKEN_PATH } from "../core/paths.js";
 import { readForm } from "../core/request-body.js";
+import { activeAccessToken } from "../grants/active-access-token.js";
 import { required } from "../grants/common.js";
 import { currentUpstreamToken, UpstreamTokenUnavailable } from "../vault/upstream-tokens.js";
 
@@ -34,23 +35,17 @@ function refusedSubject(description: string): OAuthError {
 
 /**
  * The grant behind an access token of this server, when the token is active: the same judgement
- * as introspection (signature with a published key, `typ`, `iss`, `exp`, the token's record not
- * revoked or expired, its grant live).
+ * as introspection (signature with a published key, `typ`, `iss`, `exp`, its grant live, its jti
+ * not revoked).
  */
 async function activeSubject(ctx: ServerContext, token: string) {
   const claims =
     token.length <= MAX_SUBJECT_TOKEN_LENGTH ? await ctx.keys.verifyAccessToken(token) : undefined;
   if (!claims) throw refusedSubject("subject_token is not a valid access token of this server");
-  const now = ctx.now();
-  const record = await ctx.store.getAccessToken(claims.jti);
-  if (!record || record.revokedAt !== undefined || record.expiresAt <= now) {
-    throw refusedSubject("subject_token is not active");
-  }
-  const grant = await ctx.store.getGrant(record.grantId);
-  if (!grant || grant.revokedAt !== undefined || grant.expiresAt <= now || grant.userId === undefined) {
-    throw refusedSubject("subject_token is not active");
-  }
-  return { audience: claims.aud, grant };
+  // Its grant live and its jti not revoked (grants/active-access-token.ts): no row per token.
+  const active = await activeAccessToken(ctx, claims.jti);
+  if (!active || active.grant.userId === undefined) throw refusedSubject("subject_token is not active");
+  return { audience: claims.aud, grant: active.grant };
 }
 
 export const handleUpstreamToken: Endpoint = async (request, ctx) => {

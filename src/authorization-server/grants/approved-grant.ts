@@ -10,14 +10,22 @@ import type { ClientRecord, GrantRecord, IssuedTokens } from "../../storage/cont
 import type { ServerContext } from "../core/context.js";
 import { randomToken } from "../core/random.js";
 import { bindKeptTokens } from "../vault/upstream-tokens.js";
-import { accessTokenScopes, newAccessToken, signAccessToken, tokenResponse } from "./common.js";
+import {
+  accessTokenOf,
+  accessTokenScopes,
+  type DrawnAccessToken,
+  newAccessToken,
+  signAccessToken,
+  tokenResponse,
+} from "./common.js";
 import { grantLifetimes } from "./refresh-policy.js";
 import { retireSupersededGrants } from "./superseded-grants.js";
 
 /** Tokens drawn before the store's transaction; written only if the grant is created. */
 export interface DrawnTokens {
   now: number;
-  access: { jti: string; createdAt: number; expiresAt: number };
+  /** The access token's times and unique id; its `jti` names the grant (common.ts accessTokenOf). */
+  access: DrawnAccessToken;
   /** Written only when the approval allows refresh (refresh-policy.ts). */
   refreshToken?: string;
 }
@@ -39,12 +47,14 @@ export function drawTokens(ctx: ServerContext): DrawnTokens {
 export function tokensToWrite(
   ctx: ServerContext,
   drawn: DrawnTokens,
+  grantId: string,
   scopes: readonly string[],
   bindGrantTo: string | undefined,
 ): IssuedTokens {
   const { idleMs, absoluteMs } = grantLifetimes(ctx, scopes);
   return {
-    accessToken: drawn.access,
+    // A store of contract version 2 writes no row for it; one of version 1 still does.
+    accessToken: accessTokenOf(grantId, drawn.access),
     ...(drawn.refreshToken === undefined
       ? {}
       : {
@@ -77,7 +87,7 @@ export async function approvedGrantResponse(
   if (grant.userId === undefined) throw new Error(`${grantType} grant has no user`);
   const accessToken = await signAccessToken(
     ctx,
-    drawn.access,
+    accessTokenOf(grant.grantId, drawn.access),
     { sub: grant.userId, clientId: client.clientId, resource: grant.resource, scopes: grant.scopes },
     dpopJkt,
   );

@@ -96,7 +96,7 @@ export async function authorizationCodeGrant(
   const codeHash = sha256Base64url(code);
   const check = codeCheck(client, { redirectUri, codeVerifier, resource }, dpop);
   const toWrite = (redeemed: AuthorizationCodeRecord) =>
-    tokensToWrite(ctx, drawn, redeemed.scopes, bindGrantTo);
+    tokensToWrite(ctx, drawn, redeemed.grantId, redeemed.scopes, bindGrantTo);
   // The grants the new one supersedes, retired in the same transaction (superseded-grants.ts).
   const supersedes = supersededInSignIn(ctx);
   // A code this server sealed carries its record (sealed-code.ts); any other is looked up (a code

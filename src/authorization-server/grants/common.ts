@@ -6,6 +6,7 @@
 import { OAuthError } from "../../shared/errors.js";
 import { jsonResponse, NO_STORE } from "../../shared/http.js";
 import { formatScope, parseScope } from "../../shared/scopes.js";
+import { accessTokenId } from "../../storage/access-token-id.js";
 import type { ServerContext } from "../core/context.js";
 import { newSortableId } from "../core/ids.js";
 import { servedResource } from "../policy/resources.js";
@@ -29,13 +30,35 @@ export function accessTokenScopes(scopes: Iterable<string>): string[] {
   return [...scopes].filter((s) => s !== OFFLINE_ACCESS);
 }
 
-/** Timestamps and identifiers of a new access token. */
-export function newAccessToken(ctx: ServerContext): { jti: string; createdAt: number; expiresAt: number } {
+/** A new access token's times and the unique part of its `jti`, drawn before its grant is known. */
+export interface DrawnAccessToken {
+  unique: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/** Timestamps and the unique id of a new access token. */
+export function newAccessToken(ctx: ServerContext): DrawnAccessToken {
   const now = ctx.now();
   return {
-    jti: newSortableId(now),
+    unique: newSortableId(now),
     createdAt: now,
     expiresAt: now + ctx.options.accessTokenTtlSeconds * 1000,
+  };
+}
+
+/**
+ * The access token of grant `grantId`: its `jti` names the grant (storage/access-token-id.ts), so
+ * introspection and revocation find the grant without a row per token (docs/storage.md).
+ */
+export function accessTokenOf(
+  grantId: string,
+  drawn: DrawnAccessToken,
+): { jti: string; createdAt: number; expiresAt: number } {
+  return {
+    jti: accessTokenId(grantId, drawn.unique),
+    createdAt: drawn.createdAt,
+    expiresAt: drawn.expiresAt,
   };
 }
 
@@ -98,8 +121,8 @@ export async function issueGrantWithoutRefresh(
   dpopJkt?: string,
 ): Promise<{ grantId: string; response: Response }> {
   const { clientId, userId, sub, resource, scopes } = grant;
-  const access = newAccessToken(ctx);
   const grantId = newSortableId();
+  const access = accessTokenOf(grantId, newAccessToken(ctx));
   await ctx.store.createGrantWithAccessToken(
     {
       grantId,

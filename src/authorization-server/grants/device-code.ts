@@ -68,7 +68,7 @@ export async function deviceCodeGrant(
       // RFC 9449 §10 applied to a device authorization bound to a key: only a proof of that key.
       boundToClient(client, record) ??
       codeDPoPProblem(record.dpopJkt, dpop) ??
-      tokensToWrite(ctx, drawn, record.approvedScopes ?? record.scopes, bindGrantTo),
+      tokensToWrite(ctx, drawn, record.grantId, record.approvedScopes ?? record.scopes, bindGrantTo),
   );
   switch (result.status) {
     case "issued":

@@ -9,6 +9,7 @@ import type { ClientRecord, GrantRecord, RefreshTokenRecord } from "../../storag
 import type { ServerContext } from "../core/context.js";
 import { randomToken } from "../core/random.js";
 import {
+  accessTokenOf,
   matchResource,
   newAccessToken,
   requestedScopes,
@@ -91,7 +92,8 @@ export async function refreshTokenGrant(
     // The successor keeps the idle lifetime of its grant's kind and never outlives the grant; a
     // sibling issued in a refresh race expires with the first successor (refresh-policy.ts).
     (token, grant) => ({
-      accessToken: access,
+      // Its jti names the grant; a store of contract version 2 writes no row for it.
+      accessToken: accessTokenOf(grant.grantId, access),
       refreshToken: {
         tokenHash: sha256Base64url(next),
         createdAt: now,
@@ -121,7 +123,7 @@ export async function refreshTokenGrant(
   // The new access token follows the proof of this request (RFC 9449 §5), bound refresh or not.
   const accessToken = await signAccessToken(
     ctx,
-    access,
+    accessTokenOf(grant.grantId, access),
     { sub: grant.userId ?? client.clientId, clientId: client.clientId, resource: grant.resource, scopes },
     dpop.jkt,
   );

@@ -9,6 +9,7 @@ import { decodeJwt } from "jose";
 import { OAuthError } from "../../shared/errors.js";
 import { jsonResponse, NO_STORE } from "../../shared/http.js";
 import { formatScope, parseScope } from "../../shared/scopes.js";
+import { accessTokenId } from "../../storage/access-token-id.js";
 import type { ClientRecord } from "../../storage/contract.js";
 import type { AccessTokenClaims, ActorClaim, ServerContext } from "../core/context.js";
 import { newSortableId } from "../core/ids.js";
@@ -17,6 +18,7 @@ import { requireConfidentialClient } from "../policy/grants.js";
 import { requireGrantWithoutUser } from "../policy/grants-without-user.js";
 import { servedResource } from "../policy/resources.js";
 import { grantableScopes } from "../policy/scopes.js";
+import { activeAccessToken } from "./active-access-token.js";
 import { accessTokenScopes, requestedScopes, required } from "./common.js";
 import type { TokenRequestDPoP } from "./dpop-binding.js";
 
@@ -62,17 +64,19 @@ async function revokedUpstream(ctx: ServerContext, origin: string | undefined): 
 
 /**
  * The subject token as this server issued it: signature with one of our keys, `typ`, `iss` and
- * `exp` (KeyManager.verifyAccessToken), then its record: not revoked, not expired, its grant not
- * revoked (the same judgement as introspection), nor any grant it was exchanged from.
+ * `exp` (KeyManager.verifyAccessToken), then its state: its grant live and its jti not revoked
+ * (the same judgement as introspection, active-access-token.ts), nor any grant it was exchanged from.
  */
 async function verifySubjectToken(ctx: ServerContext, token: string) {
   const claims = await ctx.keys.verifyAccessToken(token);
   if (!claims) throw refusedSubject("subject_token is not a valid access token of this server");
-  const record = await ctx.store.getAccessToken(claims.jti);
-  if (!record || record.revokedAt !== undefined || record.expiresAt <= ctx.now()) {
-    throw refusedSubject("subject_token is not active");
-  }
-  if (await revokedUpstream(ctx, record.grantId)) throw refusedSubject("subject_token is not active");
+  // Its grant live and its jti not revoked (active-access-token.ts): no row per token.
+  const active = await activeAccessToken(ctx, claims.jti);
+  if (!active) throw refusedSubject("subject_token is not active");
+  const { grant } = active;
+  // The grants it was exchanged from must be live too.
+  if (await revokedUpstream(ctx, grant.grantId)) throw refusedSubject("subject_token is not active");
+  const record = { grantId: grant.grantId, userId: grant.userId, expiresAt: claims.exp * 1000 };
   // The signature is verified above, so its payload can be read for the one claim not returned.
   const act = actorChain(decodeJwt(token).act);
   return { claims, record, act };
@@ -173,8 +177,9 @@ export async function tokenExchangeGrant(
   const now = ctx.now();
   // The new token never outlives the one it was exchanged for.
   const expiresAt = Math.min(now + ctx.options.accessTokenTtlSeconds * 1000, subject.record.expiresAt);
-  const access = { jti: newSortableId(now), createdAt: now, expiresAt };
   const grantId = newSortableId(now);
+  // The jti names the grant (storage/access-token-id.ts): no row is written for the token.
+  const access = { jti: accessTokenId(grantId, newSortableId(now)), createdAt: now, expiresAt };
   await ctx.store.createGrantWithAccessToken(
     {
       grantId,

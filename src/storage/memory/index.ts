@@ -9,6 +9,7 @@
  * Nothing persists: a restart loses every grant.
  */
 
+import { grantIdOfAccessTokenId } from "../access-token-id.js";
 import type {
   AccessTokenRecord,
   AuthorizationCodeRecord,
@@ -86,8 +87,6 @@ export function createMemoryStore(): AuthorizationStore {
     for (const write of writes) {
       if (write.op === "insertGrant" && grants.has(write.grant.grantId))
         throw new StorageConflictError("grant already exists");
-      if (write.op === "insertAccessToken" && accessTokens.has(write.token.jti))
-        throw new StorageConflictError("access token id already exists");
       if (write.op === "insertRefreshToken" && refreshTokens.has(write.token.tokenHash))
         throw new StorageConflictError("refresh token hash already exists");
     }
@@ -111,10 +110,6 @@ export function createMemoryStore(): AuthorizationStore {
       case "insertGrant":
         grants.set(write.grant.grantId, write.grant);
         index.grantStored(write.grant);
-        return;
-      case "insertAccessToken":
-        accessTokens.set(write.token.jti, write.token);
-        index.accessStored(write.token.grantId, write.token.jti);
         return;
       case "insertRefreshToken":
         refreshTokens.set(write.token.tokenHash, write.token);
@@ -237,6 +232,7 @@ export function createMemoryStore(): AuthorizationStore {
     applyWrites,
   });
   const store: AuthorizationStore = {
+    contractVersion: 2,
     async migrate() {},
     async close() {},
 
@@ -316,8 +312,8 @@ export function createMemoryStore(): AuthorizationStore {
       return redeemCode(sealed, sealed, now, check, tokens, supersedes);
     },
 
-    async createGrantWithAccessToken(grant, accessToken) {
-      applyWrites(grantWithAccessTokenWrites(copy(grant), accessToken));
+    async createGrantWithAccessToken(grant) {
+      applyWrites(grantWithAccessTokenWrites(copy(grant)));
     },
     async getGrant(grantId) {
       const grant = grants.get(grantId);
@@ -340,8 +336,8 @@ export function createMemoryStore(): AuthorizationStore {
       return revokeGrantNow(grantId, now);
     },
     async requestStepUp(jti, now) {
-      const token = accessTokens.get(jti);
-      const grant = token && grants.get(token.grantId);
+      const grantId = grantIdOfAccessTokenId(jti) ?? accessTokens.get(jti)?.grantId;
+      const grant = grantId === undefined ? undefined : grants.get(grantId);
       if (!grant || grant.revokedAt !== undefined) return false;
       grant.stepUpRequestedAt = now;
       return true;
@@ -372,10 +368,17 @@ export function createMemoryStore(): AuthorizationStore {
       const token = accessTokens.get(jti);
       return token && copy(token);
     },
-    async revokeAccessToken(jti, now) {
+    async revokeAccessToken(jti, now, revoked) {
       const token = accessTokens.get(jti);
-      if (!token) return false;
-      token.revokedAt ??= now;
+      if (token) {
+        token.revokedAt ??= now;
+        return true;
+      }
+      // Contract version 2: no row was written at issuance; the revoked list gets one, unless its
+      // grant is gone (its tokens are inactive already), and the purge drops it once it expires.
+      if (revoked === undefined || revoked.jti !== jti || !grants.has(revoked.grantId)) return false;
+      accessTokens.set(jti, { ...copy(revoked), revokedAt: now });
+      index.accessStored(revoked.grantId, jti);
       return true;
     },
 

@@ -50,6 +50,7 @@ import {
 import { refuseNewerSchema } from "../sql/schema-version.js";
 import {
   purgeStatements,
+  requestStepUpStatement,
   revokeAccessTokenStatement,
   updateDeviceAuthorizationStatement,
   useOnceStatement,
@@ -86,6 +87,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
   return {
     pool: db.pool,
     schema: db.schema,
+    contractVersion: 2,
     async migrate() {
       await transaction(async (tx) => {
         // Serialises instances starting together; released at COMMIT (or ROLLBACK).
@@ -291,8 +293,8 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
       });
     },
 
-    async createGrantWithAccessToken(grant, accessToken) {
-      await transaction((tx) => applyWrites(tx, grantWithAccessTokenWrites(grant, accessToken)));
+    async createGrantWithAccessToken(grant) {
+      await transaction((tx) => applyWrites(tx, grantWithAccessTokenWrites(grant)));
     },
     async getGrant(grantId) {
       const row = await first("SELECT * FROM grants WHERE grant_id = $1", [grantId]);
@@ -331,12 +333,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
     async requestStepUp(jti, now) {
       // One statement: a concurrent revokeGrant holds the grant row, and `revoked_at IS NULL` is
       // re-checked once it commits, so a revoked grant is never marked.
-      const changed = await execute(
-        `UPDATE grants SET step_up_requested_at = $1
-         WHERE grant_id = (SELECT grant_id FROM access_tokens WHERE jti = $2) AND revoked_at IS NULL`,
-        [now, jti],
-      );
-      return changed > 0;
+      return (await exec(execute, requestStepUpStatement("$n", jti, now))) > 0;
     },
 
     async rotateRefreshToken(tokenHash, now, check, tokensOrFn, graceMs = 0): Promise<RotateRefreshResult> {
@@ -370,8 +367,8 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
       const row = await first("SELECT * FROM access_tokens WHERE jti = $1", [jti]);
       return row && rowToAccessToken(row);
     },
-    async revokeAccessToken(jti, now) {
-      return (await exec(execute, revokeAccessTokenStatement("$n", jti, now))) > 0;
+    async revokeAccessToken(jti, now, token) {
+      return (await exec(execute, revokeAccessTokenStatement("$n", jti, now, token))) > 0;
     },
 
     async listSigningKeys() {

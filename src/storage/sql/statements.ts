@@ -4,8 +4,9 @@
  * them inside its own transaction: SQLite's group commit, PostgreSQL's transaction.
  */
 
-import type { DeviceAuthorizationRecord, PurgeResult } from "../contract.js";
-import { deviceAuthorizationColumns } from "./rows.js";
+import { grantIdOfAccessTokenId } from "../access-token-id.js";
+import type { AccessTokenRecord, DeviceAuthorizationRecord, PurgeResult } from "../contract.js";
+import { accessTokenInsert, deviceAuthorizationColumns } from "./rows.js";
 
 /**
  * `?`: one positional mark per occurrence (better-sqlite3, which does not bind numbered marks);
@@ -98,13 +99,60 @@ export function revokeGrantStatements(style: PlaceholderStyle, grantId: string, 
   ];
 }
 
-/** Revokes one access token (RFC 7009 §2.1); an earlier revocation time is kept. */
-export function revokeAccessTokenStatement(style: PlaceholderStyle, jti: string, now: number): Statement {
+/**
+ * Revokes one access token (RFC 7009 §2.1); an earlier revocation time is kept. Contract version 2
+ * writes no row per access token, so the revocation adds `token` (what the server read from the
+ * verified JWT) as a revoked row when there is none: the revoked list is the `access_tokens` rows
+ * with `revoked_at` set, each deleted by the purge once its token has expired. Nothing is added
+ * for a grant no longer stored (its tokens are inactive already; the row would break the foreign
+ * key). Changes one row when the token is now on the list.
+ */
+export function revokeAccessTokenStatement(
+  style: PlaceholderStyle,
+  jti: string,
+  now: number,
+  token?: AccessTokenRecord,
+): Statement {
+  if (token === undefined || token.jti !== jti) {
+    return render(
+      "UPDATE access_tokens SET revoked_at = coalesce(revoked_at, :now) WHERE jti = :jti",
+      { jti, now },
+      style,
+    );
+  }
+  const { columns, values } = accessTokenInsert(token);
+  const params: Record<string, unknown> = { now };
+  columns.forEach((column, i) => {
+    params[column] = values[i];
+  });
   return render(
-    "UPDATE access_tokens SET revoked_at = coalesce(revoked_at, :now) WHERE jti = :jti",
-    { jti, now },
+    `INSERT INTO access_tokens (${columns.join(", ")}, revoked_at)
+     SELECT ${columns.map((c) => `:${c}`).join(", ")}, :now
+     WHERE EXISTS (SELECT 1 FROM grants WHERE grant_id = :grant_id)
+     ON CONFLICT (jti) DO UPDATE SET revoked_at = coalesce(access_tokens.revoked_at, excluded.revoked_at)`,
+    params,
     style,
   );
+}
+
+/**
+ * Marks the live grant of access token `jti` for step-up (contract `requestStepUp`): the grant its
+ * `jti` names (./access-token-id.ts) or, for a token issued before the change, the grant of its row.
+ */
+export function requestStepUpStatement(style: PlaceholderStyle, jti: string, now: number): Statement {
+  const grantId = grantIdOfAccessTokenId(jti);
+  return grantId === undefined
+    ? render(
+        `UPDATE grants SET step_up_requested_at = :now
+         WHERE grant_id = (SELECT grant_id FROM access_tokens WHERE jti = :jti) AND revoked_at IS NULL`,
+        { jti, now },
+        style,
+      )
+    : render(
+        "UPDATE grants SET step_up_requested_at = :now WHERE grant_id = :grantId AND revoked_at IS NULL",
+        { grantId, now },
+        style,
+      );
 }
 
 /**

@@ -5,14 +5,7 @@
  */
 
 import type { StorageWrite } from "../rules.js";
-import {
-  accessTokenInsert,
-  codeInsert,
-  grantInsert,
-  insertSql,
-  type RowInsert,
-  refreshTokenInsert,
-} from "./rows.js";
+import { codeInsert, grantInsert, insertSql, type RowInsert, refreshTokenInsert } from "./rows.js";
 import {
   type PlaceholderStyle,
   revokeGrantStatements,
@@ -51,8 +44,6 @@ export function writeStatements(style: PlaceholderStyle, write: StorageWrite): r
       return [insertStatement(style, codeInsert(write.code))];
     case "insertGrant":
       return [insertStatement(style, grantInsert(write.grant))];
-    case "insertAccessToken":
-      return [insertStatement(style, accessTokenInsert(write.token))];
     case "insertRefreshToken":
       return [insertStatement(style, refreshTokenInsert(write.token))];
     case "markRotated":

@@ -14,7 +14,7 @@ import {
   rowToRefreshToken,
   rowToSupersedeCandidate,
 } from "../sql/rows.js";
-import { revokeAccessTokenStatement, type Statement } from "../sql/statements.js";
+import { requestStepUpStatement, revokeAccessTokenStatement, type Statement } from "../sql/statements.js";
 import { candidateParams, SUPERSEDE_CANDIDATES_SQL } from "./superseded.js";
 
 /** listGrants filter fields and the grants columns they match. */
@@ -52,10 +52,10 @@ type GrantMethods = Pick<
 >;
 
 export function sqliteGrantMethods(io: SqliteGrantIo): GrantMethods {
-  const { one, all, run, exec, applyWrites, revokeGrantRows, read, write } = io;
+  const { one, all, exec, applyWrites, revokeGrantRows, read, write } = io;
   return {
-    async createGrantWithAccessToken(grant, accessToken) {
-      await write(() => applyWrites(grantWithAccessTokenWrites(grant, accessToken)));
+    async createGrantWithAccessToken(grant) {
+      await write(() => applyWrites(grantWithAccessTokenWrites(grant)));
     },
     async getGrant(grantId) {
       const row = await read(() => one("SELECT * FROM grants WHERE grant_id = ?", grantId));
@@ -92,15 +92,7 @@ export function sqliteGrantMethods(io: SqliteGrantIo): GrantMethods {
       return write(() => revokeGrantRows(grantId, now));
     },
     async requestStepUp(jti, now) {
-      const changed = await write(() =>
-        run(
-          `UPDATE grants SET step_up_requested_at = ?
-           WHERE grant_id = (SELECT grant_id FROM access_tokens WHERE jti = ?) AND revoked_at IS NULL`,
-          now,
-          jti,
-        ),
-      );
-      return changed > 0;
+      return (await write(() => exec(requestStepUpStatement("?", jti, now)))) > 0;
     },
 
     async rotateRefreshToken(tokenHash, now, check, tokensOrFn, graceMs = 0): Promise<RotateRefreshResult> {
@@ -124,8 +116,8 @@ export function sqliteGrantMethods(io: SqliteGrantIo): GrantMethods {
       const row = await read(() => one("SELECT * FROM access_tokens WHERE jti = ?", jti));
       return row && rowToAccessToken(row);
     },
-    async revokeAccessToken(jti, now) {
-      return (await write(() => exec(revokeAccessTokenStatement("?", jti, now)))) > 0;
+    async revokeAccessToken(jti, now, token) {
+      return (await write(() => exec(revokeAccessTokenStatement("?", jti, now, token)))) > 0;
     },
   };
 }

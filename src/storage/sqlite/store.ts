@@ -229,6 +229,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       ...(checkpointer?.stats() ?? { checkpoints: 0, running: false, onLoopMs: 0 }),
       ...(walSync?.stats() ?? { walSyncs: 0 }),
     }),
+    contractVersion: 2,
     async migrate() {
       if (readonly) return;
       // Under the write lock like every write, so two processes cannot both apply a migration.

@@ -4,10 +4,10 @@ import { describe, expect, it } from "vitest";
 import { OAuthError } from "../../shared/errors.js";
 import type { AuthorizationCodeRecord } from "../contract.js";
 import { StorageConflictError } from "../contract.js";
+import { accessView, writesNoAccessRows } from "./access-tokens.js";
 import type { StoreContext } from "./context.js";
 import {
   code,
-  DAY,
   HOUR,
   id,
   issueDeviceGrant,
@@ -54,14 +54,18 @@ export function codeContract(ctx: StoreContext): void {
       };
       expect(result.grant).toEqual(grant);
       expect(await store.getGrant(record.grantId)).toEqual(grant);
-      expect(await store.getAccessToken(issued.accessToken.jti)).toEqual({
-        ...issued.accessToken,
-        grantId: record.grantId,
-        clientId: record.clientId,
-        userId: record.userId,
-        scopes: record.scopes,
-        resource: record.resource,
-      });
+      expect(await store.getAccessToken(issued.accessToken.jti)).toEqual(
+        writesNoAccessRows(store)
+          ? undefined
+          : {
+              ...issued.accessToken,
+              grantId: record.grantId,
+              clientId: record.clientId,
+              userId: record.userId,
+              scopes: record.scopes,
+              resource: record.resource,
+            },
+      );
       expect(await store.getRefreshToken(issued.refreshToken!.tokenHash)).toEqual({
         ...issued.refreshToken,
         grantId: record.grantId,
@@ -94,7 +98,7 @@ export function codeContract(ctx: StoreContext): void {
       const result = await store.redeemAuthorizationCode(record.codeHash, T0, pass, issued);
       expect(result.status === "issued" && result.refreshIssued).toBe(false);
       expect(await store.getRefreshToken(issued.refreshToken!.tokenHash)).toBeUndefined();
-      expect(await store.getAccessToken(issued.accessToken.jti)).toBeDefined();
+      expect(await accessView(store, issued.accessToken.jti, record.grantId)).toBeDefined();
     });
 
     it("refused by check: the code is consumed and nothing is issued", async () => {
@@ -132,7 +136,7 @@ export function codeContract(ctx: StoreContext): void {
       expect(result).toEqual({ status: "replayed" });
       expect(checked).toBe(false);
       expect((await store.getGrant(grantId))?.revokedAt).toBe(T0 + 5000);
-      expect((await store.getAccessToken(issued.accessToken.jti))?.revokedAt).toBe(T0 + 5000);
+      expect((await accessView(store, issued.accessToken.jti, grantId))?.revokedAt).toBe(T0 + 5000);
       expect((await store.getRefreshToken(issued.refreshToken!.tokenHash))?.revokedAt).toBe(T0 + 5000);
       expect(await store.getAccessToken(replay.accessToken.jti)).toBeUndefined();
       const rotation = await store.rotateRefreshToken(
@@ -191,7 +195,9 @@ export function codeContract(ctx: StoreContext): void {
       const results = await Promise.all(attempts.map((a) => a.run));
       expect(tally(results)).toEqual({ issued: 1, replayed: 49 });
       const winner = attempts[results.findIndex((r) => r.status === "issued")]!;
-      expect((await store.getAccessToken(winner.issued.accessToken.jti))?.grantId).toBe(record.grantId);
+      expect((await accessView(store, winner.issued.accessToken.jti, record.grantId))?.grantId).toBe(
+        record.grantId,
+      );
       // The losers wrote nothing.
       for (const [i, attempt] of attempts.entries()) {
         if (results[i]!.status === "issued") continue;
@@ -214,25 +220,15 @@ export function codeContract(ctx: StoreContext): void {
           tokens(T0),
         ),
       ).rejects.toThrow("check crashed");
-      // A write that fails after the code row was touched (access token id already taken).
-      const taken = tokens(T0);
-      await store.createGrantWithAccessToken(
-        {
-          grantId: id("grant"),
-          clientId: "other",
-          scopes: [],
-          resource: "https://r.example",
-          createdAt: T0,
-          expiresAt: T0 + DAY,
-        },
-        taken.accessToken,
-      );
-      const clash = { ...tokens(T0), accessToken: taken.accessToken };
+      // A write that fails after the code row was touched (the refresh token hash already taken; no
+      // access-token id can clash: a store of contract version 2 writes none).
+      const other = await issueGrant(store);
+      const clash = { ...tokens(T0), refreshToken: other.issued.refreshToken! };
       await expect(store.redeemAuthorizationCode(record.codeHash, T0, pass, clash)).rejects.toBeInstanceOf(
         StorageConflictError,
       );
       expect(await store.getGrant(record.grantId)).toBeUndefined();
-      expect(await store.getRefreshToken(clash.refreshToken!.tokenHash)).toBeUndefined();
+      expect((await store.getRefreshToken(clash.refreshToken.tokenHash))?.grantId).toBe(other.grantId);
       const result = await store.redeemAuthorizationCode(record.codeHash, T0 + 1, pass, tokens(T0 + 1));
       expect(result.status).toBe("issued");
     });
@@ -252,13 +248,17 @@ export function codeContract(ctx: StoreContext): void {
       const access = { jti: id("jti"), createdAt: T0, expiresAt: T0 + HOUR };
       await store.createGrantWithAccessToken(grant, access);
       expect(await store.getGrant(grant.grantId)).toEqual(grant);
-      expect(await store.getAccessToken(access.jti)).toEqual({
-        ...access,
-        grantId: grant.grantId,
-        clientId: grant.clientId,
-        scopes: grant.scopes,
-        resource: grant.resource,
-      });
+      expect(await store.getAccessToken(access.jti)).toEqual(
+        writesNoAccessRows(store)
+          ? undefined
+          : {
+              ...access,
+              grantId: grant.grantId,
+              clientId: grant.clientId,
+              scopes: grant.scopes,
+              resource: grant.resource,
+            },
+      );
       await expect(
         store.createGrantWithAccessToken(grant, { ...access, jti: id("jti") }),
       ).rejects.toBeInstanceOf(StorageConflictError);
@@ -284,7 +284,7 @@ export function codeContract(ctx: StoreContext): void {
       const other = await issueGrant(store);
       expect(await store.revokeGrant(first.grantId, T0 + 10)).toBe(true);
       expect((await store.getGrant(first.grantId))?.revokedAt).toBe(T0 + 10);
-      expect((await store.getAccessToken(first.issued.accessToken.jti))?.revokedAt).toBe(T0 + 10);
+      expect((await accessView(store, first.issued.accessToken.jti, first.grantId))?.revokedAt).toBe(T0 + 10);
       expect((await store.getRefreshToken(first.issued.refreshToken!.tokenHash))?.revokedAt).toBe(T0 + 10);
       expect(
         (
@@ -297,7 +297,9 @@ export function codeContract(ctx: StoreContext): void {
         ).status,
       ).toBe("revoked");
       expect((await store.getGrant(other.grantId))?.revokedAt).toBeUndefined();
-      expect((await store.getAccessToken(other.issued.accessToken.jti))?.revokedAt).toBeUndefined();
+      expect(
+        (await accessView(store, other.issued.accessToken.jti, other.grantId))?.revokedAt,
+      ).toBeUndefined();
       // Revoking again keeps the first revocation time.
       expect(await store.revokeGrant(first.grantId, T0 + 20)).toBe(true);
       expect((await store.getGrant(first.grantId))?.revokedAt).toBe(T0 + 10);
@@ -325,27 +327,77 @@ export function codeContract(ctx: StoreContext): void {
 
       expect(await store.revokeGrant(first.grantId, T0 + 3)).toBe(true);
       for (const issued of [first.issued, second, third]) {
-        expect((await store.getAccessToken(issued.accessToken.jti))?.revokedAt).toBe(T0 + 3);
+        expect((await accessView(store, issued.accessToken.jti, first.grantId))?.revokedAt).toBe(T0 + 3);
         expect((await store.getRefreshToken(issued.refreshToken!.tokenHash))?.revokedAt).toBe(T0 + 3);
       }
-      expect((await store.getAccessToken(machineAccess.jti))?.revokedAt).toBeUndefined();
-      expect((await store.getAccessToken(deviceTokens.accessToken.jti))?.revokedAt).toBeUndefined();
+      expect((await accessView(store, machineAccess.jti, machine.grantId))?.revokedAt).toBeUndefined();
+      expect(
+        (await accessView(store, deviceTokens.accessToken.jti, device.grantId))?.revokedAt,
+      ).toBeUndefined();
       expect(await store.revokeGrant(machine.grantId, T0 + 4)).toBe(true);
-      expect((await store.getAccessToken(machineAccess.jti))?.revokedAt).toBe(T0 + 4);
+      expect((await accessView(store, machineAccess.jti, machine.grantId))?.revokedAt).toBe(T0 + 4);
       expect(await store.revokeGrant(device.grantId, T0 + 5)).toBe(true);
-      expect((await store.getAccessToken(deviceTokens.accessToken.jti))?.revokedAt).toBe(T0 + 5);
+      expect((await accessView(store, deviceTokens.accessToken.jti, device.grantId))?.revokedAt).toBe(T0 + 5);
       expect((await store.getRefreshToken(deviceTokens.refreshToken!.tokenHash))?.revokedAt).toBe(T0 + 5);
     });
 
     it("revokeAccessToken revokes only that token", async () => {
       const store = ctx.store();
-      const { issued, grantId } = await issueGrant(store);
-      expect(await store.revokeAccessToken(issued.accessToken.jti, T0 + 5)).toBe(true);
+      const { issued, grantId, code: record } = await issueGrant(store);
+      // Version 2 wrote no row at issuance: the server passes what it read from the verified token.
+      const token = {
+        ...issued.accessToken,
+        grantId,
+        clientId: record.clientId,
+        userId: record.userId!,
+        scopes: ["mcp:read"],
+        resource: record.resource,
+      };
+      expect(await store.revokeAccessToken(issued.accessToken.jti, T0 + 5, token)).toBe(true);
+      expect((await store.getAccessToken(issued.accessToken.jti))?.revokedAt).toBe(T0 + 5);
+      // An earlier revocation time is kept.
+      expect(await store.revokeAccessToken(issued.accessToken.jti, T0 + 9, token)).toBe(true);
       expect((await store.getAccessToken(issued.accessToken.jti))?.revokedAt).toBe(T0 + 5);
       expect((await store.getGrant(grantId))?.revokedAt).toBeUndefined();
       expect((await store.getRefreshToken(issued.refreshToken!.tokenHash))?.revokedAt).toBeUndefined();
       expect(await store.revokeAccessToken(id("jti"), T0)).toBe(false);
       expect(await store.getAccessToken(id("jti"))).toBeUndefined();
+    });
+
+    it("the purge keeps a revoked-list entry until its token expires, then deletes it", async () => {
+      const store = ctx.store();
+      const { issued, grantId, code: record } = await issueGrant(store);
+      const token = {
+        ...issued.accessToken,
+        grantId,
+        clientId: record.clientId,
+        scopes: ["mcp:read"],
+        resource: record.resource,
+      };
+      expect(await store.revokeAccessToken(issued.accessToken.jti, T0 + 1, token)).toBe(true);
+      await store.purgeExpired(token.expiresAt - 1);
+      expect((await store.getAccessToken(token.jti))?.revokedAt).toBe(T0 + 1);
+      const result = await store.purgeExpired(token.expiresAt);
+      expect(result.accessTokens).toBe(1);
+      expect(await store.getAccessToken(token.jti)).toBeUndefined();
+      expect((await store.getGrant(grantId))?.revokedAt).toBeUndefined();
+    });
+
+    it("revokeAccessToken lists nothing for a grant no longer stored (its tokens are inactive already)", async () => {
+      if (!writesNoAccessRows(ctx.store())) return;
+      const store = ctx.store();
+      const jti = `${id("grant")}.${id("unique")}`;
+      const token = {
+        jti,
+        grantId: jti.slice(0, jti.lastIndexOf(".")),
+        clientId: id("client"),
+        scopes: ["mcp:read"],
+        resource: "https://mcp.example/mcp",
+        createdAt: T0,
+        expiresAt: T0 + HOUR,
+      };
+      expect(await store.revokeAccessToken(jti, T0 + 1, token)).toBe(false);
+      expect(await store.getAccessToken(jti)).toBeUndefined();
     });
   });
 }

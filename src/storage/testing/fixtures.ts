@@ -80,13 +80,18 @@ export function deviceAuthorization(
   };
 }
 
+/**
+ * Tokens to write at `now`. With `grantId`, the access token's `jti` names its grant as the server
+ * draws it (`<grantId>.<unique>`, storage/access-token-id.ts), which a version 2 store reads.
+ */
 export function tokens(
   now: number,
-  options: { refresh?: boolean } = {},
+  options: { refresh?: boolean; grantId?: string } = {},
 ): IssuedTokens & { refreshRaw?: string } {
   const refresh = secret();
+  const jti = options.grantId === undefined ? id("jti") : `${options.grantId}.${randomToken(9)}`;
   return {
-    accessToken: { jti: id("jti"), createdAt: now, expiresAt: now + HOUR },
+    accessToken: { jti, createdAt: now, expiresAt: now + HOUR },
     ...(options.refresh === false
       ? {}
       : {
@@ -145,7 +150,7 @@ export async function issueGrant(
 ): Promise<{ code: AuthorizationCodeRecord; issued: ReturnType<typeof tokens>; grantId: string }> {
   const record = code({ createdAt: now, expiresAt: now + MINUTE, ...overrides });
   await store.insertAuthorizationCode(record);
-  const issued = { ...tokens(now), ...issuance };
+  const issued = { ...tokens(now, { grantId: record.grantId }), ...issuance };
   const result = await store.redeemAuthorizationCode(record.codeHash, now, pass, issued);
   if (result.status !== "issued") throw new Error(`fixture redemption failed: ${result.status}`);
   return { code: record, issued, grantId: record.grantId };
@@ -173,7 +178,7 @@ export async function issueDeviceGrant(
     },
     T0,
   );
-  const issued = tokens(T0 + 1);
+  const issued = tokens(T0 + 1, { grantId: device.grantId });
   const polled = await store.pollDeviceAuthorization(
     device.deviceCodeHash,
     device.clientId,

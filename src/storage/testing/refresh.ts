@@ -3,6 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { OAuthError } from "../../shared/errors.js";
 import type { GrantRecord, RefreshTokenRecord } from "../contract.js";
+import { accessView, writesNoAccessRows } from "./access-tokens.js";
 import type { StoreContext } from "./context.js";
 import { DAY, issueGrant, MINUTE, secret, T0, tally, tokens } from "./fixtures.js";
 
@@ -56,14 +57,18 @@ export function refreshContract(ctx: StoreContext): void {
         scopes: code.scopes,
         rotatedFrom: oldHash,
       });
-      expect(await store.getAccessToken(next.accessToken.jti)).toEqual({
-        ...next.accessToken,
-        grantId,
-        clientId: code.clientId,
-        userId: code.userId,
-        scopes: code.scopes,
-        resource: code.resource,
-      });
+      expect(await store.getAccessToken(next.accessToken.jti)).toEqual(
+        writesNoAccessRows(store)
+          ? undefined
+          : {
+              ...next.accessToken,
+              grantId,
+              clientId: code.clientId,
+              userId: code.userId,
+              scopes: code.scopes,
+              resource: code.resource,
+            },
+      );
       const again = await store.rotateRefreshToken(
         next.refreshToken!.tokenHash,
         T0 + 2 * MINUTE,
@@ -85,7 +90,9 @@ export function refreshContract(ctx: StoreContext): void {
       );
       expect(result.status === "issued" && result.scopes).toEqual(["mcp:read"]);
       expect((await store.getRefreshToken(next.refreshToken!.tokenHash))?.scopes).toEqual(["mcp:read"]);
-      expect((await store.getAccessToken(next.accessToken.jti))?.scopes).toEqual(["mcp:read"]);
+      expect((await store.getAccessToken(next.accessToken.jti))?.scopes).toEqual(
+        writesNoAccessRows(store) ? undefined : ["mcp:read"],
+      );
     });
 
     it("reuse of a rotated token revokes the grant and all its tokens", async () => {
@@ -108,8 +115,8 @@ export function refreshContract(ctx: StoreContext): void {
       expect(reuse).toEqual({ status: "reused" });
       expect(checked).toBe(false);
       expect((await store.getGrant(grantId))?.revokedAt).toBe(T0 + 2);
-      expect((await store.getAccessToken(issued.accessToken.jti))?.revokedAt).toBe(T0 + 2);
-      expect((await store.getAccessToken(next.accessToken.jti))?.revokedAt).toBe(T0 + 2);
+      expect((await accessView(store, issued.accessToken.jti, grantId))?.revokedAt).toBe(T0 + 2);
+      expect((await accessView(store, next.accessToken.jti, grantId))?.revokedAt).toBe(T0 + 2);
       expect((await store.getRefreshToken(next.refreshToken!.tokenHash))?.revokedAt).toBe(T0 + 2);
       expect(await store.getAccessToken(attacker.accessToken.jti)).toBeUndefined();
       const legit = await store.rotateRefreshToken(
@@ -164,11 +171,12 @@ export function refreshContract(ctx: StoreContext): void {
           tokens(T0 + 1),
         ),
       ).rejects.toThrow("check crashed");
-      // The new access token id is already taken: the write fails after the old token was read.
-      const clash = { ...tokens(T0 + 1), accessToken: issued.accessToken };
+      // The new refresh token hash is already taken: the write fails after the old token was read.
+      const other = await issueGrant(store);
+      const clash = { ...tokens(T0 + 1), refreshToken: other.issued.refreshToken! };
       await expect(store.rotateRefreshToken(oldHash, T0 + 1, keep, clash)).rejects.toThrow();
       expect((await store.getRefreshToken(oldHash))?.rotatedAt).toBeUndefined();
-      expect(await store.getRefreshToken(clash.refreshToken!.tokenHash)).toBeUndefined();
+      expect((await store.getRefreshToken(clash.refreshToken.tokenHash))?.grantId).toBe(other.grantId);
       expect((await store.rotateRefreshToken(oldHash, T0 + 2, keep, tokens(T0 + 2))).status).toBe("issued");
     });
 
@@ -285,13 +293,13 @@ export function refreshContract(ctx: StoreContext): void {
 
     it("without a new refresh token the old one is not rotated", async () => {
       const store = ctx.store();
-      const { issued } = await issueGrant(store);
+      const { issued, grantId } = await issueGrant(store);
       const oldHash = issued.refreshToken!.tokenHash;
       const next = tokens(T0 + 1, { refresh: false });
       const result = await store.rotateRefreshToken(oldHash, T0 + 1, keep, next);
       expect(result.status).toBe("issued");
       expect((await store.getRefreshToken(oldHash))?.rotatedAt).toBeUndefined();
-      expect(await store.getAccessToken(next.accessToken.jti)).toBeDefined();
+      expect(await accessView(store, next.accessToken.jti, grantId)).toBeDefined();
     });
 
     it("expired: idle expiry of the token and absolute expiry of the grant", async () => {

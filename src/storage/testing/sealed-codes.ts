@@ -11,6 +11,7 @@
 import { describe, expect, it } from "vitest";
 import { OAuthError } from "../../shared/errors.js";
 import type { AuthorizationCodeRecord, AuthorizationStore } from "../contract.js";
+import { accessView } from "./access-tokens.js";
 import type { StoreContext } from "./context.js";
 import { code, MINUTE, T0, tally, tokens } from "./fixtures.js";
 
@@ -33,14 +34,14 @@ export function sealedCodeContract(ctx: StoreContext): void {
       const result = await redeem(record, T0 + 1, pass, first);
       expect(result).toMatchObject({ status: "issued", code: { ...record, consumedAt: T0 + 1 } });
       expect((await store.getGrant(record.grantId))?.revokedAt).toBeUndefined();
-      expect((await store.getAccessToken(first.accessToken.jti))?.grantId).toBe(record.grantId);
+      expect((await accessView(store, first.accessToken.jti, record.grantId))?.grantId).toBe(record.grantId);
       // The row the redemption wrote is what the stored-code path finds too.
       expect(await store.redeemAuthorizationCode(record.codeHash, T0 + 2, pass, tokens(T0 + 2))).toEqual({
         status: "replayed",
       });
       expect((await store.getGrant(record.grantId))?.revokedAt).toBe(T0 + 2);
       expect(await redeem(record, T0 + 3, pass, tokens(T0 + 3))).toEqual({ status: "replayed" });
-      expect((await store.getAccessToken(first.accessToken.jti))?.revokedAt).toBe(T0 + 2);
+      expect((await accessView(store, first.accessToken.jti, record.grantId))?.revokedAt).toBe(T0 + 2);
       expect((await store.getRefreshToken(first.refreshToken!.tokenHash))?.revokedAt).toBe(T0 + 2);
     });
 

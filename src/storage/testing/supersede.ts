@@ -14,6 +14,7 @@ import type {
   SupersedeCandidate,
   SupersedeDecision,
 } from "../contract.js";
+import { accessView } from "./access-tokens.js";
 import type { StoreContext } from "./context.js";
 import { code, id, issueDeviceGrant, issueGrant, MINUTE, secret, T0, tokens } from "./fixtures.js";
 
@@ -96,7 +97,9 @@ export function supersedeContract(ctx: StoreContext): void {
       // Revoked when the redemption returns, as revokeGrant would: the grant and its tokens.
       expect((await store.getGrant(picked.grantId))?.revokedAt).toBe(T0 + 10);
       expect((await store.getRefreshToken(picked.issued.refreshToken!.tokenHash))?.revokedAt).toBe(T0 + 10);
-      expect((await store.getAccessToken(picked.issued.accessToken.jti))?.revokedAt).toBe(T0 + 10);
+      expect((await accessView(store, picked.issued.accessToken.jti, picked.grantId))?.revokedAt).toBe(
+        T0 + 10,
+      );
       expect((await store.getGrant(revoked.grantId))?.revokedAt).toBe(T0 + 4);
       for (const kept of [spared, ...others]) expect(await isActive(store, kept.grantId)).toBe(true);
       expect(await isActive(store, record.grantId)).toBe(true);

@@ -8,6 +8,7 @@
 
 import { describe, expect, it } from "vitest";
 import type { UserRecord } from "../contract.js";
+import { accessView } from "./access-tokens.js";
 import type { StoreContext } from "./context.js";
 import {
   deviceAuthorization,
@@ -181,7 +182,7 @@ export function userContract(ctx: StoreContext): void {
       }
       expect((await store.getGrant(revokedBefore.grantId))?.revokedAt).toBe(T0);
       expect((await store.getRefreshToken(one.issued.refreshToken!.tokenHash))?.revokedAt).toBe(now);
-      expect((await store.getAccessToken(two.issued.accessToken.jti))?.revokedAt).toBe(now);
+      expect((await accessView(store, two.issued.accessToken.jti, two.grantId))?.revokedAt).toBe(now);
       expect(await store.getSession(aliceSession.idHash, now)).toBeUndefined();
       expect(await store.getUpstreamTokens(one.grantId, "github")).toBeUndefined();
       const poll = await store.pollDeviceAuthorization(waiting.deviceCodeHash, waiting.clientId, now, () => {

@@ -2,6 +2,7 @@ import { createLocalJWKSet, jwtVerify } from "jose";
 import { describe, expect, it } from "vitest";
 import { contextOf } from "../../../src/authorization-server/context-of.js";
 import { sha256Base64url } from "../../../src/shared/crypto.js";
+import { grantIdOfAccessTokenId } from "../../../src/storage/access-token-id.js";
 import {
   basic,
   CONFIDENTIAL_CLIENT,
@@ -47,7 +48,9 @@ describe.each(REVISIONS)("authorization_code grant (revision %s)", (revision) =>
     // Only hashes reach storage.
     const record = await t.store.getRefreshToken(sha256Base64url(r.body.refresh_token as string));
     expect(record?.clientId).toBe(PUBLIC_CLIENT);
-    expect(await t.store.getAccessToken(payload.jti!)).toBeDefined();
+    // No row per access token (storage contract version 2): the jti names the grant.
+    expect(await t.store.getAccessToken(payload.jti!)).toBeUndefined();
+    expect(await t.store.getGrant(grantIdOfAccessTokenId(payload.jti!)!)).toBeDefined();
   });
 
   it("issues no refresh token when offline_access was not granted (the offline_access rule)", async () => {
@@ -84,7 +87,7 @@ describe("authorization codes are single use and bound (SECURITY.md Token endpoi
     });
     expect(refreshed.body.error).toBe("invalid_grant");
     const jti = decodePayload(first.body.access_token as string).jti as string;
-    const grant = await t.store.getGrant((await t.store.getAccessToken(jti))!.grantId);
+    const grant = await t.store.getGrant(grantIdOfAccessTokenId(jti)!);
     expect(grant?.revokedAt).toBeDefined();
   });
 

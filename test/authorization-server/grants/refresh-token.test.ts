@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { grantIdOfAccessTokenId } from "../../../src/storage/access-token-id.js";
 import {
   basic,
   CONFIDENTIAL_CLIENT,
@@ -58,7 +59,7 @@ describe.each(REVISIONS)("refresh_token grant (revision %s)", (revision) => {
     const victim = await refresh(t, third.body.refresh_token as string);
     expect(victim.body.error).toBe("invalid_grant");
     const jti = decodePayload(second.body.access_token as string).jti as string;
-    expect((await t.store.getAccessToken(jti))?.revokedAt).toBeDefined();
+    expect((await t.store.getGrant(grantIdOfAccessTokenId(jti)!))?.revokedAt).toBeDefined();
     expect(t.log.lines.some((l) => l.event === "refresh_token_reused")).toBe(true);
   });
 });

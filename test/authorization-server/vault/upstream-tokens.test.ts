@@ -15,6 +15,7 @@ import { sha256Base64url } from "../../../src/shared/crypto.js";
 import { GatehouseTypeError, OAuthError } from "../../../src/shared/errors.js";
 import type { Logger } from "../../../src/shared/log.js";
 import { generateKeyEncryptionKey } from "../../../src/shared/secret-envelope.js";
+import { grantIdOfAccessTokenId } from "../../../src/storage/access-token-id.js";
 import { formFor } from "../../support/page-forms.js";
 import { testTls } from "../../support/tls.js";
 import { Agent, hiddenFields, makeClient } from "../pages/harness.js";
@@ -176,9 +177,9 @@ async function flowThroughGithub(login: string) {
 }
 
 /** The grant behind a Gatehouse access token. */
-async function grantOf(accessToken: string): Promise<string> {
+function grantOf(accessToken: string): string {
   const jti = JSON.parse(Buffer.from(accessToken.split(".")[1]!, "base64url").toString()).jti;
-  return (await gatehouse.store.getAccessToken(jti))!.grantId;
+  return grantIdOfAccessTokenId(jti)!;
 }
 
 const notes = () => upstreamTokenClient({ issuer: gatehouse.url, clientAuth: NOTES_RS });

@@ -114,9 +114,10 @@ describe("PostgreSQL store", () => {
     const locker = new pg.Client({ connectionString: POSTGRES_URL });
     await locker.connect();
     try {
-      // The claim of the code succeeds; writing the access token then waits past the timeout.
+      // The claim of the code succeeds; writing the refresh token then waits past the timeout (no
+      // access-token row is written: storage contract version 2).
       await locker.query("BEGIN");
-      await locker.query(`LOCK TABLE ${schema}.access_tokens IN ACCESS EXCLUSIVE MODE`);
+      await locker.query(`LOCK TABLE ${schema}.refresh_tokens IN ACCESS EXCLUSIVE MODE`);
       const error = await store
         .redeemAuthorizationCode(record.codeHash, T0, () => undefined, tokens(T0))
         .catch((e: unknown) => e);

@@ -59,7 +59,7 @@ describe("SQLite group commit", () => {
     const { store, path } = await openStore();
     const [ok1, refused, crashing, clashing, ok2] = [code(), code(), code(), code(), code()];
     for (const record of [ok1, refused, crashing, clashing, ok2]) await store.insertAuthorizationCode(record);
-    // An access token id already taken: that redemption fails after it has consumed its code.
+    // A refresh token hash already taken: that redemption fails after it has consumed its code.
     const taken = tokens(T0);
     await store.redeemAuthorizationCode(ok1.codeHash, T0, pass, taken);
     const ok1Again = code();
@@ -79,7 +79,7 @@ describe("SQLite group commit", () => {
       ),
       store.redeemAuthorizationCode(clashing.codeHash, T0, pass, {
         ...tokens(T0),
-        accessToken: taken.accessToken,
+        refreshToken: taken.refreshToken!,
       }),
       store.redeemAuthorizationCode(ok2.codeHash, T0, pass, tokens(T0)),
     ]);
