@@ -33,7 +33,7 @@ export const DEFAULT_DATABASE_URL =
   process.env.GATEHOUSE_BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 
 /** A URL without its password, for messages. */
-function redact(url) {
+export function redact(url) {
   try {
     const u = new URL(url);
     u.password = "";

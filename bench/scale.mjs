@@ -25,6 +25,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { redact } from "./as-postgres.mjs";
 
 const MAIN = fileURLToPath(new URL("../dist/cli/main.js", import.meta.url));
 const ISSUER = "http://127.0.0.1:8999";
@@ -432,16 +433,6 @@ async function withDatabase(config, options, fn) {
     await store.close();
     await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
     await admin.end();
-  }
-}
-
-function redact(url) {
-  try {
-    const u = new URL(url);
-    u.password = "";
-    return u.href;
-  } catch {
-    return "(invalid URL)";
   }
 }
 
