@@ -19,7 +19,6 @@ describe("gatehouse-auth/authorization-server exports", () => {
         "isLocalhostOnly",
         "matchRedirectUri",
         "redirectUriProblem",
-        "startMaintenance",
         "verifyPassword",
       ].sort(),
     );
