@@ -42,16 +42,43 @@ import { plainResponse, sendWebResponse } from "../http/node-response.js";
 import { headOfRequest } from "../resource-server/bearer-token.js";
 import { challengePartsResponse } from "../resource-server/challenge.js";
 import {
-  BODY_TOO_LARGE,
   type OperationContext,
   type OperationGate,
-  type ReadBody,
   readBoundedText,
 } from "../resource-server/operations/gate.js";
 import type { ResourceServer } from "../resource-server/resource-server.js";
 import { completeResponse } from "../shared/http.js";
 import type { Logger } from "../shared/log.js";
 import type { IdentityAssertionSigner } from "./identity-assertion.js";
+import {
+  BAD_ANSWER,
+  BAD_UPSTREAM,
+  type ClientWatch,
+  DROPPED_RESPONSE_HEADERS,
+  EXPOSED,
+  HEADER_NAME,
+  IDLE_UPSTREAM_CONNECTION_MS,
+  identityValue,
+  jsonRpcError,
+  MAX_JSON_ANSWER,
+  NULL_BODY,
+  OPERATION_HEADERS,
+  PASSED_REQUEST_HEADERS,
+  PRINTABLE,
+  pathOf,
+  REPLACED_RESPONSE_HEADERS,
+  readAll,
+  readNodeBody,
+  relayFieldsOf,
+  SESSION_MAC_CHARS,
+  singleId,
+  UpstreamFailure,
+  WATCH_CLIENT_AFTER_MS,
+  watchResponse,
+  watchSignal,
+  wholeAnswer,
+  writeJsonRpcError,
+} from "./relay-parts.js";
 import type { StdioUpstream } from "./stdio-upstream.js";
 
 /** Headers the gateway sets for the upstream from the verified token (names are the operator's). */
@@ -107,216 +134,6 @@ export interface HttpGateway {
   nodeListener(options?: GatewayNodeListenerOptions): (req: IncomingMessage, res: ServerResponse) => void;
   /** Requests waiting for the upstream's answer. */
   readonly inFlight: number;
-}
-
-/** Request headers passed to the upstream (MCP transport spec, Streamable HTTP). */
-const PASSED_REQUEST_HEADERS = ["accept", "content-type", "mcp-protocol-version", "last-event-id"];
-/**
- * Set from the judged body, never copied from the client (2026-07-28, SEP-2243: a server may route
- * by them; a client's own could name another operation than the body the gate judged).
- */
-const OPERATION_HEADERS = ["mcp-method", "mcp-name"];
-/** Response headers never relayed: hop-by-hop (RFC 9110 §7.6.1), and those fetch has undone. */
-const DROPPED_RESPONSE_HEADERS = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "transfer-encoding",
-  "upgrade",
-  "te",
-  "trailer",
-  // The listener frames the answer itself (a JSON answer is re-sent as text, a stream chunked).
-  "content-length",
-  "set-cookie",
-]);
-const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-const SESSION_MAC_CHARS = 22;
-/** Printable ASCII only: what a header value built from a token claim or a tool name may hold. */
-const PRINTABLE = /^[\x20-\x7e]*$/;
-/** Every request header the relay reads, so the node path reads them in one pass over the fields. */
-const READ_REQUEST_HEADERS = new Set([...PASSED_REQUEST_HEADERS, ...OPERATION_HEADERS, "mcp-session-id"]);
-/**
- * An idle connection to the upstream is closed after this long: before common servers' own
- * keep-alive timeouts (node's 5 s; a `Keep-Alive: timeout=` hint shortens it).
- */
-const IDLE_UPSTREAM_CONNECTION_MS = 4000;
-/** Waiting this long for the upstream's headers, the relay starts watching for the client leaving. */
-const WATCH_CLIENT_AFTER_MS = 1000;
-
-/** A JSON-RPC error answer's status and body (MCP transport spec: errors as JSON-RPC). */
-function jsonRpcErrorBody(message: string, id: unknown): string {
-  return JSON.stringify({ jsonrpc: "2.0", id, error: { code: -32603, message } });
-}
-
-function jsonRpcError(status: number, message: string, id: unknown = null): Response {
-  return new Response(jsonRpcErrorBody(message, id), {
-    status,
-    headers: { "content-type": "application/json", "cache-control": "no-store" },
-  });
-}
-
-function writeJsonRpcError(res: ServerResponse, status: number, message: string, id: unknown): void {
-  const body = jsonRpcErrorBody(message, id);
-  res.writeHead(status, [
-    "content-type",
-    "application/json",
-    "cache-control",
-    "no-store",
-    "content-length",
-    String(Buffer.byteLength(body)),
-  ]);
-  res.end(body);
-}
-
-/** The id of a single request (for an error answer in its name), else `null`. */
-function singleId(context: OperationContext): unknown {
-  const only = context.messages.length === 1 ? context.messages[0] : undefined;
-  return only?.kind === "request" ? only.id : null;
-}
-
-/** Header values the verified token yields; a value a header cannot carry is left out. */
-function identityValue(value: string | undefined): string | undefined {
-  return value !== undefined && PRINTABLE.test(value) ? value : undefined;
-}
-
-/** Statuses whose answers have no body (RFC 9110 §15.3.5, §15.4.5). */
-const NULL_BODY = new Set([204, 205, 304]);
-/** Largest JSON answer the relay reads whole: 64 MiB. */
-const MAX_JSON_ANSWER = 64 * 1024 * 1024;
-const JSON_TYPE = /^application\/json/i;
-/** Answer headers the gateway writes itself (the session id bound to the caller, CORS exposure). */
-const REPLACED_RESPONSE_HEADERS = new Set(["mcp-session-id", "access-control-expose-headers"]);
-const EXPOSED = "Mcp-Session-Id, WWW-Authenticate";
-const BAD_UPSTREAM = "The MCP server behind the gateway did not answer";
-const BAD_ANSWER = "The MCP server behind the gateway sent an answer too large or cut";
-
-/** Whether the relay reads the answer whole (JSON as it is on the wire) rather than streaming it. */
-function wholeAnswer(answer: IncomingMessage): boolean {
-  const type = answer.headers["content-type"];
-  return type !== undefined && JSON_TYPE.test(type) && answer.headers["content-encoding"] === undefined;
-}
-
-function readAll(message: IncomingMessage, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    message.on("data", (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        message.destroy();
-        reject(new RangeError("answer too large"));
-        return;
-      }
-      chunks.push(chunk);
-    });
-    message.once("end", () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
-    message.once("error", reject);
-    message.once("aborted", () => reject(new Error("answer cut")));
-  });
-}
-
-/**
- * A POST body read from node's stream, at most `limit` bytes (a larger declared or received body is
- * {@link BODY_TOO_LARGE}, what the gate answers 413 for once the token is judged), decoded as the
- * web path's reader decodes it (UTF-8, malformed sequences replaced, a leading BOM dropped).
- * Rejects when the client leaves mid-body.
- */
-function readNodeBody(req: IncomingMessage, limit: number): Promise<ReadBody> {
-  const declared = req.headers["content-length"];
-  if (declared !== undefined && Number(declared) > limit) return Promise.resolve(BODY_TOO_LARGE);
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const cleanup = () => {
-      req.off("data", onData);
-      req.off("end", onEnd);
-      req.off("error", onGone);
-      req.off("aborted", onGone);
-    };
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        cleanup();
-        // The rest is read and dropped (node's flowing mode), so the connection can carry the 413.
-        resolve(BODY_TOO_LARGE);
-        return;
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = () => {
-      cleanup();
-      const text = (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString("utf8");
-      resolve(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
-    };
-    const onGone = () => {
-      cleanup();
-      reject(new Error("client left mid-body"));
-    };
-    req.on("data", onData);
-    req.once("end", onEnd);
-    req.once("error", onGone);
-    req.once("aborted", onGone);
-  });
-}
-
-/**
- * The fields the relay reads from node's `rawHeaders` in one pass, combined as Fetch's
- * `Headers.get` combines a repeated field (RFC 9110 §5.3: joined with ", " in order).
- */
-function relayFieldsOf(raw: readonly string[]): (name: string) => string | null {
-  const found: Record<string, string> = {};
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = raw[i]!.toLowerCase();
-    if (!READ_REQUEST_HEADERS.has(name)) continue;
-    const value = raw[i + 1]!;
-    found[name] = found[name] === undefined ? value : `${found[name]}, ${value}`;
-  }
-  return (name) => found[name] ?? null;
-}
-
-/** The path of an absolute URL as WHATWG serialises it (`scheme://authority/path?query#fragment`). */
-function pathOf(url: string): string {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
-  if (start < 0) return "/";
-  let end = url.indexOf("?", start);
-  if (end < 0) end = url.length;
-  const hash = url.indexOf("#", start);
-  return url.slice(start, hash >= 0 && hash < end ? hash : end);
-}
-
-/** Subscribes `gone` to the client leaving; answers the unsubscribe. */
-type ClientWatch = (gone: () => void) => (() => void) | undefined;
-
-function watchSignal(request: Request): ClientWatch {
-  return (gone) => {
-    const signal = request.signal;
-    if (signal.aborted) {
-      gone();
-      return undefined;
-    }
-    signal.addEventListener("abort", gone, { once: true });
-    return () => signal.removeEventListener("abort", gone);
-  };
-}
-
-function watchResponse(res: ServerResponse): ClientWatch {
-  return (gone) => {
-    if (res.destroyed) {
-      gone();
-      return undefined;
-    }
-    const onClose = () => {
-      if (!res.writableFinished) gone();
-    };
-    res.once("close", onClose);
-    return () => res.off("close", onClose);
-  };
-}
-
-class UpstreamFailure extends Error {
-  constructor(readonly reason: string) {
-    super(`upstream ${reason}`);
-  }
 }
 
 export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
