@@ -13,6 +13,7 @@ import type {
   PurgeResult,
   RedeemCodeResult,
   RotateRefreshResult,
+  SupersedeDecision,
 } from "../contract.js";
 import {
   assertMarkerKey,
@@ -64,8 +65,10 @@ import {
   insert,
   redeemClaimed,
   revokeGrantRows,
+  type Tx,
   unclaimedCode,
 } from "./transaction-writes.js";
+import { candidateParams, retireSuperseded, SUPERSEDE_CANDIDATES_SQL } from "./superseded.js";
 import { postgresUpstreamMethods } from "./upstream-methods.js";
 import { postgresUserMethods } from "./user-methods.js";
 
@@ -83,6 +86,27 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
   const { query, execute, transaction } = db;
   const first = async (text: string, params?: unknown[]) => (await query(text, params))[0];
   let closed = false;
+
+  /**
+   * An issued redemption retires the grants its new one supersedes in the same transaction
+   * (./superseded.ts): one transaction per flow instead of the redemption, a read and a
+   * revocation's own transaction after it.
+   */
+  async function retireInRedemption(
+    tx: Tx,
+    result: RedeemCodeResult,
+    supersedes: SupersedeDecision | undefined,
+    now: number,
+  ): Promise<RedeemCodeResult> {
+    if (result.status !== "issued" || !supersedes) return result;
+    const superseded = await retireSuperseded(
+      { tx, schema: db.schema, revokeGrantRows },
+      result.grant,
+      supersedes,
+      now,
+    );
+    return superseded === undefined ? result : { ...result, superseded };
+  }
 
   return {
     pool: db.pool,
@@ -260,7 +284,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
     async insertAuthorizationCode(code) {
       await insert(execute, codeInsert(code));
     },
-    async redeemAuthorizationCode(codeHash, now, check, tokens): Promise<RedeemCodeResult> {
+    async redeemAuthorizationCode(codeHash, now, check, tokens, supersedes): Promise<RedeemCodeResult> {
       return transaction(async (tx): Promise<RedeemCodeResult> => {
         // Claim the code: of concurrent callers exactly one gets the row back; the others wait on
         // its row lock and then find it consumed.
@@ -271,10 +295,15 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
         );
         if (!claimed) return unclaimedCode(tx, codeHash, now, "not_found");
         const { consumedAt: _consumedAt, ...unconsumed } = rowToCode(claimed);
-        return redeemClaimed(tx, unconsumed, now, check, tokens);
+        return retireInRedemption(
+          tx,
+          await redeemClaimed(tx, unconsumed, now, check, tokens),
+          supersedes,
+          now,
+        );
       });
     },
-    async redeemSealedAuthorizationCode(code, now, check, tokens): Promise<RedeemCodeResult> {
+    async redeemSealedAuthorizationCode(code, now, check, tokens, supersedes): Promise<RedeemCodeResult> {
       const { consumedAt: _consumedAt, ...sealed } = code;
       return transaction(async (tx): Promise<RedeemCodeResult> => {
         // An expired sealed code is never written; a row of it means an earlier redemption.
@@ -289,7 +318,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
           inserted.values,
         );
         if (claimed === 0) return unclaimedCode(tx, sealed.codeHash, now, "expired");
-        return redeemClaimed(tx, sealed, now, check, tokens);
+        return retireInRedemption(tx, await redeemClaimed(tx, sealed, now, check, tokens), supersedes, now);
       });
     },
 
@@ -318,13 +347,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
     },
     async listSupersedeCandidates(key) {
       // Only the columns the supersede decision reads; same order as listGrants.
-      const rows = await query(
-        `SELECT grant_id, scopes, created_at, dpop_jkt, step_up_requested_at FROM grants
-         WHERE user_id = $1 AND client_id = $2
-         AND resource = $3 AND session_hash = $4 AND revoked_at IS NULL
-         ORDER BY created_at, grant_id COLLATE "C"`,
-        [key.userId, key.clientId, key.resource, key.sessionHash],
-      );
+      const rows = await query(SUPERSEDE_CANDIDATES_SQL, candidateParams(key));
       return rows.map((row) => rowToSupersedeCandidate(row, key));
     },
     async revokeGrant(grantId, now) {
