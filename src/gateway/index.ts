@@ -36,10 +36,12 @@ import { authorizationServerMetadataUrls } from "../shared/well-known.js";
 import type { AuthorizationStore } from "../storage/contract.js";
 import { createHttpGateway, type IdentityHeaders } from "./http-gateway.js";
 import { identityAssertionSigner } from "./identity-assertion.js";
+import { type RevocationStore, watchIntrospection } from "./revocation.js";
 import { commandWords, createStdioUpstream } from "./stdio-upstream.js";
 
 export type { IdentityHeaders } from "./http-gateway.js";
 export { IDENTITY_ASSERTION_TYP } from "./identity-assertion.js";
+export type { RevocationStore } from "./revocation.js";
 
 /** Token introspection (RFC 7662) instead of JWT verification. */
 export interface GatewayIntrospectionOptions {
@@ -49,6 +51,11 @@ export interface GatewayIntrospectionOptions {
   clientId: string;
   /** Its secret (client_secret_basic). Read it from a file or the environment, never argv. */
   clientSecret: string;
+  /**
+   * How long an active answer is trusted, in seconds (default 300, never beyond the token's
+   * `exp`): a revocation reaches the gateway (and its stdio children) within this time.
+   */
+  cacheSeconds?: number;
 }
 
 /** A stdio MCP server behind the gateway: one child process per session, or per user. */
@@ -75,6 +82,13 @@ export interface GatewayStdioOptions {
     clientId: string;
     clientSecret: string;
   };
+  /**
+   * The authorization server's store, shared with the gateway (the same SQLite file or PostgreSQL
+   * database): every `checkSeconds` (default 30) each child's grant and kept upstream tokens are
+   * read, and a child whose access is gone (grant revoked, upstream token revoked or rotated) is
+   * stopped; the next `initialize` starts it again with fresh credentials, or is refused.
+   */
+  revocation?: { store: RevocationStore; checkSeconds?: number };
 }
 
 /**
@@ -182,7 +196,10 @@ async function discoverIssuer(issuer: string): Promise<IssuerEndpoints> {
   throw new Error(`no authorization server metadata found for ${issuer}`);
 }
 
-async function tokenVerifier(options: GatewayOptions): Promise<AccessTokenVerifier> {
+async function tokenVerifier(
+  options: GatewayOptions,
+  onRevoked: (subject: string) => void,
+): Promise<AccessTokenVerifier> {
   const issuer = options.authorizationServer;
   const { introspection } = options;
   if (introspection !== undefined) {
@@ -195,15 +212,18 @@ async function tokenVerifier(options: GatewayOptions): Promise<AccessTokenVerifi
       }
     }
     // RFC 7662 §2.2: the answer's `aud` must name this resource and `iss` the configured issuer.
-    return cachedVerifier(
-      introspectionVerifier({
-        endpoint,
-        clientId: introspection.clientId,
-        clientSecret: introspection.clientSecret,
-        audience: options.resource,
-        issuer,
-      }),
-    );
+    const inner = introspectionVerifier({
+      endpoint,
+      clientId: introspection.clientId,
+      clientSecret: introspection.clientSecret,
+      audience: options.resource,
+      issuer,
+    });
+    // With stdio children, an inactive answer for a token seen active reaches the user's children
+    // (revocation.ts); under the cache, so only introspection calls pay for it.
+    return cachedVerifier(options.stdio === undefined ? inner : watchIntrospection(inner, onRevoked), {
+      maxTtlSeconds: introspection.cacheSeconds ?? 300,
+    });
   }
   let jwksUri = options.jwksUri;
   if (jwksUri === undefined) {
@@ -274,11 +294,13 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const issuer = options.authorizationServer;
   const logger = options.logger;
   const stepUp = options.stepUp === undefined ? undefined : stepUpHook(options.stepUp, logger);
+  // Set once the stdio upstream exists (it needs the resource server made with this verifier).
+  let stdioUpstream: ReturnType<typeof createStdioUpstream> | undefined;
   const resourceServer = createResourceServer({
     resource: options.resource,
     authorizationServers: [issuer],
     scopesSupported: policy.scopesNamed.length ? [...policy.scopesNamed] : undefined,
-    verifier: await tokenVerifier(options),
+    verifier: await tokenVerifier(options, (subject) => stdioUpstream?.endUser(subject, "token_revoked")),
     ...(options.allowedHosts && { allowedHosts: [...options.allowedHosts] }),
     ...(stepUp && { onInsufficientScope: stepUp.onInsufficientScope }),
     ...(logger && { logger }),
@@ -328,8 +350,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
               }),
             },
           }),
+          ...(s.revocation && {
+            revocation: {
+              store: s.revocation.store,
+              everyMs: (s.revocation.checkSeconds ?? 30) * 1000,
+            },
+          }),
           ...(logger && { logger }),
         });
+  stdioUpstream = stdio;
 
   const gateway = createHttpGateway({
     upstream: options.upstream,

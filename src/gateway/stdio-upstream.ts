@@ -34,6 +34,7 @@ import type { JsonRpcId } from "../resource-server/operations/messages.js";
 import { type UpstreamTokenClient, UpstreamTokenError } from "../resource-server/upstream-token.js";
 import { OAuthError } from "../shared/errors.js";
 import type { Logger } from "../shared/log.js";
+import { type AccessRecord, accessState, type RevocationStore } from "./revocation.js";
 
 export interface StdioUpstreamOptions {
   /** The program and its arguments (no shell). */
@@ -60,6 +61,12 @@ export interface StdioUpstreamOptions {
   requestTimeoutMs?: number;
   maxLineBytes?: number;
   maxQueued?: number;
+  /**
+   * The authorization server's store, shared (revocation.ts): every `everyMs` (default 30 000) each
+   * child's grant and kept upstream token sets are read, and a child whose access is gone (grant
+   * revoked, sets deleted or rotated) is stopped; a session whose token's grant is gone is ended.
+   */
+  revocation?: { store: RevocationStore; everyMs?: number; now?: () => number };
   logger?: Logger;
 }
 
@@ -67,6 +74,11 @@ export interface StdioUpstream {
   relay(request: Request, context: OperationContext, sessionId: string | undefined): Promise<Response>;
   /** Children running now. */
   readonly children: number;
+  /**
+   * The user's access is gone (an introspection found a token of theirs revoked): every child of
+   * `subject` is stopped, its sessions ended. Answers how many were stopped.
+   */
+  endUser(subject: string, reason: string): number;
   /** Stops every child. */
   close(): Promise<void>;
 }
@@ -82,6 +94,11 @@ interface Pending {
 interface Child {
   /** The session's id (scope "session") or the user's key (scope "user"). */
   key: string;
+  /** The `sub` of the token that started it. */
+  subject: string | undefined;
+  /** The token that started it (its credentials came through that token's grant). */
+  access: AccessRecord;
+  check: NodeJS.Timeout | undefined;
   process: ChildProcess;
   /** By the gateway's own request id. */
   pending: Map<string, Pending>;
@@ -99,6 +116,8 @@ interface Session {
   id: string;
   caller: string;
   child: Child;
+  /** The token of the session's latest request (a refreshed token carries its grant on). */
+  access: AccessRecord;
   queue: string[];
   stream: ReadableStreamDefaultController<Uint8Array> | undefined;
   /** This session's initialize was answered from the child's first one: its initialized notification is not sent. */
@@ -193,6 +212,7 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
     child.dead = true;
     if (children.get(child.key) === child) children.delete(child.key);
     if (child.idle) clearTimeout(child.idle);
+    if (child.check) clearInterval(child.check);
     for (const session of [...child.sessions]) endSession(session);
     for (const [, pending] of child.pending) {
       clearTimeout(pending.timer);
@@ -201,6 +221,39 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
     child.pending.clear();
     if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill("SIGKILL");
     log?.info("gateway.stdio_child_stopped", { reason });
+  };
+
+  const revocation = options.revocation;
+  const providers = Object.values(options.upstreamTokens?.variables ?? {});
+  /**
+   * One check of a child against the shared store (revocation.ts): its own access, then each
+   * session's. A store that cannot be read stops nothing (a database outage is not a revocation);
+   * it is logged and read again at the next check.
+   */
+  const checkChild = async (child: Child) => {
+    if (revocation === undefined || child.dead) return;
+    const now = (revocation.now ?? Date.now)();
+    try {
+      const state = await accessState(revocation.store, child.access, providers, now);
+      if (state !== "live" && state !== "unknown") {
+        log?.warn("gateway.stdio_access_gone", { reason: state });
+        endChild(child, state);
+        return;
+      }
+      for (const session of [...child.sessions]) {
+        if (session.access.tokenId === child.access.tokenId) continue;
+        const own = await accessState(revocation.store, session.access, [], now);
+        if (own === "revoked" && !session.dead) {
+          log?.warn("gateway.stdio_access_gone", { reason: "session_revoked" });
+          endSession(session);
+          if (child.sessions.size === 0) endChild(child, "revoked");
+        }
+      }
+    } catch (error) {
+      log?.warn("gateway.stdio_access_check_failed", {
+        error: error instanceof Error ? error.name : typeof error,
+      });
+    }
   };
 
   const touch = (child: Child) => {
@@ -292,6 +345,9 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
     });
     const child: Child = {
       key,
+      subject: context.auth.subject,
+      access: { tokenId: context.auth.tokenId },
+      check: undefined,
       process: proc,
       pending: new Map(),
       nextId: 1,
@@ -323,6 +379,13 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
     proc.once("exit", () => endChild(child, "exited"));
     proc.stdin!.on("error", () => endChild(child, "stdin_closed"));
     touch(child);
+    if (revocation !== undefined) {
+      // The first check notes the kept sets' versions the child was started with; later ones
+      // compare. Off the request path: a timer, not a read per call.
+      void checkChild(child);
+      child.check = setInterval(() => void checkChild(child), revocation.everyMs ?? 30_000);
+      child.check.unref();
+    }
     return child;
   };
 
@@ -436,8 +499,17 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
       }
       key = `user\0${context.auth.subject}`;
     }
+    const joining = children.get(key);
     const child = await childFor(key, request, context, first.id);
     if (child instanceof Response) return child;
+    if (revocation !== undefined && child === joining) {
+      // Joining a running child fetches no credentials, so nothing else would notice a token whose
+      // grant is revoked (a JWT still verifies until its exp): the store is read (initialize only).
+      const state = await accessState(revocation.store, { tokenId: context.auth.tokenId }, [], Date.now());
+      if (state === "revoked") {
+        return rpcError(403, -32001, "Access to this server was revoked; sign in again", first.id);
+      }
+    }
     // A session arriving while the child's first initialize is in flight waits for its answer.
     while (child.initializing) await child.initializing;
     if (child.dead) return rpcError(502, -32603, "The MCP server process exited", first.id);
@@ -450,6 +522,7 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
       id,
       caller: caller(context),
       child,
+      access: { tokenId: context.auth.tokenId },
       queue: [],
       stream: undefined,
       replayed: false,
@@ -493,6 +566,16 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
     get children() {
       return children.size;
     },
+    endUser(subject, reason) {
+      let stopped = 0;
+      for (const child of [...children.values()]) {
+        if (child.subject !== subject) continue;
+        endChild(child, reason);
+        stopped++;
+      }
+      if (stopped > 0) log?.warn("gateway.stdio_access_gone", { reason, children: stopped });
+      return stopped;
+    },
     async relay(request, context, sessionId) {
       const headers = new Headers({ "access-control-expose-headers": "Mcp-Session-Id" });
       if (sessionId === undefined) return open(request, context, headers);
@@ -502,6 +585,7 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
         return rpcError(404, -32001, "Session not found");
       }
       touch(session.child);
+      session.access.tokenId = context.auth.tokenId;
       headers.set("mcp-session-id", session.id);
       if (request.method === "DELETE") {
         endSession(session);

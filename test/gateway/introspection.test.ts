@@ -174,6 +174,69 @@ async function mountGateway(resource: string, options: Partial<GatewayOptions> =
   };
 }
 
+describe("a stdio child behind an introspecting gateway", () => {
+  it("hostile: a token revoked before its exp stops its user's child at the next introspection (cacheSeconds 1)", async () => {
+    const script = join(dir, "env-child.js");
+    writeFileSync(
+      script,
+      `require("node:readline").createInterface({ input: process.stdin }).on("line", (line) => {
+         const m = JSON.parse(line); if (m.id === undefined) return;
+         process.stdout.write(JSON.stringify({ jsonrpc: "2.0", id: m.id, result: { pid: process.pid } }) + "\\n"); });`,
+    );
+    const resource = resources[0]!;
+    const gateway = await createGateway({
+      stdio: { command: [process.execPath, script], scope: "user" },
+      resource,
+      authorizationServer: asHttp.url,
+      policy: POLICY,
+      introspection: { clientId: GATEWAY, clientSecret: GATEWAY_SECRET, cacheSeconds: 1 },
+      logger: silentLogger,
+    });
+    const post = (accessToken: string, body: unknown, session?: string) =>
+      gateway.fetch(
+        new Request(resource, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${accessToken}`,
+            "content-type": "application/json",
+            accept: "application/json, text/event-stream",
+            ...(session && { "mcp-session-id": session }),
+          },
+          body: JSON.stringify(body),
+        }),
+      );
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    try {
+      const revokedToken = await token(resource, "mcp:use");
+      const opened = await post(revokedToken, { jsonrpc: "2.0", id: 1, method: "initialize", params: {} });
+      expect(opened.status).toBe(200);
+      const session = opened.headers.get("mcp-session-id")!;
+      const { pid } = ((await opened.json()) as { result: { pid: number } }).result;
+      expect(alive(pid)).toBe(true);
+      await revoke(revokedToken);
+      // Past the cache's second, the next presentation is introspected: inactive, before its exp.
+      await new Promise((r) => setTimeout(r, 1100));
+      const refused = await post(revokedToken, { jsonrpc: "2.0", id: 2, method: "ping" }, session);
+      expect(refused.status).toBe(401);
+      const end = Date.now() + 3000;
+      while (alive(pid) && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+      expect(alive(pid)).toBe(false);
+      // The user's session went with the child: a new token of the user gets 404 on it.
+      const fresh = await token(resource, "mcp:use");
+      expect((await post(fresh, { jsonrpc: "2.0", id: 3, method: "ping" }, session)).status).toBe(404);
+    } finally {
+      await gateway.close();
+    }
+  }, 30_000);
+});
+
 describe("createGateway with introspection (RFC 7662) at the repository's authorization server", () => {
   it("an active token passes after a real introspection call, and the client's token stays at the gateway", async () => {
     const mounted = await mountGateway(resources[0]!);

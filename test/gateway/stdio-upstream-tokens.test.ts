@@ -9,7 +9,7 @@
  * at the gateway) no child is started and nothing is injected.
  */
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request as httpsRequest } from "node:https";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -154,7 +154,36 @@ function githubUser(token: string): Promise<{ status: number; login?: string }> 
   });
 }
 
-async function startGateway() {
+/** Processes of this machine whose environment holds `value` (Linux /proc; ours are readable). */
+function processesHolding(value: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/environ`).includes(value)) found.push(Number(entry));
+    } catch {
+      // gone meanwhile, or not ours
+    }
+  }
+  return found;
+}
+
+/** Polls `check` until it holds or `ms` pass; answers its last value. */
+async function eventually(check: () => boolean, ms = 5000): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+  return check();
+}
+
+/** The grant id a Gatehouse access token's jti names (`<grantId>.<unique>`). */
+function grantOf(accessToken: string): string {
+  const claims = JSON.parse(Buffer.from(accessToken.split(".")[1]!, "base64url").toString()) as {
+    jti: string;
+  };
+  return claims.jti.slice(0, claims.jti.lastIndexOf("."));
+}
+
+async function startGateway(revocation?: { everyMs: number }) {
   const metadata = (await (
     await fetch(`${gatehouse.url}/.well-known/oauth-authorization-server`)
   ).json()) as {
@@ -180,6 +209,7 @@ async function startGateway() {
       variables: { GITHUB_TOKEN: "github" },
       client: upstreamTokenClient({ issuer: gatehouse.url, clientAuth: GATEWAY }),
     },
+    ...(revocation && { revocation: { store: gatehouse.store, everyMs: revocation.everyMs } }),
     logger,
   });
   const gateway = createHttpGateway({ stdio: upstream, resourceServer, gate, logger });
@@ -288,6 +318,95 @@ describe("the user's upstream token in the stdio child's environment", () => {
       expect(JSON.parse(line)).toMatchObject({ provider: "github", reason: "invalid_request" });
       expect(logged.join("\n")).not.toContain(octo.accessToken);
       expect(logged.join("\n")).not.toMatch(/gho_/);
+    } finally {
+      await upstream.close();
+    }
+  }, 60_000);
+});
+
+describe("a revocation reaches the running child (the store shared with the authorization server)", () => {
+  it("hostile: the grant revoked, the user's child (with the old GitHub token in its environment) is stopped; a new initialize is refused", async () => {
+    const { upstream, connect, gateway } = await startGateway({ everyMs: 100 });
+    try {
+      const octo = await signInThroughGithub("octo");
+      const session = await connect(octo.accessToken);
+      const token = (await childEnv(session.client)).GITHUB_TOKEN!;
+      expect(token).toMatch(/^gho_/);
+      expect(processesHolding(token)).toHaveLength(1);
+      const revoked = await fetch(`${gatehouse.url}/revoke`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ client_id: mcp.clientId, token: octo.refreshToken }),
+      });
+      expect(revoked.status).toBe(200);
+      // The access token is a JWT and still verifies at the gateway: only the store tells.
+      expect(await eventually(() => processesHolding(token).length === 0)).toBe(true);
+      expect(upstream.children).toBe(0);
+      await expect(childEnv(session.client)).rejects.toThrow();
+      const again = await gateway.fetch(
+        new Request(RESOURCE, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${octo.accessToken}`,
+            "content-type": "application/json",
+            accept: "application/json, text/event-stream",
+          },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "initialize", params: {} }),
+        }),
+      );
+      expect(again.status).toBe(403);
+      expect(upstream.children).toBe(0);
+      const line = logged.find((l) => l.includes("gateway.stdio_access_gone"))!;
+      expect(JSON.parse(line)).toMatchObject({ reason: "revoked" });
+      expect(logged.join("\n")).not.toContain(token);
+    } finally {
+      await upstream.close();
+    }
+  }, 60_000);
+
+  it("hostile: the kept GitHub token rotated, the child holding the old one is stopped; the next initialize gets the new one", async () => {
+    const { upstream, connect } = await startGateway({ everyMs: 100 });
+    try {
+      const octo = await signInThroughGithub("octo");
+      const first = await connect(octo.accessToken);
+      const old = (await childEnv(first.client)).GITHUB_TOKEN!;
+      // Let the first check note the version the child started with.
+      await new Promise((r) => setTimeout(r, 300));
+      expect(processesHolding(old)).toHaveLength(1);
+      const grantId = grantOf(octo.accessToken);
+      const set = (await gatehouse.store.getUpstreamTokens(grantId, "github"))!;
+      // A rotation as the authorization server's refresh makes it: the set replaced, version up.
+      expect(
+        await gatehouse.store.replaceUpstreamTokens(grantId, "github", set.version, {
+          sealed: set.sealed,
+          updatedAt: Date.now(),
+        }),
+      ).toBe(true);
+      expect(await eventually(() => processesHolding(old).length === 0)).toBe(true);
+      expect(upstream.children).toBe(0);
+      const line = logged.filter((l) => l.includes("gateway.stdio_access_gone")).at(-1)!;
+      expect(JSON.parse(line)).toMatchObject({ reason: "upstream_token_rotated" });
+      // Started again on the next initialize, with the kept token fetched afresh.
+      const second = await connect(octo.accessToken);
+      expect(await githubUser((await childEnv(second.client)).GITHUB_TOKEN!)).toEqual({
+        status: 200,
+        login: "octo",
+      });
+      expect(upstream.children).toBe(1);
+    } finally {
+      await upstream.close();
+    }
+  }, 60_000);
+
+  it("a live grant keeps its child: checks that find nothing stop nothing", async () => {
+    const { upstream, connect } = await startGateway({ everyMs: 50 });
+    try {
+      const octo = await signInThroughGithub("hubot");
+      const session = await connect(octo.accessToken);
+      const token = (await childEnv(session.client)).GITHUB_TOKEN!;
+      await new Promise((r) => setTimeout(r, 400));
+      expect(processesHolding(token)).toHaveLength(1);
+      expect((await childEnv(session.client)).GITHUB_TOKEN).toBe(token);
     } finally {
       await upstream.close();
     }

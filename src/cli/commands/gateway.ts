@@ -130,7 +130,7 @@ const OPTIONS: OptionSpecs = {
     type: "string",
     valueName: "dir",
     description:
-      "the authorization server's SQLite data directory, shared: a 403 insufficient_scope marks the grant for step-up",
+      "the authorization server's SQLite data directory, shared: a 403 insufficient_scope marks the grant for step-up, and a stdio child whose grant or kept upstream token is revoked or rotated is stopped",
   },
   "database-url": {
     type: "string",
@@ -212,7 +212,9 @@ Tokens are JWTs checked with the issuer's keys, or, with --introspection-client-
 variable GATEHOUSE_INTROSPECTION_CLIENT_SECRET (never a flag: a command line is visible to every
 local user). With --data or --database-url (or GATEHOUSE_DATABASE_URL) naming the authorization
 server's own store, a 403 insufficient_scope marks the grant, so that a client which answers it by
-refreshing (MCP SDK v1) is sent to authorize again for the added scope.
+refreshing (MCP SDK v1) is sent to authorize again for the added scope; and with --stdio, a child
+whose grant or kept upstream token is revoked or rotated is stopped within 30 s (checked off the
+request path), so a revocation reaches a running child.
 
 --config takes a JSON file whose keys are the flags in camelCase (upstream, stdio, resource,
 authorizationServer, policy, jwksUri, introspection: {endpoint, clientId, clientSecretFile}, data,
@@ -534,6 +536,8 @@ export async function run(args: string[]): Promise<number> {
     // Opened last, once every flag is checked; closed at shutdown or if the gateway cannot start.
     let store: AuthorizationStore | undefined;
     if (stepUpStore !== undefined) store = await openCliStore(stepUpStore);
+    // The shared store also stops a stdio child whose access is gone (revocation.ts).
+    if (stdio && store) stdio = { ...stdio, revocation: { store } };
     let gateway: Awaited<ReturnType<typeof createGateway>>;
     try {
       gateway = await createGateway({
