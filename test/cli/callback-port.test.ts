@@ -17,6 +17,7 @@ import { run as login } from "../../src/cli/commands/login.js";
 import { EncryptedFileTokenStore } from "../../src/client/stores/encrypted-file.js";
 import { browserSession } from "../../src/client/user-agent/browser.js";
 import { startLoopbackListener } from "../../src/client/user-agent/loopback-listener.js";
+import { freePort } from "../support/free-port.js";
 import { type OidcProviderFixture, startOidcProvider } from "../support/oidc-provider.js";
 import { tempDir } from "./helpers.js";
 
@@ -117,15 +118,6 @@ async function capture(
 afterEach(() => {
   vi.restoreAllMocks();
 });
-
-/** A port free right now on 127.0.0.1 (the kernel's pick, released at once). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /** Registers at oidc-provider a public `web` client (exact redirect URI matching) for `port`. */
 async function registerExactPort(port: number): Promise<string> {

@@ -8,6 +8,7 @@ import { get as httpsGet } from "node:https";
 import { connect, createServer } from "node:net";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../support/free-port.js";
 import { testTls } from "../support/tls.js";
 import { ensureBuilt, logLines, type RunningCli, runCli, startCli, tempDir } from "./helpers.js";
 
@@ -317,17 +318,6 @@ async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<vo
     if (Date.now() > end) throw new Error("condition not met in time");
     await new Promise((r) => setTimeout(r, 20));
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 function httpsJson(url: string, ca: string): Promise<{ status: number; body: unknown }> {

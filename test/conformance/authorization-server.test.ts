@@ -9,12 +9,12 @@
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { readdirSync, readFileSync, statSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DemoReady, ensureBuilt, ROOT, type RunningCli, startDemo, tempDir } from "../cli/helpers.js";
 import { launchChromium } from "../support/browser.js";
+import { freePort } from "../support/free-port.js";
 
 interface Check {
   id: string;
@@ -54,17 +54,6 @@ afterAll(async () => {
   await demo?.stop();
   dir?.remove();
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 function checksIn(outputDir: string): { scenario: string; checks: Check[] }[] {
   const found: { scenario: string; checks: Check[] }[] = [];

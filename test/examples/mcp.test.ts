@@ -8,7 +8,6 @@
  * client pins (the v1 SDK server refused it).
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type AuthorizationServer,
@@ -22,6 +21,7 @@ import { silentLogger } from "../../src/shared/log.js";
 import { parseWWWAuthenticate } from "../../src/shared/www-authenticate.js";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
 import { ensureBuilt } from "../cli/helpers.js";
+import { freePort } from "../support/free-port.js";
 import { FormUserAgent } from "./form-user-agent.js";
 import { importExample, REPO_ROOT } from "./package-source.js";
 import { commandRunning, type ReadmeCommand, readmeCommands } from "./readme-commands.js";
@@ -34,17 +34,6 @@ const README = "examples/mcp/README.md";
 const README_ISSUER = "http://localhost:9000";
 const README_RESOURCE = "http://127.0.0.1:3000/mcp";
 const REVISIONS = ["2025-11-25", "2026-07-28"] as const;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 interface Running {
   child: ChildProcess;

@@ -7,9 +7,9 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBuilt, MAIN, tempDir } from "../cli/helpers.js";
+import { freePort } from "../support/free-port.js";
 import { FormUserAgent } from "./form-user-agent.js";
 import { REPO_ROOT } from "./package-source.js";
 import { type ReadmeCommand, readmeCommands } from "./readme-commands.js";
@@ -26,17 +26,6 @@ afterAll(() => {
   for (const child of running) if (child.exitCode === null) child.kill("SIGKILL");
   dir.remove();
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 interface Run {
   child: ChildProcess;

@@ -9,7 +9,6 @@
  * What the frameworks' own auth hooks could not do (measured when issue 24 was filed): answer that
  * 403 for one tool, because they decide before the body says which tool is called.
  */
-import { createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type AuthorizationServer,
@@ -22,20 +21,10 @@ import { silentLogger } from "../../src/shared/log.js";
 import { parseWWWAuthenticate } from "../../src/shared/www-authenticate.js";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
 import { ensureBuilt } from "../cli/helpers.js";
+import { freePort } from "../support/free-port.js";
 import { FormUserAgent } from "./form-user-agent.js";
 
 const PASSWORD = "correct horse battery staple";
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 interface Recipe {
   name: string;
