@@ -57,6 +57,7 @@ import {
   useOnceStatement,
 } from "../sql/statements.js";
 import { deleteSessionUpstreamTokensStatement } from "../sql/upstream-tokens.js";
+import { createClientCache } from "./client-cache.js";
 import { type Db, openPool, type PostgresStoreOptions } from "./pool.js";
 import { POSTGRES_MIGRATIONS } from "./schema.js";
 import {
@@ -86,6 +87,21 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
   const { query, execute, transaction } = db;
   const first = async (text: string, params?: unknown[]) => (await query(text, params))[0];
   let closed = false;
+  // Client records read within the last second (./client-cache.ts: the staleness bound for changes
+  // made on other instances); this store's own client writes empty it.
+  const clients = createClientCache();
+  /**
+   * A write of one client: its record is forgotten before and after, so no read that overlapped
+   * the write (and may have seen the row before it committed) stays cached.
+   */
+  async function writingClient<T>(clientId: string, write: () => Promise<T>): Promise<T> {
+    clients.forget(clientId);
+    try {
+      return await write();
+    } finally {
+      clients.forget(clientId);
+    }
+  }
 
   /**
    * An issued redemption retires the grants its new one supersedes in the same transaction
@@ -141,23 +157,29 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
 
     async createClient(client) {
       const c = clientColumns(client);
-      await execute(
-        "INSERT INTO clients (client_id, data, created_at, last_used_at, expires_at) VALUES ($1, $2, $3, $4, $5)",
-        [client.clientId, c.data, c.createdAt, c.lastUsedAt, c.expiresAt],
+      await writingClient(client.clientId, () =>
+        execute(
+          "INSERT INTO clients (client_id, data, created_at, last_used_at, expires_at) VALUES ($1, $2, $3, $4, $5)",
+          [client.clientId, c.data, c.createdAt, c.lastUsedAt, c.expiresAt],
+        ),
       );
     },
     async upsertClient(client) {
       const c = clientColumns(client);
-      await execute(
-        `INSERT INTO clients (client_id, data, created_at, last_used_at, expires_at) VALUES ($1, $2, $3, $4, $5)
+      await writingClient(client.clientId, () =>
+        execute(
+          `INSERT INTO clients (client_id, data, created_at, last_used_at, expires_at) VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (client_id) DO UPDATE SET data = excluded.data, created_at = excluded.created_at,
          last_used_at = excluded.last_used_at, expires_at = excluded.expires_at`,
-        [client.clientId, c.data, c.createdAt, c.lastUsedAt, c.expiresAt],
+          [client.clientId, c.data, c.createdAt, c.lastUsedAt, c.expiresAt],
+        ),
       );
     },
     async getClient(clientId) {
-      const row = await first("SELECT * FROM clients WHERE client_id = $1", [clientId]);
-      return row && rowToClient(row);
+      return clients.get(clientId, async () => {
+        const row = await first("SELECT * FROM clients WHERE client_id = $1", [clientId]);
+        return row && rowToClient(row);
+      });
     },
     async listClients() {
       return (await query('SELECT * FROM clients ORDER BY created_at, client_id COLLATE "C"')).map(
@@ -165,13 +187,19 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
       );
     },
     async deleteClient(clientId) {
-      return (await execute("DELETE FROM clients WHERE client_id = $1", [clientId])) > 0;
+      return (
+        (await writingClient(clientId, () =>
+          execute("DELETE FROM clients WHERE client_id = $1", [clientId]),
+        )) > 0
+      );
     },
     async markClientUsed(clientId, now) {
-      await execute("UPDATE clients SET last_used_at = $1, expires_at = NULL WHERE client_id = $2", [
-        now,
-        clientId,
-      ]);
+      await writingClient(clientId, () =>
+        execute("UPDATE clients SET last_used_at = $1, expires_at = NULL WHERE client_id = $2", [
+          now,
+          clientId,
+        ]),
+      );
     },
 
     async createUser(user) {
@@ -510,14 +538,20 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
     },
 
     async purgeExpired(now): Promise<PurgeResult> {
-      return transaction(async (tx): Promise<PurgeResult> => {
-        const result = emptyPurgeResult();
-        for (const { statement, counts } of purgeStatements("$n", now)) {
-          const changed = await exec(tx.execute, statement);
-          if (counts) result[counts] = changed;
-        }
-        return result;
-      });
+      clients.clear();
+      try {
+        return await transaction(async (tx): Promise<PurgeResult> => {
+          const result = emptyPurgeResult();
+          for (const { statement, counts } of purgeStatements("$n", now)) {
+            const changed = await exec(tx.execute, statement);
+            if (counts) result[counts] = changed;
+          }
+          return result;
+        });
+      } finally {
+        // Expired clients were deleted: no read that overlapped the purge stays cached.
+        clients.clear();
+      }
     },
   };
 }
