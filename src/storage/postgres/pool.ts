@@ -2,6 +2,7 @@
  * Connection pool, transactions and error translation for the PostgreSQL store.
  */
 
+import { createHash } from "node:crypto";
 import pg from "pg";
 import { GatehouseTypeError } from "../../shared/errors.js";
 import { StorageConflictError, StorageUnavailableError } from "../contract.js";
@@ -18,6 +19,13 @@ export interface PostgresStoreOptions {
   statementTimeoutMs?: number;
   /** How long to wait for a connection before failing (default 5000 ms). */
   connectionTimeoutMs?: number;
+  /**
+   * Named server-side prepared statements (default true): each connection parses and plans a
+   * statement once instead of on every run. Set false behind a pooler that does not keep them
+   * (PgBouncer in transaction mode before 1.21, or without `max_prepared_statements`); a store
+   * that finds its statements missing turns them off by itself.
+   */
+  preparedStatements?: boolean;
 }
 
 export type Query = (text: string, params?: unknown[]) => Promise<Row[]>;
@@ -48,6 +56,48 @@ const NETWORK_CODES = new Set([
 
 /** Transient conflicts between transactions: safe to run the whole transaction again. */
 const RETRYABLE = new Set(["40001", "40P01"]);
+
+/**
+ * What a named prepared statement can fail with before it ran (nothing happened): its plan no
+ * longer fits a table another instance altered (0A000, "cached plan must not change result type",
+ * a rolling upgrade adding a column), or a pooler in front moved the session to a server
+ * connection that does not hold it (26000) or already holds it (42P05). The connection is
+ * dropped (its statements with it) and the statement or transaction runs again; for the two
+ * pooler errors the store stops naming statements.
+ */
+const STALE_PLAN = "0A000";
+const POOLER_LOST_IT = new Set(["26000", "42P05"]);
+
+/** Most statement texts a pool names (each of its connections keeps the ones it ran). */
+const MAX_NAMED_STATEMENTS = 2000;
+
+/**
+ * Prepared statement names: derived from the text itself (SHA-256), so a name never stands for two
+ * texts, even across processes of different versions behind one pooler, and from a generation a
+ * stale plan moves on (every connection then prepares the statement afresh, under its new name).
+ * Only statements with parameters are named: the rest (BEGIN, COMMIT, a migration's DDL) have no
+ * plan worth keeping, and a migration's several statements need the simple protocol.
+ */
+function statementNames(): { name(text: string): string | undefined; renew(): void } {
+  const names = new Map<string, string>();
+  let generation = 0;
+  return {
+    name(text) {
+      let name = names.get(text);
+      if (name === undefined) {
+        if (names.size >= MAX_NAMED_STATEMENTS) return undefined;
+        const digest = createHash("sha256").update(`${generation}\0${text}`).digest("base64url");
+        name = `gh_${digest.slice(0, 32)}`;
+        names.set(text, name);
+      }
+      return name;
+    },
+    renew() {
+      generation++;
+      names.clear();
+    },
+  };
+}
 
 function sqlState(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
@@ -142,6 +192,28 @@ export function openPool(options: PostgresStoreOptions): Db {
     throw new GatehouseTypeError("ERR_INVALID_OPTION", "statementTimeoutMs must be a non-negative integer");
   }
   const target = describeTarget(options.connectionString);
+  let prepare = options.preparedStatements ?? true;
+  const statementName = statementNames();
+  /** The driver's query: named (prepared once per connection) when it has parameters. */
+  const config = (text: string, values: unknown[] | undefined): pg.QueryConfig => {
+    const name = prepare && values !== undefined && values.length > 0 ? statementName.name(text) : undefined;
+    return name === undefined ? { text, values } : { name, text, values };
+  };
+  /**
+   * Whether `error` is a prepared statement's failure before it ran (STALE_PLAN, POOLER_LOST_IT):
+   * then running it again on another connection is safe. A pooler's turns naming off.
+   */
+  const failedUnprepared = (error: unknown): boolean => {
+    const code = sqlState(error);
+    if (code !== undefined && POOLER_LOST_IT.has(code)) {
+      prepare = false;
+      return true;
+    }
+    if (code !== STALE_PLAN || !/cached plan must not change result type/i.test(errorMessage(error)))
+      return false;
+    statementName.renew();
+    return true;
+  };
   const pool = new pg.Pool({
     connectionString: options.connectionString,
     max: options.max ?? 10,
@@ -163,11 +235,15 @@ export function openPool(options: PostgresStoreOptions): Db {
    */
   async function statement(text: string, params: unknown[] | undefined): Promise<pg.QueryResult> {
     try {
-      return await pool.query(text, params);
+      return await pool.query(config(text, params));
     } catch (error) {
-      if (!isConnectionFailure(error) || sqlState(error) === "57014") throw translate(error, target);
+      // A failed query's connection is not reused (pg-pool releases it with the error), so a stale
+      // prepared statement goes with it.
+      const unprepared = failedUnprepared(error);
+      if (!unprepared && (!isConnectionFailure(error) || sqlState(error) === "57014"))
+        throw translate(error, target);
       try {
-        return await pool.query(text, params);
+        return await pool.query(config(text, params));
       } catch (again) {
         throw translate(again, target);
       }
@@ -193,8 +269,10 @@ export function openPool(options: PostgresStoreOptions): Db {
           : new StorageUnavailableError(`${target} unavailable: ${reason(error)}`, { cause: error });
       }
       const tx = {
-        query: async (text: string, params?: unknown[]) => (await client.query(text, params)).rows as Row[],
-        execute: async (text: string, params?: unknown[]) => (await client.query(text, params)).rowCount ?? 0,
+        query: async (text: string, params?: unknown[]) =>
+          (await client.query(config(text, params))).rows as Row[],
+        execute: async (text: string, params?: unknown[]) =>
+          (await client.query(config(text, params))).rowCount ?? 0,
       };
       try {
         await client.query("BEGIN");
@@ -217,9 +295,13 @@ export function openPool(options: PostgresStoreOptions): Db {
         return result;
       } catch (error) {
         const broken = isConnectionFailure(error);
+        // A prepared statement that failed before it ran: the connection goes (with its stale
+        // statements) and the transaction runs again from the start on another.
+        const unprepared = failedUnprepared(error);
         if (!broken) await client.query("ROLLBACK").catch(() => {});
         // A connection in an unknown state is destroyed rather than returned to the pool.
-        client.release(broken ? (error as Error) : undefined);
+        client.release(broken || unprepared ? (error as Error) : undefined);
+        if (unprepared && attempt < 5) continue;
         // `fn` is deterministic (callers' checks are pure), so a transaction the server aborted
         // for a conflict can run again from the start.
         const code = sqlState(error);
