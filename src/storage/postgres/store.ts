@@ -389,13 +389,13 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
 
     async rotateRefreshToken(tokenHash, now, check, tokensOrFn, graceMs = 0): Promise<RotateRefreshResult> {
       return transaction(async (tx): Promise<RotateRefreshResult> => {
-        const peek = (
-          await tx.query("SELECT grant_id FROM refresh_tokens WHERE token_hash = $1", [tokenHash])
-        )[0];
-        if (!peek) return { status: "not_found" };
-        // Lock order everywhere: grant, then its tokens.
+        // Lock order everywhere: grant, then its tokens. The token's grant is found without a lock
+        // in the same statement (one round trip less than reading it first).
         const grantRow = (
-          await tx.query("SELECT * FROM grants WHERE grant_id = $1 FOR UPDATE", [peek.grant_id])
+          await tx.query(
+            "SELECT * FROM grants WHERE grant_id = (SELECT grant_id FROM refresh_tokens WHERE token_hash = $1) FOR UPDATE",
+            [tokenHash],
+          )
         )[0];
         if (!grantRow) return { status: "not_found" };
         const row = (
