@@ -6,14 +6,17 @@
  *
  *   node bench/gateway.mjs [--json] [--seconds 12] [--rounds 4] [--connections 8] [--dist dist]
  *                          [--layout shared|split] [--cases direct,gateway-web,gateway-node]
- *                          [--baseline-dist other-build/dist]
+ *                          [--baseline-dist other-build/dist] [--baseline-entry web|node]
  *
  * The MCP server is the official SDK v2 (`createMcpHandler`, one `echo` tool, 2026-07-28 JSON
  * answers) on `toNodeListener`, in its own process; each gateway case is another process:
  * `gateway-web` serves `gateway.fetch` through `listen` (the web listener), `gateway-node` serves
  * `gateway.nodeListener()` (node:http objects on the relay path; skipped for a build without it).
- * `--baseline-dist` adds `baseline-web`: `gateway-web` from another build (e.g. the commit before a
- * change), measured in the same rounds, so two builds compare under the same load.
+ * `--baseline-dist` adds `baseline-web` (or `baseline-node` with `--baseline-entry node`): that
+ * case from another build (e.g. the commit before a change), measured in the same rounds, so two
+ * builds compare under the same load. The case `bare-proxy` is the floor of any relay on
+ * node:http: a server that reads the body and sends it on through a keep-alive agent, and the
+ * answer back, with no token, no JSON and no policy (what node's HTTP server and client cost).
  * The load generator (this process) runs --connections concurrent request loops with fetch
  * (keep-alive), in interleaved rounds (the cases rotate, a different one first each round) so load
  * from elsewhere hits all alike.
@@ -54,6 +57,7 @@ const { values: args } = parseArgs({
     layout: { type: "string", default: "shared" },
     cases: { type: "string", default: "direct,gateway-web,gateway-node" },
     "baseline-dist": { type: "string" },
+    "baseline-entry": { type: "string", default: "web" },
     role: { type: "string" },
     entry: { type: "string" },
     upstream: { type: "string" },
@@ -87,6 +91,65 @@ async function runUpstream() {
   answerCpu();
   process.on("SIGINT", () => process.exit(0));
   process.send({ url: `${running.url}/mcp` });
+}
+
+/** The floor: node:http in, node:http out (keep-alive), bodies read whole, nothing judged. */
+async function runBareProxy() {
+  const { createServer, request, Agent } = await import("node:http");
+  const agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  const target = new URL(args.upstream);
+  const readAll = (message) =>
+    new Promise((done, fail) => {
+      const chunks = [];
+      message.on("data", (c) => chunks.push(c));
+      message.once("end", () => done(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
+      message.once("error", fail);
+    });
+  const server = createServer(async (req, res) => {
+    const body = await readAll(req);
+    const h = req.headers;
+    const out = request(
+      {
+        hostname: target.hostname,
+        port: target.port,
+        path: target.pathname,
+        method: req.method,
+        agent,
+        headers: [
+          "host",
+          target.host,
+          "content-type",
+          h["content-type"],
+          "accept",
+          h.accept,
+          "mcp-protocol-version",
+          h["mcp-protocol-version"],
+          "mcp-method",
+          h["mcp-method"],
+          "mcp-name",
+          h["mcp-name"],
+          "content-length",
+          String(body.length),
+        ],
+      },
+      async (answer) => {
+        const bytes = await readAll(answer);
+        res.writeHead(answer.statusCode, [
+          "content-type",
+          answer.headers["content-type"],
+          "content-length",
+          String(bytes.length),
+        ]);
+        res.end(bytes);
+      },
+    );
+    out.on("error", () => res.writeHead(502).end());
+    out.end(body);
+  });
+  await new Promise((done) => server.listen(0, "127.0.0.1", done));
+  answerCpu();
+  process.on("SIGINT", () => process.exit(0));
+  process.send({ url: `http://127.0.0.1:${server.address().port}/mcp` });
 }
 
 async function runGateway() {
@@ -231,11 +294,16 @@ async function main() {
   const variants = [
     ["gateway-web", "web", args.dist],
     ["gateway-node", "node", args.dist],
+    ["bare-proxy", "bare", args.dist],
   ].filter(([name]) => wanted.includes(name));
-  if (args["baseline-dist"]) variants.unshift(["baseline-web", "web", args["baseline-dist"]]);
+  if (args["baseline-dist"]) {
+    const entry = args["baseline-entry"];
+    variants.unshift([`baseline-${entry}`, entry, args["baseline-dist"]]);
+  }
   for (const [name, entry, build] of variants) {
     const issuer = JSON.stringify({ jwk });
-    const proc = child("gateway", ["--entry", entry, "--upstream", upstreamUrl, "--issuer", issuer], build);
+    const role = entry === "bare" ? "bare-proxy" : "gateway";
+    const proc = child(role, ["--entry", entry, "--upstream", upstreamUrl, "--issuer", issuer], build);
     const [m] = await once(proc, "message");
     if (m.unsupported) {
       process.stderr.write(`${name}: this build has no nodeListener; left out\n`);
@@ -341,4 +409,5 @@ async function main() {
 
 if (args.role === "upstream") await runUpstream();
 else if (args.role === "gateway") await runGateway();
+else if (args.role === "bare-proxy") await runBareProxy();
 else await main();
