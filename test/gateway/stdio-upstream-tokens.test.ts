@@ -398,6 +398,39 @@ describe("a revocation reaches the running child (the store shared with the auth
     }
   }, 60_000);
 
+  it("hostile: a token whose grant is revoked (still a verifying JWT) does not join the user's running child", async () => {
+    const { upstream, connect, gateway } = await startGateway({ everyMs: 60_000 });
+    try {
+      const live = await signInThroughGithub("octo");
+      const session = await connect(live.accessToken);
+      const token = (await childEnv(session.client)).GITHUB_TOKEN!;
+      const other = await signInThroughGithub("octo");
+      const revoked = await fetch(`${gatehouse.url}/revoke`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ client_id: mcp.clientId, token: other.refreshToken }),
+      });
+      expect(revoked.status).toBe(200);
+      const joined = await gateway.fetch(
+        new Request(RESOURCE, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${other.accessToken}`,
+            "content-type": "application/json",
+            accept: "application/json, text/event-stream",
+          },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 9, method: "initialize", params: {} }),
+        }),
+      );
+      expect(joined.status).toBe(403);
+      expect(joined.headers.get("mcp-session-id")).toBeNull();
+      // The live grant's child is untouched.
+      expect((await childEnv(session.client)).GITHUB_TOKEN).toBe(token);
+    } finally {
+      await upstream.close();
+    }
+  }, 60_000);
+
   it("a live grant keeps its child: checks that find nothing stop nothing", async () => {
     const { upstream, connect } = await startGateway({ everyMs: 50 });
     try {
