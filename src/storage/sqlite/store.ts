@@ -41,6 +41,7 @@ import { prepareFile, translate } from "./files.js";
 import { sqliteGrantMethods } from "./grant-methods.js";
 import { createGroupCommit, type GroupCommitStats } from "./group-commit.js";
 import { SQLITE_MIGRATIONS } from "./schema.js";
+import { ALL_TABLES, createTableMasks } from "./tables.js";
 import { sqliteSessionMethods } from "./session-methods.js";
 import type { RetireIo } from "./superseded.js";
 import { sqliteUpstreamMethods } from "./upstream-methods.js";
@@ -112,15 +113,25 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     throw translate(error);
   }
 
-  const statements = new Map<string, Database.Statement>();
+  const statements = new Map<string, { statement: Database.Statement; tables: number }>();
+  // The tables each statement may read or change (./tables.ts), gathered while a read or a batch
+  // runs: a read waits only for the commits that changed what it read (./wal-sync.ts).
+  const tableMasks = createTableMasks(db);
+  let touched = 0;
+  const takeTouched = () => {
+    const tables = touched;
+    touched = 0;
+    return tables;
+  };
   /** Prepared statements are compiled once per SQL text and reused. */
   function sql(text: string): Database.Statement {
-    let statement = statements.get(text);
-    if (!statement) {
-      statement = db.prepare(text);
-      statements.set(text, statement);
+    let entry = statements.get(text);
+    if (!entry) {
+      entry = { statement: db.prepare(text), tables: tableMasks.of(text) };
+      statements.set(text, entry);
     }
-    return statement;
+    touched |= entry.tables;
+    return entry.statement;
   }
   const one = (text: string, ...params: unknown[]) => sql(text).get(...params) as Row | undefined;
   const all = (text: string, ...params: unknown[]) => sql(text).all(...params) as Row[];
@@ -153,7 +164,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       throw translate(error);
     }
   }
-  const group = createGroupCommit(db, walSync ? undefined : checkpointer?.committed, walSync);
+  const group = createGroupCommit(db, walSync ? undefined : checkpointer?.committed, walSync, takeTouched);
   const write = <T>(fn: () => T): Promise<T> => group.write(fn);
   // Commits of other connections (another instance, the admin CLI) change data_version; a read
   // that may see them waits for an fsync that starts after it (./wal-sync.ts).
@@ -177,6 +188,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     try {
       const refused = walSync?.failure();
       if (refused) throw refused;
+      touched = 0;
       value = fn();
       if (walSync) {
         const version = dataVersion!.get();
@@ -185,7 +197,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
           seenDataVersion = version;
           walSync.committed();
         }
-        seen = walSync.latest();
+        seen = walSync.latest(takeTouched());
       }
     } catch (error) {
       throw translate(error);
@@ -218,6 +230,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     for (const write of writes) for (const statement of writeStatements("?", write)) exec(statement);
   }
 
+  const SELECT_CLIENT = "SELECT * FROM clients WHERE client_id = ?";
   const upsertClientSql = `INSERT INTO clients (client_id, data, created_at, last_used_at, expires_at)
     VALUES (?, ?, ?, ?, ?) ON CONFLICT (client_id) DO UPDATE SET data = excluded.data,
     created_at = excluded.created_at, last_used_at = excluded.last_used_at, expires_at = excluded.expires_at`;
@@ -248,6 +261,11 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
             Date.now(),
           );
         }
+        // Whatever a migration did (db.exec is not traced) counts as a change of every table, and
+        // the tables are learnt again (the statements' masks with them).
+        touched = ALL_TABLES;
+        tableMasks.reset();
+        for (const [text, entry] of statements) entry.tables = tableMasks.of(text);
       });
     },
     async close() {
@@ -282,12 +300,15 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
       );
     },
     async getClient(clientId) {
-      return read(() =>
-        clients.get(clientId, () => {
-          const row = one("SELECT * FROM clients WHERE client_id = ?", clientId);
+      return read(() => {
+        // A cached record is what the table holds: the read waits for the clients table's last
+        // commit like the SELECT it stands for.
+        touched |= tableMasks.of(SELECT_CLIENT);
+        return clients.get(clientId, () => {
+          const row = one(SELECT_CLIENT, clientId);
           return row && rowToClient(row);
-        }),
-      );
+        });
+      });
     },
     async listClients() {
       return (await read(() => all("SELECT * FROM clients ORDER BY created_at, client_id"))).map(rowToClient);

@@ -2,10 +2,12 @@
  * The durable commit off the event loop (DESIGN.md "Decisions for the third wave"): the store runs
  * `synchronous = NORMAL` in WAL mode, so a COMMIT only writes its frames to the WAL (no fsync), and
  * this module syncs the WAL file itself with `fdatasync` on libuv's thread pool. Every store
- * operation settles only after an fsync that started after the last commit it wrote or read, so
- * whatever a client is answered is as durable as under `synchronous = FULL`, while the event loop
- * never waits on the disk and the next batch's statements run while the previous batch's fsync is
- * under way.
+ * operation settles only after an fsync that started after the last commit it wrote or read (for
+ * a read: the last commit that changed a table it read, ./tables.ts), so whatever a client is
+ * answered is as durable as under `synchronous = FULL`, while the event loop never waits on the
+ * disk. One fsync runs at a time; the writes called meanwhile commit when it finishes, together,
+ * right before the next one starts (./group-commit.ts), so that each fsync covers as many as can
+ * wait for it.
  *
  * Why this is enough:
  * - A WAL commit is its frames (the last one marked as a commit frame) appended to the `-wal` file;
@@ -18,7 +20,10 @@
  *   checkpointer is asked for work only after one of our fsyncs completed (store.ts).
  * - Commits made by another process on the same file (another instance, the admin CLI) are seen by
  *   a read through `PRAGMA data_version`; such a read waits for an fsync that starts after it, which
- *   syncs the shared WAL file and so their frames too.
+ *   syncs the shared WAL file and so their frames too (they count as changing every table).
+ * - A read waits for the last commit that changed a table it read: that commit's fsync covers
+ *   every commit before it, so every change the read could see is on disk when it settles; a table
+ *   no commit changed since the last fsync began was synced by it.
  *
  * A failed fsync (EIO, ENOSPC, a vanished device) is final: Linux may already have dropped the
  * dirty pages it could not write and marked them clean, so a later fsync can succeed without the
@@ -30,6 +35,7 @@
 import { closeSync, fdatasync, fsyncSync, openSync } from "node:fs";
 import { dirname } from "node:path";
 import { StorageUnavailableError } from "../contract.js";
+import { ALL_TABLES } from "./tables.js";
 
 export interface WalSyncStats {
   /** fsyncs of the WAL file run off the event loop (each covered every commit before it began). */
@@ -37,12 +43,26 @@ export interface WalSyncStats {
 }
 
 export interface WalSync {
-  /** A COMMIT just returned: its sequence number, to wait for with {@link durable}. */
-  committed(): number;
-  /** The sequence number of the last commit this connection knows of (for reads). */
-  latest(): number;
+  /**
+   * A COMMIT that may have changed `tables` (./tables.ts masks; by default all) just returned: its
+   * sequence number, to wait for with {@link durable}.
+   */
+  committed(tables?: number): number;
+  /**
+   * The sequence number of the last commit this connection knows of that may have changed one of
+   * `tables` (by default any): what a read of those tables waits for.
+   */
+  latest(tables?: number): number;
   /** Resolves once an fsync that started after commit `seq` completed; rejects once one failed. */
   durable(seq: number): Promise<void>;
+  /** Whether an fsync is under way. */
+  syncing(): boolean;
+  /**
+   * Runs `next` once the fsync under way has completed (or failed), before the next one starts, so
+   * that the next one covers whatever `next` commits (the group commit's deferred batch). Only
+   * while {@link syncing}.
+   */
+  afterSync(next: () => void): void;
   /** The failure that made the store unusable, if an fsync failed. */
   failure(): StorageUnavailableError | undefined;
   /** Waits for every commit so far to be synced (or failed), then closes the file. */
@@ -78,6 +98,8 @@ export function createWalSync(
   }
 
   let committedSeq = 0;
+  /** Per table bit (./tables.ts): the last commit that may have changed that table. */
+  const lastChange = new Array<number>(32).fill(0);
   let syncedSeq = 0;
   let inFlight = false;
   let closed = false;
@@ -86,6 +108,8 @@ export function createWalSync(
   // Ascending by seq: commits and reads take the latest seq at the time they wait.
   const waiters: Waiter[] = [];
   const idle: Array<() => void> = [];
+  /** What waits for the fsync under way to finish ({@link WalSync.afterSync}). */
+  let afterThisSync: Array<() => void> = [];
 
   function settleIdle(): void {
     if (inFlight) return;
@@ -106,7 +130,6 @@ export function createWalSync(
     // Every commit up to here returned before this fsync starts, so it covers them all.
     const target = committedSeq;
     fdatasync(fd, (error) => {
-      inFlight = false;
       walSyncs++;
       if (error) fail(error);
       else {
@@ -115,15 +138,35 @@ export function createWalSync(
         while (n < waiters.length && waiters[n]!.seq <= target) n++;
         for (const waiter of waiters.splice(0, n)) waiter.resolve();
         hooks.onSynced?.();
-        kick();
       }
-      settleIdle();
+      // Still in flight for these: what they commit waits for the fsync kicked below, which starts
+      // after their COMMITs returned (and after a failure they commit nothing).
+      const next = afterThisSync;
+      afterThisSync = [];
+      try {
+        for (const run of next) run();
+      } finally {
+        inFlight = false;
+        kick();
+        settleIdle();
+      }
     });
   }
 
   return {
-    committed: () => ++committedSeq,
-    latest: () => committedSeq,
+    committed(tables = ALL_TABLES) {
+      const seq = ++committedSeq;
+      for (let mask = tables; mask !== 0; mask &= mask - 1) lastChange[31 - Math.clz32(mask & -mask)] = seq;
+      return seq;
+    },
+    latest(tables = ALL_TABLES) {
+      if (tables === ALL_TABLES) return committedSeq;
+      let seq = 0;
+      for (let mask = tables; mask !== 0; mask &= mask - 1) {
+        seq = Math.max(seq, lastChange[31 - Math.clz32(mask & -mask)]!);
+      }
+      return seq;
+    },
     durable(seq) {
       if (failed) return Promise.reject(failed);
       if (seq <= syncedSeq) return Promise.resolve();
@@ -131,6 +174,11 @@ export function createWalSync(
         waiters.push({ seq, resolve, reject });
         kick();
       });
+    },
+    syncing: () => inFlight,
+    afterSync(next) {
+      if (!inFlight) throw new Error("afterSync needs an fsync under way");
+      afterThisSync.push(next);
     },
     failure: () => failed,
     async close() {

@@ -12,6 +12,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { OAuthError } from "../../../src/shared/errors.js";
 import { StorageConflictError, StorageUnavailableError } from "../../../src/storage/contract.js";
 import { createGroupCommit, MAX_BATCH } from "../../../src/storage/sqlite/group-commit.js";
+import type { WalSync } from "../../../src/storage/sqlite/wal-sync.js";
 import { createSqliteStore, type SqliteStore } from "../../../src/storage/sqlite/index.js";
 import {
   client,
@@ -310,5 +311,120 @@ describe("SQLite group commit", () => {
     await pending;
     expect(codeRow(path, record.codeHash)).toBeDefined();
     await expect(store.insertAuthorizationCode(code())).rejects.toBeInstanceOf(StorageUnavailableError);
+  });
+});
+
+/**
+ * A WAL fsync the test runs by hand (the real one is ./wal-sync.ts): `begin` starts an fsync that
+ * covers the commits so far, `end` completes it (or fails it) and then runs what waited for it, as
+ * the real one does before it starts the next.
+ */
+function handSync() {
+  let seq = 0;
+  let synced = 0;
+  let covering: number | undefined;
+  let failed: StorageUnavailableError | undefined;
+  const waiters: { seq: number; resolve: () => void; reject: (error: unknown) => void }[] = [];
+  let after: (() => void)[] = [];
+  const sync: WalSync = {
+    committed: () => ++seq,
+    latest: () => seq,
+    durable(target) {
+      if (failed) return Promise.reject(failed);
+      if (target <= synced) return Promise.resolve();
+      return new Promise((resolve, reject) => waiters.push({ seq: target, resolve, reject }));
+    },
+    syncing: () => covering !== undefined,
+    afterSync(next) {
+      after.push(next);
+    },
+    failure: () => failed,
+    close: async () => undefined,
+    stats: () => ({ walSyncs: 0 }),
+  };
+  return {
+    sync,
+    begin() {
+      covering = seq;
+    },
+    end(error?: StorageUnavailableError) {
+      if (error) failed = error;
+      else synced = covering!;
+      for (const waiter of waiters.filter((w) => failed || w.seq <= synced)) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        if (failed) waiter.reject(failed);
+        else waiter.resolve();
+      }
+      const next = after;
+      after = [];
+      for (const run of next) run();
+      covering = undefined;
+    },
+  };
+}
+
+/** The next macrotask (after the group commit's own, queued before it). */
+const nextTask = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+describe("SQLite group commit while an fsync runs", () => {
+  function table() {
+    const db = new Database(":memory:");
+    db.exec("CREATE TABLE t (n INTEGER PRIMARY KEY)");
+    const insert = db.prepare("INSERT INTO t (n) VALUES (?)");
+    const rows = () => (db.prepare("SELECT count(*) AS c FROM t").get() as { c: number }).c;
+    return { db, insert, rows };
+  }
+
+  it("writes called while an fsync runs commit together after it, and settle after the next one", async () => {
+    const { db, insert, rows } = table();
+    const hand = handSync();
+    const group = createGroupCommit(db, undefined, hand.sync);
+    const settled: number[] = [];
+    const first = group.write(() => insert.run(1)).then(() => settled.push(1));
+    await nextTask();
+    expect(group.stats()).toEqual({ operations: 1, transactions: 1 });
+    hand.begin();
+    // Three writes in three macrotasks while that fsync runs: none begins a transaction.
+    const later = [2, 3, 4].map(async (n) => {
+      for (let i = 1; i < n; i++) await nextTask();
+      await group.write(() => insert.run(n));
+      settled.push(n);
+    });
+    for (let i = 0; i < 5; i++) await nextTask();
+    expect(group.stats()).toEqual({ operations: 1, transactions: 1 });
+    expect(rows()).toBe(1);
+    // The fsync completes: the first write settles, the three commit in one transaction, unsettled.
+    hand.end();
+    await first;
+    expect(group.stats()).toEqual({ operations: 4, transactions: 2 });
+    expect(rows()).toBe(4);
+    await nextTask();
+    expect(settled).toEqual([1]);
+    // The fsync that began after their COMMIT releases them.
+    hand.begin();
+    hand.end();
+    await Promise.all(later);
+    expect(settled.sort()).toEqual([1, 2, 3, 4]);
+    db.close();
+  });
+
+  it("a failed fsync rejects the writes that waited for it and commits none of them", async () => {
+    const { db, insert, rows } = table();
+    const hand = handSync();
+    const group = createGroupCommit(db, undefined, hand.sync);
+    const first = group.write(() => insert.run(1));
+    await nextTask();
+    hand.begin();
+    const waiting = group.write(() => insert.run(2));
+    await nextTask();
+    const failure = new StorageUnavailableError("fsync of the SQLite WAL failed (EIO)");
+    hand.end(failure);
+    await expect(first).rejects.toBe(failure);
+    await expect(waiting).rejects.toBe(failure);
+    expect(rows()).toBe(1);
+    expect(group.stats().transactions).toBe(1);
+    // And the store refuses writes from then on.
+    await expect(group.write(() => insert.run(3))).rejects.toBe(failure);
+    db.close();
   });
 });
