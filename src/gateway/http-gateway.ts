@@ -51,10 +51,11 @@ import { completeResponse } from "../shared/http.js";
 import type { Logger } from "../shared/log.js";
 import type { IdentityAssertionSigner } from "./identity-assertion.js";
 import {
+  type AnswerHead,
+  answerHeadOf,
   BAD_ANSWER,
   BAD_UPSTREAM,
   type ClientWatch,
-  DROPPED_RESPONSE_HEADERS,
   EXPOSED,
   HEADER_NAME,
   IDLE_UPSTREAM_CONNECTION_MS,
@@ -66,7 +67,6 @@ import {
   PASSED_REQUEST_HEADERS,
   PRINTABLE,
   pathOf,
-  REPLACED_RESPONSE_HEADERS,
   readAll,
   readNodeBody,
   relayFieldsOf,
@@ -326,28 +326,23 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
     }
   };
 
-  /** The answer's fields for the client (flat list): hop-by-hop ones dropped, the session bound. */
-  const answerFields = (answer: IncomingMessage, context: OperationContext): string[] => {
-    const out: string[] = [];
-    const raw = answer.rawHeaders;
-    for (let i = 0; i + 1 < raw.length; i += 2) {
-      const name = raw[i]!.toLowerCase();
-      if (!DROPPED_RESPONSE_HEADERS.has(name) && !REPLACED_RESPONSE_HEADERS.has(name))
-        out.push(name, raw[i + 1]!);
-    }
-    const session = answer.headers["mcp-session-id"];
-    if (typeof session === "string")
-      out.push("mcp-session-id", `${session}.${mac(caller(context), session)}`);
-    out.push("access-control-expose-headers", EXPOSED);
-    return out;
+  /** The answer's head for the client: hop-by-hop fields dropped, the session bound to the caller. */
+  const answerHead = (answer: IncomingMessage, context: OperationContext): AnswerHead => {
+    const head = answerHeadOf(answer.rawHeaders);
+    const session = head.session;
+    if (session !== undefined)
+      head.fields.push("mcp-session-id", `${session}.${mac(caller(context), session)}`);
+    head.fields.push("access-control-expose-headers", EXPOSED);
+    return head;
   };
 
   /** The upstream's answer as a web `Response` (counted out of flight when read or streaming). */
   const webAnswer = async (
     answer: IncomingMessage,
-    fields: string[],
+    head: AnswerHead,
     context: OperationContext,
   ): Promise<Response> => {
+    const fields = head.fields;
     const headers = new Headers();
     for (let i = 0; i < fields.length; i += 2) headers.append(fields[i]!, fields[i + 1]!);
     const status = answer.statusCode ?? 502;
@@ -356,7 +351,7 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
       inFlight--;
       return new Response(null, { status, headers });
     }
-    if (wholeAnswer(answer)) {
+    if (wholeAnswer(head)) {
       // A JSON answer is read whole (bounded) and handed to the listener as text, one write.
       try {
         const text = (await readAll(answer, MAX_JSON_ANSWER)).toString("utf8");
@@ -377,7 +372,7 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
     if (fields === undefined) return jsonRpcError(404, "Session not found", singleId(context));
     const answer = await call(request.method, fields, context, watchSignal(request));
     if (answer === undefined) return jsonRpcError(502, BAD_UPSTREAM, singleId(context));
-    return webAnswer(answer, answerFields(answer, context), context);
+    return webAnswer(answer, answerHead(answer, context), context);
   };
 
   /** The node path's relay: the answer written to `res` as it came, no web objects in between. */
@@ -387,10 +382,11 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
     const method = req.method ?? "GET";
     const answer = await call(method, fields, context, watchResponse(res));
     if (answer === undefined) return writeJsonRpcError(res, 502, BAD_UPSTREAM, singleId(context));
-    const out = answerFields(answer, context);
+    const head = answerHead(answer, context);
+    const out = head.fields;
     if (context.listings !== undefined) {
       // The listing filter rewrites the answer: through its web form, as the web path does.
-      const filtered = await options.gate.filterResponse(await webAnswer(answer, out, context), context);
+      const filtered = await options.gate.filterResponse(await webAnswer(answer, head, context), context);
       await sendWebResponse(res, filtered);
       return;
     }
@@ -402,7 +398,7 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
       res.end();
       return;
     }
-    if (wholeAnswer(answer)) {
+    if (wholeAnswer(head)) {
       let bytes: Buffer;
       try {
         bytes = await readAll(answer, MAX_JSON_ANSWER);
@@ -498,7 +494,11 @@ export function createHttpGateway(options: HttpGatewayOptions): HttpGateway {
         }
         const body =
           req.method === "POST"
-            ? await readNodeBody(req, Math.min(options.gate.readLimit(head), bodyCap))
+            ? await readNodeBody(
+                req,
+                Math.min(options.gate.readLimit(head), bodyCap),
+                head.header("content-length"),
+              )
             : undefined;
         const verdict = await options.gate.judge(head, body, started);
         if (!verdict.ok) {

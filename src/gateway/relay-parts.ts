@@ -87,9 +87,36 @@ export const BAD_UPSTREAM = "The MCP server behind the gateway did not answer";
 export const BAD_ANSWER = "The MCP server behind the gateway sent an answer too large or cut";
 
 /** Whether the relay reads the answer whole (JSON as it is on the wire) rather than streaming it. */
-export function wholeAnswer(answer: IncomingMessage): boolean {
-  const type = answer.headers["content-type"];
-  return type !== undefined && JSON_TYPE.test(type) && answer.headers["content-encoding"] === undefined;
+export function wholeAnswer(head: AnswerHead): boolean {
+  return head.type !== undefined && JSON_TYPE.test(head.type) && !head.encoded;
+}
+
+/** The upstream answer's fields for the client, and what the relay reads of them. */
+export interface AnswerHead {
+  /** Flat name/value list: hop-by-hop and replaced fields dropped. */
+  fields: string[];
+  /** `Content-Type` (the first), `Content-Encoding` present, `Mcp-Session-Id` (the first). */
+  type: string | undefined;
+  encoded: boolean;
+  session: string | undefined;
+}
+
+/**
+ * One pass over node's `rawHeaders` of the upstream's answer (node's `headers` object is built on
+ * first use, a second pass and an object per answer; the relay needs three fields of it).
+ */
+export function answerHeadOf(raw: readonly string[]): AnswerHead {
+  const head: AnswerHead = { fields: [], type: undefined, encoded: false, session: undefined };
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    const value = raw[i + 1]!;
+    if (name === "content-type") head.type ??= value;
+    else if (name === "content-encoding") head.encoded = true;
+    else if (name === "mcp-session-id") head.session ??= value;
+    if (!DROPPED_RESPONSE_HEADERS.has(name) && !REPLACED_RESPONSE_HEADERS.has(name))
+      head.fields.push(name, value);
+  }
+  return head;
 }
 
 export function readAll(message: IncomingMessage, limit: number): Promise<Buffer> {
@@ -117,9 +144,14 @@ export function readAll(message: IncomingMessage, limit: number): Promise<Buffer
  * web path's reader decodes it (UTF-8, malformed sequences replaced, a leading BOM dropped).
  * Rejects when the client leaves mid-body.
  */
-export function readNodeBody(req: IncomingMessage, limit: number): Promise<ReadBody> {
-  const declared = req.headers["content-length"];
-  if (declared !== undefined && Number(declared) > limit) return Promise.resolve(BODY_TOO_LARGE);
+export function readNodeBody(
+  req: IncomingMessage,
+  limit: number,
+  declared: string | null,
+): Promise<ReadBody> {
+  // `declared`: the request's Content-Length as the head read it (not node's `headers` object,
+  // built on first use).
+  if (declared !== null && Number(declared) > limit) return Promise.resolve(BODY_TOO_LARGE);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;

@@ -147,12 +147,28 @@ export function decide(
   auth: AuthInfo,
   message: McpMessage,
 ): MessageDecision {
-  const requirement = requirementOf(policy, message);
+  return decideRequirement(hierarchy, auth, requirementOf(policy, message));
+}
+
+/**
+ * {@link decide} for a requirement already computed (the gate computes each message's once).
+ * `covered`: the token was already found to hold every scope of the requirement (the gate judged
+ * it against their union through the same hierarchy), so only the conditions are left to check.
+ */
+export function decideRequirement(
+  hierarchy: ScopeHierarchy,
+  auth: AuthInfo,
+  requirement: Requirement,
+  covered = false,
+): MessageDecision {
   if (requirement.deny) return { decision: "denied", reason: requirement.reason };
-  if (!conditionsHold(auth, requirement)) return { decision: "denied", reason: "conditions" };
-  const missing = hierarchy.missing(auth.scopes, requirement.scopes);
-  if (missing.size > 0)
-    return { decision: "insufficient_scope", required: requirement.scopes, missing: [...missing] };
+  if (requirement.conditions.length > 0 && !conditionsHold(auth, requirement))
+    return { decision: "denied", reason: "conditions" };
+  if (!covered) {
+    const missing = hierarchy.missing(auth.scopes, requirement.scopes);
+    if (missing.size > 0)
+      return { decision: "insufficient_scope", required: requirement.scopes, missing: [...missing] };
+  }
   return { decision: "allowed", required: requirement.scopes };
 }
 

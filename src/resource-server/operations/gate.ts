@@ -25,7 +25,14 @@ import {
   type OperationAuditEvent,
   type OperationAuditSinks,
 } from "./audit.js";
-import { decide, listedItemAllowed, type MessageDecision, requirementOf } from "./decide.js";
+import { telemetryInstalled } from "../../shared/telemetry.js";
+import {
+  decideRequirement,
+  listedItemAllowed,
+  type MessageDecision,
+  type Requirement,
+  requirementOf,
+} from "./decide.js";
 import { filterListingResponse, type ListingKind, listingKindOf } from "./listing-filter.js";
 import {
   type MalformedBody,
@@ -100,6 +107,13 @@ export interface OperationGate {
   ): Promise<Response>;
   /** The server's response with listing results filtered (when enabled and the request listed). */
   filterResponse(response: Response, context: OperationContext): Promise<Response>;
+}
+
+const NOTHING_MISSING: ReadonlySet<string> = new Set();
+
+/** Whether an audit event has anywhere to go (asked per request: an SDK may be installed later). */
+function auditing(sinks: OperationAuditSinks): boolean {
+  return sinks.logger !== undefined || sinks.onAuditEvent !== undefined || telemetryInstalled();
 }
 
 /** A head whose body has already been read by the gate: the token rules see the same text. */
@@ -185,6 +199,18 @@ export function createOperationGate(
   };
 
   const emit = (events: OperationAuditEvent[]) => emitOperationEvents(options, events);
+  /** The listing requests whose results are filtered (with `filterListings`), by id as JSON. */
+  const listingsOf = (messages: readonly McpMessage[]): Map<string, ListingKind> | undefined => {
+    if (!filterListings) return undefined;
+    let listings: Map<string, ListingKind> | undefined;
+    for (const m of messages) {
+      const kind = m.kind === "request" ? listingKindOf(m.method) : undefined;
+      if (kind === undefined) continue;
+      listings ??= new Map();
+      listings.set(JSON.stringify(m.id), kind);
+    }
+    return listings;
+  };
 
   const judge = async (
     head: BearerRequestHead,
@@ -225,11 +251,14 @@ export function createOperationGate(
     }
 
     // 2. What the request needs before any token is looked at: the union of its messages' scopes,
-    //    and whether the policy refuses one of them outright.
+    //    and whether the policy refuses one of them outright. Each message's requirement is kept
+    //    for step 5 (computed once).
     const needed = new Set(policy.base);
     let refusedOutright = false;
+    const judged: Requirement[] = [];
     for (const message of messages) {
       const requirement = requirementOf(policy, message);
+      judged.push(requirement);
       if (requirement.deny) refusedOutright = true;
       else for (const s of requirement.scopes) needed.add(s);
     }
@@ -273,11 +302,19 @@ export function createOperationGate(
       });
     }
 
-    // 5. Each message for this token; a batch passes only whole.
-    const decisions: MessageDecision[] = messages.map((m) => decide(policy, hierarchy, auth, m));
-    const baseMissing = hierarchy.missing(auth.scopes, policy.base);
+    // 5. Each message for this token; a batch passes only whole. When the token passed the
+    //    judgement against the union of every message's scopes (no challenge came back, nothing
+    //    was refused outright), each message's scopes are covered through the same hierarchy:
+    //    only claim conditions are left to check (2026-07-28 "Insufficient scope", rule 5).
+    const covered = challenge === undefined && !refusedOutright;
+    const decisions: MessageDecision[] = judged.map((r) => decideRequirement(hierarchy, auth, r, covered));
+    const baseMissing = covered ? NOTHING_MISSING : hierarchy.missing(auth.scopes, policy.base);
     const denied = decisions.some((d) => d.decision === "denied");
     const lacking = baseMissing.size > 0 || decisions.some((d) => d.decision === "insufficient_scope");
+    if (!denied && !lacking && !auditing(options)) {
+      // Allowed, and nobody listens for the events (no logger, no hook, no telemetry SDK): none built.
+      return { ok: true, auth, body: parsed, messages, listings: listingsOf(messages) };
+    }
     const status = denied ? 403 : lacking ? 403 : 200;
     const events = messages.map((m, i) => {
       const d = decisions[i]!;
@@ -307,16 +344,7 @@ export function createOperationGate(
       }
       return finish(events, { ok: false, answer: challenge });
     }
-    let listings: Map<string, ListingKind> | undefined;
-    if (filterListings) {
-      for (const m of messages) {
-        const kind = m.kind === "request" ? listingKindOf(m.method) : undefined;
-        if (kind === undefined) continue;
-        listings ??= new Map();
-        listings.set(JSON.stringify(m.id), kind);
-      }
-    }
-    return finish(events, { ok: true, auth, body: parsed, messages, listings });
+    return finish(events, { ok: true, auth, body: parsed, messages, listings: listingsOf(messages) });
   };
 
   const filterResponse = async (response: Response, context: OperationContext): Promise<Response> => {
