@@ -41,16 +41,60 @@ export function insert(execute: Execute, row: RowInsert): Promise<number> {
 }
 
 /**
+ * Writes that touch one row each, never a row another write of the same verdict touches (the
+ * code, the new grant, the new refresh token, the token rotated and its parent), and take no lock
+ * the store's lock order ranks: consecutive ones run as one statement ({@link runTogether}).
+ */
+const ONE_ROW_WRITES: ReadonlySet<StorageWrite["op"]> = new Set([
+  "markCodeUsed",
+  "insertCode",
+  "insertGrant",
+  "insertRefreshToken",
+  "markRotated",
+  "markSuccessorUsed",
+]);
+
+/**
  * Runs the writes of a verdict, in order, inside `tx`: a throw (a conflicting insert) aborts the
  * transaction with everything it wrote. The verdicts keep the lock order (a grant's row before its
  * tokens): a revocation's statements start with the grant row, and a rotation's marks touch only
- * tokens of the grant the caller locked first.
+ * tokens of the grant the caller locked first. Consecutive one-row writes go in one round trip: a
+ * code redemption's code, grant and refresh token; a rotation's marks and new token.
  */
 export async function applyWrites(tx: Tx, writes: readonly StorageWrite[]): Promise<void> {
+  let together: Statement[] = [];
+  const flush = async () => {
+    if (together.length > 0) await runTogether(tx, together);
+    together = [];
+  };
   for (const write of writes) {
+    if (ONE_ROW_WRITES.has(write.op)) {
+      together.push(...writeStatements("$n", write));
+      continue;
+    }
+    await flush();
     if (write.op === "revokeGrant") await revokeGrantRows(tx, write.grantId, write.now);
     else for (const statement of writeStatements("$n", write)) await exec(tx.execute, statement);
   }
+  await flush();
+}
+
+/**
+ * Statements as one: each a data-modifying WITH item (PostgreSQL runs every one, whether or not it
+ * is read), its `$n` marks moved past the ones before it. They all see the same snapshot and none
+ * sees another's rows, which is why only {@link ONE_ROW_WRITES} go here; a foreign key between
+ * two of them (a refresh token of the grant inserted beside it) is checked at the statement's end,
+ * when both rows are there. A conflicting insert fails the whole statement, as it failed alone.
+ */
+function runTogether(tx: Tx, statements: readonly Statement[]): Promise<number> {
+  if (statements.length === 1) return exec(tx.execute, statements[0]!);
+  const values: unknown[] = [];
+  const items = statements.map((statement, i) => {
+    const offset = values.length;
+    values.push(...statement.values);
+    return `w${i} AS (${statement.text.replace(/\$(\d+)/g, (_mark, n: string) => `$${Number(n) + offset}`)})`;
+  });
+  return tx.execute(`WITH ${items.join(", ")} SELECT 1`, values);
 }
 
 /**
