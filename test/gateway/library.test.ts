@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type * as GatewayModule from "../../src/gateway/index.js";
-import { createGateway, IDENTITY_ASSERTION_TYP } from "../../src/gateway/index.js";
+import { createGateway, IDENTITY_ASSERTION_TYP, type RevocationStore } from "../../src/gateway/index.js";
 import { silentLogger } from "../../src/shared/log.js";
 import { ensureBuilt, ROOT } from "../cli/helpers.js";
 import { startIssuer, type TestIssuer } from "../resource-server/fixtures.js";
@@ -189,6 +189,68 @@ describe("gatehouse-auth/gateway", () => {
       expect(answer.status).toBe(200);
       expect(await answer.json()).toMatchObject({ id: 1, result: { user: "erin", secret: "from-operator" } });
       expect(decisions).toEqual(["initialize:allowed"]);
+    } finally {
+      await gateway.close();
+    }
+  });
+
+  it("stdio.revocation: a child whose grant the shared store shows revoked is stopped within checkSeconds", async () => {
+    const script = join(dir, "pid-stdio.js");
+    writeFileSync(
+      script,
+      `require("node:readline").createInterface({ input: process.stdin }).on("line", (line) => {
+         const m = JSON.parse(line); if (m.id === undefined) return;
+         process.stdout.write(JSON.stringify({ jsonrpc: "2.0", id: m.id, result: { pid: process.pid } }) + "\\n"); });`,
+    );
+    const resource = "http://127.0.0.1:9/mcp";
+    let revokedAt: number | undefined;
+    const store = {
+      getGrant: async (grantId: string) =>
+        grantId === "grant-1" ? { grantId, revokedAt, expiresAt: Date.now() + 3_600_000 } : undefined,
+      getUpstreamTokens: async () => undefined,
+      getAccessToken: async () => undefined,
+    } as unknown as RevocationStore;
+    const gateway = await createGateway({
+      stdio: {
+        command: [process.execPath, script],
+        scope: "user",
+        revocation: { store, checkSeconds: 0.05 },
+      },
+      resource,
+      authorizationServer: issuer.issuer,
+      jwksUri: issuer.jwksUri,
+      policy: POLICY,
+      logger: silentLogger,
+    });
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    try {
+      const token = await issuer.sign({ aud: resource, sub: "erin", scope: "mcp:use", jti: "grant-1.a" });
+      const answer = await gateway.fetch(
+        new Request(resource, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${token}`,
+            "content-type": "application/json",
+            accept: "application/json, text/event-stream",
+          },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: {} }),
+        }),
+      );
+      expect(answer.status).toBe(200);
+      const { pid } = ((await answer.json()) as { result: { pid: number } }).result;
+      await new Promise((r) => setTimeout(r, 200));
+      expect(alive(pid)).toBe(true);
+      revokedAt = Date.now();
+      const end = Date.now() + 3000;
+      while (alive(pid) && Date.now() < end) await new Promise((r) => setTimeout(r, 25));
+      expect(alive(pid)).toBe(false);
     } finally {
       await gateway.close();
     }
