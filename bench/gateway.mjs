@@ -33,6 +33,8 @@
  * (process.cpuUsage of the children: the MCP server's for "direct"; the MCP server's plus the
  * gateway's through a gateway). Ratios per gateway case: gateway / direct by req/s, and by CPU
  * (direct CPU per request / gateway-path CPU per request), each the median of the rounds' ratios.
+ * The load generator's own CPU per request is printed too, and per gateway case a model of the
+ * ratio on a machine with a core for each party: min(1, c_srv / c_gw) (see `model_own_cores`).
  * The load average (1 min) is printed before and after. A request whose answer is not a 200 with the
  * echoed text counts as a failure (BENCH_DEBUG=1 prints the first, and the gateways' warnings, such
  * as an upstream failure's reason); a run with failures measures something else.
@@ -339,14 +341,18 @@ async function main() {
     for (const name of order) {
       const { url, token, proc } = cases[name];
       const before = { up: await cpuOf(upstream), gw: proc ? await cpuOf(proc) : 0 };
+      const driverBefore = process.cpuUsage();
       const result = await load(url, token, seconds, connections);
+      const driver = process.cpuUsage(driverBefore);
       const after = { up: await cpuOf(upstream), gw: proc ? await cpuOf(proc) : 0 };
       const gatewayCpu = after.gw - before.gw;
-      const cpu = after.up - before.up + gatewayCpu;
+      const upstreamCpu = after.up - before.up;
       rounds[name].push({
         ...result,
-        cpuPerRequest: cpu / result.requests,
+        cpuPerRequest: (upstreamCpu + gatewayCpu) / result.requests,
+        upstreamCpuPerRequest: upstreamCpu / result.requests,
         gatewayCpuPerRequest: gatewayCpu / result.requests,
+        driverCpuPerRequest: (driver.user + driver.system) / result.requests,
       });
     }
   }
@@ -359,6 +365,8 @@ async function main() {
       p50_ms: median(rs.map((r) => r.p50)),
       p99_ms: median(rs.map((r) => r.p99)),
       cpu_us_per_request: median(rs.map((r) => r.cpuPerRequest)),
+      mcp_server_cpu_us_per_request: median(rs.map((r) => r.upstreamCpuPerRequest)),
+      load_generator_cpu_us_per_request: median(rs.map((r) => r.driverCpuPerRequest)),
       ...(name !== "direct" && { gateway_cpu_us_per_request: median(rs.map((r) => r.gatewayCpuPerRequest)) }),
       rps_rounds: rs.map((r) => Math.round(r.rps)),
       failures: rs.reduce((n, r) => n + r.failures, 0),
@@ -370,6 +378,20 @@ async function main() {
       by_rps: median(rounds[name].map((g, i) => g.rps / rounds.direct[i].rps)),
       by_cpu: median(rounds[name].map((g, i) => rounds.direct[i].cpuPerRequest / g.cpuPerRequest)),
       p99_vs_direct: median(rounds[name].map((g, i) => g.p99 / rounds.direct[i].p99)),
+      // A model, not a measurement: what this machine cannot show. With a core each for the MCP
+      // server, the gateway and the load generator (enough concurrency to keep them busy, latency
+      // ignored), req/s is bounded by the busiest party: min(1/c_srv, 1/c_gw) through the gateway
+      // against 1/c_srv direct, so the ratio is min(1, c_srv / c_gw), c_srv the MCP server's CPU
+      // per call in the direct rounds and c_gw the gateway's. On one shared core it is the CPU
+      // ratio above, c_srv / (c_srv + c_gw).
+      server_over_gateway_cpu: median(
+        rounds[name].map((g, i) => rounds.direct[i].upstreamCpuPerRequest / g.gatewayCpuPerRequest),
+      ),
+      model_own_cores: median(
+        rounds[name].map((g, i) =>
+          Math.min(1, rounds.direct[i].upstreamCpuPerRequest / g.gatewayCpuPerRequest),
+        ),
+      ),
     };
   }
   const report = {
@@ -388,14 +410,14 @@ async function main() {
       const own =
         s.gateway_cpu_us_per_request === undefined
           ? ""
-          : ` (gateway ${s.gateway_cpu_us_per_request.toFixed(0)})`;
+          : ` (gateway ${s.gateway_cpu_us_per_request.toFixed(0)}, MCP server ${s.mcp_server_cpu_us_per_request.toFixed(0)})`;
       process.stdout.write(
-        `${name.padEnd(12)} ${s.rps.toFixed(0).padStart(6)} req/s  p50 ${s.p50_ms.toFixed(2)} ms  p99 ${s.p99_ms.toFixed(2)} ms  ${s.cpu_us_per_request.toFixed(0)} µs server CPU/request${own}  failures ${s.failures}  rounds ${s.rps_rounds.join(" ")}\n`,
+        `${name.padEnd(12)} ${s.rps.toFixed(0).padStart(6)} req/s  p50 ${s.p50_ms.toFixed(2)} ms  p99 ${s.p99_ms.toFixed(2)} ms  ${s.cpu_us_per_request.toFixed(0)} µs server CPU/request${own}  load generator ${s.load_generator_cpu_us_per_request.toFixed(0)} µs  failures ${s.failures}  rounds ${s.rps_rounds.join(" ")}\n`,
       );
     }
     for (const [name, r] of Object.entries(ratios)) {
       process.stdout.write(
-        `${name} / direct: ${r.by_rps.toFixed(2)} by req/s, ${r.by_cpu.toFixed(2)} by CPU, p99 x${r.p99_vs_direct.toFixed(2)} (goal 0.9 by req/s)\n`,
+        `${name} / direct: ${r.by_rps.toFixed(2)} by req/s, ${r.by_cpu.toFixed(2)} by CPU, p99 x${r.p99_vs_direct.toFixed(2)} (goal 0.9 by req/s); model, a core each: ${r.model_own_cores.toFixed(2)} (c_srv / c_gw ${r.server_over_gateway_cpu.toFixed(2)})\n`,
       );
     }
     process.stdout.write(
