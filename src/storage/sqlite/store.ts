@@ -26,12 +26,7 @@ import {
   toJson,
 } from "../sql/rows.js";
 import { refuseNewerSchema } from "../sql/schema-version.js";
-import {
-  purgeStatements,
-  revokeGrantStatements,
-  type Statement,
-  useOnceStatement,
-} from "../sql/statements.js";
+import { purgeStatements, type Statement, useOnceStatement } from "../sql/statements.js";
 import { writeStatements } from "../sql/writes.js";
 import { type CheckpointerStats, createCheckpointer } from "./checkpointer.js";
 import { createClientCache } from "./client-cache.js";
@@ -42,6 +37,7 @@ import { sqliteGrantMethods } from "./grant-methods.js";
 import { createGroupCommit, type GroupCommitStats } from "./group-commit.js";
 import { SQLITE_MIGRATIONS } from "./schema.js";
 import { ALL_TABLES, createTableMasks } from "./tables.js";
+import { revokeGrantChain } from "./revoke.js";
 import { sqliteSessionMethods } from "./session-methods.js";
 import type { RetireIo } from "./superseded.js";
 import { sqliteUpstreamMethods } from "./upstream-methods.js";
@@ -206,10 +202,9 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
     return value;
   }
 
-  /** The grant row first, then its tokens; true when the grant exists. */
+  /** The grant, what was exchanged from it, and their tokens (./revoke.ts); true when it exists. */
   function revokeGrantRows(grantId: string, now: number): boolean {
-    const [grantChanges] = revokeGrantStatements("?", grantId, now).map(exec);
-    return grantChanges! > 0;
+    return revokeGrantChain({ all, run }, grantId, now);
   }
 
   const retireIo: RetireIo = { all, run, inTransaction: () => db.inTransaction, revokeGrantRows };
@@ -227,7 +222,10 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
    * what a code redemption, a refresh rotation or a device poll was judged to write.
    */
   function applyWrites(writes: readonly StorageWrite[]): void {
-    for (const write of writes) for (const statement of writeStatements("?", write)) exec(statement);
+    for (const write of writes) {
+      if (write.op === "revokeGrant") revokeGrantRows(write.grantId, write.now);
+      else for (const statement of writeStatements("?", write)) exec(statement);
+    }
   }
 
   const SELECT_CLIENT = "SELECT * FROM clients WHERE client_id = ?";

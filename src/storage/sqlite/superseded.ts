@@ -32,8 +32,10 @@ export interface RetireIo {
  * Runs inside the redemption's write, after the new grant is inserted. Every grant it can see was
  * committed (or written earlier in this transaction) before the new one: the write lock orders
  * redemptions, so of two concurrent redemptions of one sign-in only the later sees the other.
- * Its own savepoint: a throwing decision (or statement) undoes only the retirement, the redemption
- * stays, and the result says nothing was decided (the caller retires after the commit, and logs).
+ * A throwing decision (or statement) undoes only the retirement, the redemption stays, and the
+ * result says nothing was decided (the caller retires after the commit, and logs). The reading and
+ * the decision write nothing, so only the revocations get a savepoint of their own, and only when
+ * there is something to retire (two statements fewer for a flow that supersedes nothing).
  */
 export function retireSuperseded(
   io: RetireIo,
@@ -48,19 +50,26 @@ export function retireSuperseded(
     resource: grant.resource,
     sessionHash: grant.sessionHash,
   };
-  io.run("SAVEPOINT supersede");
+  let retired: string[];
   try {
     const candidates: SupersedeCandidate[] = [];
     for (const row of io.all(SUPERSEDE_CANDIDATES_SQL, ...candidateParams(key))) {
       if (row.grant_id !== grant.grantId) candidates.push(rowToSupersedeCandidate(row, key));
     }
     const picked = new Set(supersedes(grant, candidates));
-    const retired = candidates.filter((c) => picked.has(c.grantId)).map((c) => c.grantId);
+    retired = candidates.filter((c) => picked.has(c.grantId)).map((c) => c.grantId);
+  } catch (error) {
+    // SQLite rolled the whole transaction back (I/O error, disk full): the redemption fails with it.
+    if (!io.inTransaction()) throw error;
+    return undefined;
+  }
+  if (retired.length === 0) return retired;
+  io.run("SAVEPOINT supersede");
+  try {
     for (const grantId of retired) io.revokeGrantRows(grantId, now);
     io.run("RELEASE supersede");
     return retired;
   } catch (error) {
-    // SQLite rolled the whole transaction back (I/O error, disk full): the redemption fails with it.
     if (!io.inTransaction()) throw error;
     io.run("ROLLBACK TO supersede");
     io.run("RELEASE supersede");
