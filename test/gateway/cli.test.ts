@@ -15,6 +15,7 @@ import { importJWK, type JWK, jwtVerify } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBuilt, MAIN, runCli } from "../cli/helpers.js";
 import { startIssuer, type TestIssuer } from "../resource-server/fixtures.js";
+import { freePort } from "../support/free-port.js";
 
 let issuer: TestIssuer;
 let upstream: Server;
@@ -55,14 +56,6 @@ afterAll(async () => {
 });
 
 /** A free loopback port (the gateway's --port, which its --resource names). */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const probe = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 interface GatewayProcess {
   child: ChildProcess;

@@ -3,20 +3,10 @@
  * loopback port (not a test file): the real MCP server the gateway and check tests stand in front of.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { createServer } from "node:http";
 import { createRequire } from "node:module";
-import type { AddressInfo } from "node:net";
+import { freePort } from "../support/free-port.js";
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 /** server-everything in Streamable HTTP mode, as `npx @modelcontextprotocol/server-everything streamableHttp` runs it. */
 export async function startEverything(): Promise<{ url: string; child: ChildProcess }> {

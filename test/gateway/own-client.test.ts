@@ -8,7 +8,6 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createRequire } from "node:module";
-import { createServer } from "node:net";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -30,19 +29,9 @@ import {
 import { silentLogger } from "../../src/shared/log.js";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
 import { FormUserAgent } from "../examples/form-user-agent.js";
+import { freePort } from "../support/free-port.js";
 
 const PASSWORD = "correct horse battery staple";
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 let as: AuthorizationServer;
 let asHttp: ListeningServer;
