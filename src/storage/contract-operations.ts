@@ -130,16 +130,16 @@ export interface GrantFilter {
   active?: boolean;
 }
 
-/**
- * One sign-in's grants for a client and resource: what a code redemption looks up to retire the
- * grants its new one supersedes ({@link AuthorizationStore.listSupersedeCandidates}).
- */
 /** A code redemption's checks (client, redirect URI, PKCE, resource): pure and synchronous. */
 export type CodeRedemptionCheck = (code: AuthorizationCodeRecord) => OAuthError | undefined;
 
 /** What a code redemption writes; a function of the code when lifetimes depend on what was granted. */
 export type CodeRedemptionTokens = IssuedTokens | ((code: AuthorizationCodeRecord) => IssuedTokens);
 
+/**
+ * One sign-in's grants for a client and resource: what a code redemption looks up to retire the
+ * grants its new one supersedes ({@link AuthorizationStore.listSupersedeCandidates}).
+ */
 export interface SignInGrantKey {
   userId: string;
   clientId: string;

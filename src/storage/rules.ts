@@ -26,6 +26,7 @@ import {
   type RedeemCodeResult,
   type RefreshTokenRecord,
   type RotateRefreshResult,
+  type SignInGrantKey,
   type UserChange,
   type UserRecord,
 } from "./contract.js";
@@ -66,6 +67,17 @@ export function isRefreshTokenReuse(
 }
 
 /** Consent accumulates: earlier scopes first, new ones appended, no duplicates. */
+/**
+ * The sign-in a grant belongs to (user, client, resource, browser session): what a code redemption
+ * looks up to retire the grants its new one supersedes. `undefined` for a grant without a user or
+ * a session (client credentials, device grants), which supersedes nothing.
+ */
+export function signInGrantKey(grant: GrantRecord): SignInGrantKey | undefined {
+  const { userId, sessionHash } = grant;
+  if (userId === undefined || sessionHash === undefined) return undefined;
+  return { userId, clientId: grant.clientId, resource: grant.resource, sessionHash };
+}
+
 export function mergeScopes(existing: readonly string[], added: readonly string[]): string[] {
   return [...new Set([...existing, ...added])];
 }

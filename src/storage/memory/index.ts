@@ -45,6 +45,7 @@ import {
   judgeUserChange,
   markerBlocks,
   type StorageWrite,
+  signInGrantKey,
   withoutUndefined,
 } from "../rules.js";
 import { createMemoryClientMethods } from "./clients.js";
@@ -152,12 +153,10 @@ export function createMemoryStore(): AuthorizationStore {
    * anything is revoked, so a throwing decision retires nothing.
    */
   function retireSuperseded(grant: GrantRecord, supersedes: SupersedeDecision, now: number) {
-    const { userId, sessionHash, clientId, resource, grantId } = grant;
-    if (userId === undefined || sessionHash === undefined) return [];
+    const key = signInGrantKey(grant);
+    if (key === undefined) return [];
     try {
-      const others = supersedeCandidates({ userId, clientId, resource, sessionHash }).filter(
-        (c) => c.grantId !== grantId,
-      );
+      const others = supersedeCandidates(key).filter((c) => c.grantId !== grant.grantId);
       const picked = new Set(supersedes(copy(grant), others.map(copy)));
       const retired = others.filter((c) => picked.has(c.grantId)).map((c) => c.grantId);
       for (const id of retired) revokeGrantNow(id, now);

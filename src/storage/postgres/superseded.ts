@@ -20,6 +20,7 @@
  * and token rows, which no other transaction can see, so the wait cannot close a cycle.
  */
 import type { GrantRecord, SignInGrantKey, SupersedeCandidate, SupersedeDecision } from "../contract.js";
+import { signInGrantKey } from "../rules.js";
 import { rowToSupersedeCandidate } from "../sql/rows.js";
 import type { Tx } from "./transaction-writes.js";
 
@@ -63,13 +64,8 @@ export async function retireSuperseded(
   supersedes: SupersedeDecision,
   now: number,
 ): Promise<string[] | undefined> {
-  if (grant.userId === undefined || grant.sessionHash === undefined) return [];
-  const key = {
-    userId: grant.userId,
-    clientId: grant.clientId,
-    resource: grant.resource,
-    sessionHash: grant.sessionHash,
-  };
+  const key = signInGrantKey(grant);
+  if (key === undefined) return [];
   const { tx } = io;
   await tx.query(LOCK_SIGN_IN_SQL, [
     `gatehouse.supersede:${io.schema}`,

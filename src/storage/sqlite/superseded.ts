@@ -6,6 +6,7 @@
  * grants; this only applies the decision).
  */
 import type { GrantRecord, SignInGrantKey, SupersedeCandidate, SupersedeDecision } from "../contract.js";
+import { signInGrantKey } from "../rules.js";
 import { type Row, rowToSupersedeCandidate } from "../sql/rows.js";
 
 /**
@@ -43,13 +44,8 @@ export function retireSuperseded(
   supersedes: SupersedeDecision,
   now: number,
 ): string[] | undefined {
-  if (grant.userId === undefined || grant.sessionHash === undefined) return [];
-  const key = {
-    userId: grant.userId,
-    clientId: grant.clientId,
-    resource: grant.resource,
-    sessionHash: grant.sessionHash,
-  };
+  const key = signInGrantKey(grant);
+  if (key === undefined) return [];
   let retired: string[];
   try {
     const candidates: SupersedeCandidate[] = [];
