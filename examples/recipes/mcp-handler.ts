@@ -12,7 +12,7 @@
  * (`ctx.http.authInfo`), without the token itself: tools never hold the client's token (spec:
  * no token passthrough).
  */
-import { createMcpHandler } from "mcp-handler";
+
 import {
   type AuthInfo,
   cachedVerifier,
@@ -21,6 +21,7 @@ import {
   jwtVerifier,
   type OperationPolicy,
 } from "gatehouse-auth/resource-server";
+import { createMcpHandler } from "mcp-handler";
 import * as z from "zod";
 
 /** The three-line policy: every call needs `notes:read`; `notes.add` also needs `notes:write`. */

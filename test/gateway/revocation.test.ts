@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { accessState, type RevocationStore, watchIntrospection } from "../../src/gateway/revocation.js";
-import { OAuthError } from "../../src/shared/errors.js";
 import type { AuthInfo } from "../../src/resource-server/types.js";
+import { OAuthError } from "../../src/shared/errors.js";
 
 const NOW = 1_800_000_000_000;
 const auth = (subject: string, expiresAt: number): AuthInfo => ({

@@ -17,7 +17,6 @@ import { z } from "zod";
 import { OAuthError } from "../../shared/errors.js";
 import { fetchUrlProblem } from "../../shared/guarded-fetch.js";
 import type { ClientRecord, TokenEndpointAuthMethod } from "../../storage/contract.js";
-import { isUrlClientId } from "../core/client-id.js";
 import { CLIENT_ASSERTION_ALGORITHMS } from "../policy/assertions.js";
 import { DEVICE_CODE_GRANT_TYPE, JWT_BEARER_GRANT } from "../policy/grants.js";
 import { redirectUriProblem } from "./redirect-uri.js";

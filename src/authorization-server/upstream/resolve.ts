@@ -12,7 +12,6 @@ import type {
   UpstreamAdmissionOptions,
   UpstreamKeepTokensOptions,
   UpstreamNetwork,
-  UpstreamPresetName,
   UpstreamProviderOptions,
   UpstreamSignInOptions,
 } from "../core/upstream-options.js";

@@ -13,6 +13,7 @@
  */
 import { declaresMoreThan, readTextUpTo, TOO_LARGE } from "../../shared/bounded-body.js";
 import { NO_STORE } from "../../shared/http.js";
+import { telemetryInstalled } from "../../shared/telemetry.js";
 import type { BearerRequestHead } from "../bearer-token.js";
 import { headOfRequest } from "../bearer-token.js";
 import type { ChallengeParts } from "../challenge.js";
@@ -25,7 +26,6 @@ import {
   type OperationAuditEvent,
   type OperationAuditSinks,
 } from "./audit.js";
-import { telemetryInstalled } from "../../shared/telemetry.js";
 import {
   decideRequirement,
   listedItemAllowed,

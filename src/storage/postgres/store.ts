@@ -60,6 +60,7 @@ import { deleteSessionUpstreamTokensStatement } from "../sql/upstream-tokens.js"
 import { createClientCache } from "./client-cache.js";
 import { type Db, openPool, type PostgresStoreOptions } from "./pool.js";
 import { POSTGRES_MIGRATIONS } from "./schema.js";
+import { candidateParams, retireSuperseded, SUPERSEDE_CANDIDATES_SQL } from "./superseded.js";
 import {
   applyWrites,
   exec,
@@ -69,7 +70,6 @@ import {
   type Tx,
   unclaimedCode,
 } from "./transaction-writes.js";
-import { candidateParams, retireSuperseded, SUPERSEDE_CANDIDATES_SQL } from "./superseded.js";
 import { postgresUpstreamMethods } from "./upstream-methods.js";
 import { postgresUserMethods } from "./user-methods.js";
 

@@ -35,11 +35,11 @@ import { sqliteDeviceMethods } from "./device-methods.js";
 import { prepareFile, translate } from "./files.js";
 import { sqliteGrantMethods } from "./grant-methods.js";
 import { createGroupCommit, type GroupCommitStats } from "./group-commit.js";
-import { SQLITE_MIGRATIONS } from "./schema.js";
-import { ALL_TABLES, createTableMasks } from "./tables.js";
 import { revokeGrantChain } from "./revoke.js";
+import { SQLITE_MIGRATIONS } from "./schema.js";
 import { sqliteSessionMethods } from "./session-methods.js";
 import type { RetireIo } from "./superseded.js";
+import { ALL_TABLES, createTableMasks } from "./tables.js";
 import { sqliteUpstreamMethods } from "./upstream-methods.js";
 import { sqliteUserMethods } from "./user-methods.js";
 import {

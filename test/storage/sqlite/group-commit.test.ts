@@ -12,8 +12,8 @@ import { afterAll, describe, expect, it } from "vitest";
 import { OAuthError } from "../../../src/shared/errors.js";
 import { StorageConflictError, StorageUnavailableError } from "../../../src/storage/contract.js";
 import { createGroupCommit, MAX_BATCH } from "../../../src/storage/sqlite/group-commit.js";
-import type { WalSync } from "../../../src/storage/sqlite/wal-sync.js";
 import { createSqliteStore, type SqliteStore } from "../../../src/storage/sqlite/index.js";
+import type { WalSync } from "../../../src/storage/sqlite/wal-sync.js";
 import {
   client,
   code,
