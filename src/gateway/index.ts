@@ -37,7 +37,8 @@ import type { AuthorizationStore } from "../storage/contract.js";
 import { createHttpGateway, type IdentityHeaders } from "./http-gateway.js";
 import { identityAssertionSigner } from "./identity-assertion.js";
 import { type RevocationStore, watchIntrospection } from "./revocation.js";
-import { commandWords, createStdioUpstream } from "./stdio-upstream.js";
+import { commandWords } from "./stdio-parts.js";
+import { createStdioUpstream } from "./stdio-upstream.js";
 
 export type { IdentityHeaders } from "./http-gateway.js";
 export { IDENTITY_ASSERTION_TYP } from "./identity-assertion.js";

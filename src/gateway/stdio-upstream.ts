@@ -31,10 +31,10 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import type { OperationContext } from "../resource-server/operations/gate.js";
 import type { JsonRpcId } from "../resource-server/operations/messages.js";
-import { type UpstreamTokenClient, UpstreamTokenError } from "../resource-server/upstream-token.js";
-import { OAuthError } from "../shared/errors.js";
+import type { UpstreamTokenClient } from "../resource-server/upstream-token.js";
 import type { Logger } from "../shared/log.js";
 import { type AccessRecord, accessState, type RevocationStore } from "./revocation.js";
+import { idKey, rpcError, upstreamEnv } from "./stdio-parts.js";
 
 export interface StdioUpstreamOptions {
   /** The program and its arguments (no shell). */
@@ -126,50 +126,6 @@ interface Session {
 }
 
 const encoder = new TextEncoder();
-
-function rpcError(status: number, code: number, message: string, id: JsonRpcId | undefined = null): Response {
-  return new Response(JSON.stringify({ jsonrpc: "2.0", id: id ?? null, error: { code, message } }), {
-    status,
-    headers: { "content-type": "application/json", "cache-control": "no-store" },
-  });
-}
-
-function idKey(id: unknown): string {
-  return JSON.stringify(id);
-}
-
-/** Splits a command line into words (single and double quotes, backslash escapes; no expansion). */
-export function commandWords(line: string): string[] {
-  const words: string[] = [];
-  let word = "";
-  let quote: '"' | "'" | undefined;
-  let started = false;
-  for (let i = 0; i < line.length; i++) {
-    const c = line[i]!;
-    if (quote) {
-      if (c === quote) quote = undefined;
-      else if (c === "\\" && quote === '"' && i + 1 < line.length) word += line[++i];
-      else word += c;
-    } else if (c === '"' || c === "'") {
-      quote = c;
-      started = true;
-    } else if (c === "\\" && i + 1 < line.length) {
-      word += line[++i];
-      started = true;
-    } else if (/\s/.test(c)) {
-      if (started) words.push(word);
-      word = "";
-      started = false;
-    } else {
-      word += c;
-      started = true;
-    }
-  }
-  if (quote) throw new TypeError("unbalanced quote in the command");
-  if (started) words.push(word);
-  if (words.length === 0) throw new TypeError("the command is empty");
-  return words;
-}
 
 export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstream {
   if (options.argv.length === 0) throw new TypeError("argv must name a program");
@@ -294,47 +250,13 @@ export function createStdioUpstream(options: StdioUpstreamOptions): StdioUpstrea
     toStreams(child, message);
   };
 
-  /** The user's upstream tokens for the child's environment, or the answer refusing the start. */
-  const upstreamEnv = async (
-    request: Request,
-    id: JsonRpcId | undefined,
-  ): Promise<Record<string, string> | Response> => {
-    const env: Record<string, string> = {};
-    const wanted = options.upstreamTokens;
-    if (!wanted) return env;
-    for (const [variable, provider] of Object.entries(wanted.variables)) {
-      try {
-        // The subject token is the request's own, sent back only to the server that issued it.
-        env[variable] = (await wanted.client.token(request, provider)).accessToken;
-      } catch (error) {
-        // The reason only: no token, no secret (upstream-token.ts puts none in its errors).
-        const reason =
-          error instanceof UpstreamTokenError || error instanceof OAuthError ? error.code : "failed";
-        log?.warn("gateway.stdio_upstream_token_refused", { provider, reason });
-        if (error instanceof UpstreamTokenError && error.code === "ERR_UPSTREAM_UNAVAILABLE") {
-          return rpcError(503, -32603, `The ${provider} sign-in is unavailable; try again later`, id);
-        }
-        if (
-          (error instanceof UpstreamTokenError && error.code === "ERR_UPSTREAM_REAUTHENTICATE") ||
-          (error instanceof OAuthError && error.code === "invalid_request")
-        ) {
-          // Nothing usable is kept for this user (never signed in through it, the grant revoked,
-          // the provider refused the refresh): no child without its credentials.
-          return rpcError(403, -32001, `Sign in through ${provider} again to use this server`, id);
-        }
-        return rpcError(502, -32603, `The ${provider} token could not be obtained`, id);
-      }
-    }
-    return env;
-  };
-
   const startChild = async (
     key: string,
     request: Request,
     context: OperationContext,
     id: JsonRpcId | undefined,
   ): Promise<Child | Response> => {
-    const tokens = await upstreamEnv(request, id);
+    const tokens = await upstreamEnv(options.upstreamTokens, log, request, id);
     if (tokens instanceof Response) return tokens;
     const env: Record<string, string> = { ...(options.env ?? {}), ...tokens };
     if (options.subjectEnv && context.auth.subject !== undefined)

@@ -11,11 +11,8 @@ import { join } from "node:path";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createHttpGateway } from "../../src/gateway/http-gateway.js";
-import {
-  commandWords,
-  createStdioUpstream,
-  type StdioUpstreamOptions,
-} from "../../src/gateway/stdio-upstream.js";
+import { commandWords } from "../../src/gateway/stdio-parts.js";
+import { createStdioUpstream, type StdioUpstreamOptions } from "../../src/gateway/stdio-upstream.js";
 import { type ListeningServer, listen } from "../../src/http/node.js";
 import {
   cachedVerifier,
