@@ -97,6 +97,22 @@ async function startGatewayProcess(args: string[]): Promise<GatewayProcess> {
   };
 }
 
+/**
+ * `gatehouse gateway` in front of `upstream` (`--upstream URL` or `--stdio ...`) on a free port,
+ * with the test issuer's keys and `policy`, plus `extra` flags: the process and its resource URI.
+ */
+async function startGatewayFor(policy: string, upstream: string[], extra: string[]) {
+  const port = await freePort();
+  const resource = `http://127.0.0.1:${port}/mcp`;
+  const gateway = await startGatewayProcess([
+    ...upstream,
+    ...["--resource", resource, "--authorization-server", issuer.issuer, "--jwks-uri", issuer.jwksUri],
+    ...["--policy", policy, "--port", String(port)],
+    ...extra,
+  ]);
+  return { port, resource, gateway };
+}
+
 describe("gatehouse gateway", () => {
   it("--help names every flag; a missing flag is a usage error (status 2)", async () => {
     const help = await runCli(["gateway", "--help"]);
@@ -140,27 +156,18 @@ describe("gatehouse gateway", () => {
     );
     const policy = join(dir, "stdio-policy.yaml");
     writeFileSync(policy, "base: [mcp:use]\ndefault: {}\n");
-    const port = await freePort();
-    const resource = `http://127.0.0.1:${port}/mcp`;
-    const gateway = await startGatewayProcess([
-      "--stdio",
-      `"${process.execPath}" "${script}"`,
-      "--env",
-      "API_KEY=from-operator",
-      "--user-env",
-      "MCP_USER",
-      "--resource",
-      resource,
-      "--authorization-server",
-      issuer.issuer,
-      "--jwks-uri",
-      issuer.jwksUri,
-      "--policy",
+    const { resource, gateway } = await startGatewayFor(
       policy,
-      "--port",
-      String(port),
-      "--json",
-    ]);
+      [
+        "--stdio",
+        `"${process.execPath}" "${script}"`,
+        "--env",
+        "API_KEY=from-operator",
+        "--user-env",
+        "MCP_USER",
+      ],
+      ["--json"],
+    );
     try {
       const token = await issuer.sign({ aud: resource, sub: "dana", scope: "mcp:use" });
       const response = await fetch(resource, {
@@ -223,27 +230,11 @@ describe("gatehouse gateway", () => {
     );
     const policy = join(dir, "user-policy.yaml");
     writeFileSync(policy, "base: [mcp:use]\ndefault: {}\n");
-    const port = await freePort();
-    const resource = `http://127.0.0.1:${port}/mcp`;
-    const gateway = await startGatewayProcess([
-      "--stdio",
-      `"${process.execPath}" "${script}"`,
-      "--stdio-scope",
-      "user",
-      "--user-env",
-      "MCP_USER",
-      "--resource",
-      resource,
-      "--authorization-server",
-      issuer.issuer,
-      "--jwks-uri",
-      issuer.jwksUri,
-      "--policy",
+    const { resource, gateway } = await startGatewayFor(
       policy,
-      "--port",
-      String(port),
-      "--json",
-    ]);
+      ["--stdio", `"${process.execPath}" "${script}"`, "--stdio-scope", "user", "--user-env", "MCP_USER"],
+      ["--json"],
+    );
     const call = async (token: string, method: string, session?: string) => {
       const response = await fetch(resource, {
         method: "POST",
@@ -313,27 +304,17 @@ describe("gatehouse gateway", () => {
     expect(bad.stderr).toContain("--identity-assertion-key-file: not a PEM private key");
     expect(bad.stderr).not.toContain("c2VjcmV0LXRleHQ");
 
-    const port = await freePort();
-    const resource = `http://127.0.0.1:${port}/mcp`;
-    const gateway = await startGatewayProcess([
-      "--upstream",
-      upstreamUrl,
-      "--resource",
-      resource,
-      "--authorization-server",
-      issuer.issuer,
-      "--jwks-uri",
-      issuer.jwksUri,
-      "--policy",
+    const { resource, gateway } = await startGatewayFor(
       policy,
-      "--port",
-      String(port),
-      "--identity-assertion-header",
-      "X-Gatehouse-Identity",
-      "--identity-assertion-key-file",
-      keyFile,
-      "--json",
-    ]);
+      ["--upstream", upstreamUrl],
+      [
+        "--identity-assertion-header",
+        "X-Gatehouse-Identity",
+        "--identity-assertion-key-file",
+        keyFile,
+        "--json",
+      ],
+    );
     try {
       const ready = JSON.parse(gateway.stdout.split("\n")[0]!) as { identity_assertion_jwk: JWK };
       expect(ready.identity_assertion_jwk).toMatchObject({ kty: "EC", alg: "ES256" });
@@ -371,22 +352,7 @@ describe("gatehouse gateway", () => {
   it("hostile: a body up to --max-body-bytes (default 4 MiB) is relayed, a larger one gets the gate's JSON-RPC 413", async () => {
     const policy = join(dir, "body-policy.yaml");
     writeFileSync(policy, "base: [mcp:use]\ndefault: {}\n");
-    const port = await freePort();
-    const resource = `http://127.0.0.1:${port}/mcp`;
-    const gateway = await startGatewayProcess([
-      "--upstream",
-      upstreamUrl,
-      "--resource",
-      resource,
-      "--authorization-server",
-      issuer.issuer,
-      "--jwks-uri",
-      issuer.jwksUri,
-      "--policy",
-      policy,
-      "--port",
-      String(port),
-    ]);
+    const { resource, gateway } = await startGatewayFor(policy, ["--upstream", upstreamUrl], []);
     try {
       const token = await issuer.sign({ aud: resource, sub: "carol", scope: "mcp:use" });
       const send = (padding: number) =>
@@ -444,25 +410,11 @@ describe("gatehouse gateway", () => {
       policy,
       "base: [mcp:use]\ndefault: {}\ntools: { delete_file: { scopes: [files:admin] } }\n",
     );
-    const port = await freePort();
-    const resource = `http://127.0.0.1:${port}/mcp`;
-    const gateway = await startGatewayProcess([
-      "--upstream",
-      upstreamUrl,
-      "--resource",
-      resource,
-      "--authorization-server",
-      issuer.issuer,
-      "--jwks-uri",
-      issuer.jwksUri,
-      "--policy",
+    const { port, resource, gateway } = await startGatewayFor(
       policy,
-      "--port",
-      String(port),
-      "--user-header",
-      "X-User",
-      "--json",
-    ]);
+      ["--upstream", upstreamUrl],
+      ["--user-header", "X-User", "--json"],
+    );
     try {
       expect(JSON.parse(gateway.stdout.split("\n")[0]!)).toMatchObject({ resource, upstream: upstreamUrl });
 
