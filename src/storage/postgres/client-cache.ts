@@ -14,15 +14,14 @@
  *
  * Only records found are kept (an unknown id is read each time, so made-up ids cannot fill the
  * cache, and the health check's read of a client that does not exist always reaches the database),
- * at most {@link MAX_CACHED_CLIENTS}, and each is frozen: callers share one object.
+ * at most `MAX_CACHED_CLIENTS` (../client-records-kept.ts), and each is frozen: callers share one object.
  */
+
+import { deepFreeze, makeRoom } from "../client-records-kept.js";
 import type { ClientRecord } from "../contract.js";
 
 /** Longest a record read from the database is answered from here (the staleness bound). */
 export const CLIENT_CACHE_TTL_MS = 1000;
-
-/** Most client records kept; the oldest entry goes first when it is full. */
-export const MAX_CACHED_CLIENTS = 1000;
 
 export interface ClientCache {
   /** The cached record for `clientId` if read less than the bound ago, else `load()`'s (kept when found). */
@@ -31,14 +30,6 @@ export interface ClientCache {
   clear(): void;
   /** Forgets one client's record, and any read on its way (this store is writing that client). */
   forget(clientId: string): void;
-}
-
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const inner of Object.values(value)) deepFreeze(inner);
-  }
-  return value;
 }
 
 /** `now` is a monotonic clock in ms (a wall clock set back would stretch the bound). */
@@ -56,7 +47,7 @@ export function createClientCache(now: () => number = () => performance.now()): 
       const startedIn = generation;
       const record = await load();
       if (record === undefined || startedIn !== generation) return record;
-      if (records.size >= MAX_CACHED_CLIENTS) records.delete(records.keys().next().value!);
+      makeRoom(records);
       records.set(clientId, { record: deepFreeze(record), readAt });
       return record;
     },

@@ -14,27 +14,17 @@
  * So a deleted, expired-and-purged or changed client is never answered from here once the change
  * is committed: the read that follows sees what a fresh SELECT would. Only records found are kept
  * (an unknown id is read each time, so made-up ids cannot fill the cache), at most
- * {@link MAX_CACHED_CLIENTS}, and each is frozen: callers share one object.
+ * `MAX_CACHED_CLIENTS` (../client-records-kept.ts), and each is frozen: callers share one object.
  */
 import type Database from "better-sqlite3";
+import { deepFreeze, makeRoom } from "../client-records-kept.js";
 import type { ClientRecord } from "../contract.js";
-
-/** Most client records kept; the oldest entry goes first when it is full. */
-export const MAX_CACHED_CLIENTS = 1000;
 
 export interface ClientCache {
   /** The cached record for `clientId`, or `load()`'s (cached when found). */
   get(clientId: string, load: () => ClientRecord | undefined): ClientRecord | undefined;
   /** Forgets every record (this connection is writing clients). */
   clear(): void;
-}
-
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const inner of Object.values(value)) deepFreeze(inner);
-  }
-  return value;
 }
 
 export function createClientCache(db: Database.Database): ClientCache {
@@ -54,7 +44,7 @@ export function createClientCache(db: Database.Database): ClientCache {
       if (cached) return cached;
       const record = load();
       if (record === undefined) return undefined;
-      if (records.size >= MAX_CACHED_CLIENTS) records.delete(records.keys().next().value!);
+      makeRoom(records);
       records.set(clientId, deepFreeze(record));
       return record;
     },

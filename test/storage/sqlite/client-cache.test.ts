@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { MAX_CACHED_CLIENTS } from "../../../src/storage/sqlite/client-cache.js";
+import { MAX_CACHED_CLIENTS } from "../../../src/storage/client-records-kept.js";
 import { createSqliteStore, type SqliteStore } from "../../../src/storage/sqlite/index.js";
 import { client, T0 } from "../../../src/storage/testing/fixtures.js";
 
