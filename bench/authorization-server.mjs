@@ -55,6 +55,10 @@
  *   --seccomp-bpf -e inject=fsync,fdatasync:delay_exit=2000`, which stops it only at those calls;
  *   left out, and said so, when strace is not installed;
  * - `memory`: Gatehouse's in-memory store (what Gatehouse costs without durable storage);
+ * - `sqlite-nofsync`: NOT DURABLE, for attribution only, never in the default set: `sqlite` without
+ *   the store's fsync (the test-only mode the power-loss test catches losing answered tokens), so
+ *   that sqlite ÷ sqlite-nofsync is the fsync's share of a request and sqlite-nofsync ÷ memory the
+ *   statements' share;
  * - `postgres`: one instance on PostgreSQL (`--database-url`, default
  *   postgres://postgres@127.0.0.1:5432/test or GATEHOUSE_BENCH_DATABASE_URL: the server on which the
  *   bench creates a fresh database of its own, dropped at the end);
@@ -72,7 +76,7 @@
  * X(k, N) = 1000 × min(k / c_gh, N / (c_gh + c_pg)) operations per second for k instances on N
  * cores, and the predicted ×2 ÷ ×1 for 2, 4, 8 and 16 cores (docs/scaling.md explains it).
  *
- * The default is all seven; `--store X` is `--stores X`. Ratios: each store against the peer, each
+ * The default is the seven durable or memory stores (`sqlite-nofsync` only when named); `--store X` is `--stores X`. Ratios: each store against the peer, each
  * durable store against Gatehouse's own memory store, and postgres-2 against postgres.
  *
  * `--only` measures one case. `--cpu-profile DIR` profiles every server process (each instance of
@@ -137,8 +141,11 @@ const STORES = [
   "memory",
   "postgres",
   "postgres-2",
+  "sqlite-nofsync",
 ];
 const POSTGRES_STORES = ["postgres", "postgres-2"];
+/** Stores `--stores` may name that the default set leaves out (not durable: attribution only). */
+const ATTRIBUTION_STORES = ["sqlite-nofsync"];
 /** The cases, in the order each repeat measures them (`signIns`: Gatehouse on the first store only). */
 const CASES = ["sessions", "reauth", "refreshes", "signIns"];
 /** The cases with a peer to compare with (the peer has no login). */
@@ -159,6 +166,11 @@ async function openStore(kind, dir) {
     return store;
   }
   const { createSqliteStore } = await import(`${DIST}storage/sqlite/index.js`);
+  if (kind === "sqlite-nofsync") {
+    // The test-only mode (storage/sqlite/wal-sync.ts): NORMAL without the store's fsync. Not durable.
+    const { setSqliteDurabilityForTests } = await import(`${DIST}storage/sqlite/wal-sync.js`);
+    setSqliteDurabilityForTests("unsafe-normal-without-fsync");
+  }
   const full = kind.startsWith("sqlite-full");
   return createSqliteStore({ path: join(dir, "gatehouse.sqlite"), ...(full ? { synchronous: "full" } : {}) });
 }
@@ -1014,6 +1026,7 @@ const STORAGE = {
   "sqlite-slow": `SQLite as sqlite, ${SLOW_FSYNC_US} µs added to every fsync/fdatasync (strace)`,
   "sqlite-full-slow": `SQLite as sqlite-full, ${SLOW_FSYNC_US} µs added to every fsync/fdatasync (strace)`,
   memory: "in memory (createMemoryStore)",
+  "sqlite-nofsync": "SQLite as sqlite WITHOUT the store's fsync (NOT DURABLE: attribution only)",
   postgres: "PostgreSQL, one instance (a fresh database of its own, pool of 10)",
   "postgres-2":
     "PostgreSQL, two instances on one fresh database (pools of 10 each), requests alternating between them",
@@ -1027,7 +1040,7 @@ async function main() {
   }
   const log = (line) => (options.json ? process.stderr : process.stdout).write(`${line}\n`);
   const strace = haveStrace();
-  const wanted = options.stores ?? STORES;
+  const wanted = options.stores ?? STORES.filter((store) => !ATTRIBUTION_STORES.includes(store));
   const leftOut = [];
   if (!strace) {
     const slow = wanted.filter((store) => store.endsWith("-slow"));
@@ -1144,6 +1157,9 @@ async function main() {
       ["sdk", "sdk"],
       ...(store !== "memory" && stores.includes("memory") ? [["memory", "gatehouse memory"]] : []),
       ...(store === "postgres-2" && stores.includes("postgres") ? [["postgres", "gatehouse postgres"]] : []),
+      ...(store === "sqlite" && stores.includes("sqlite-nofsync")
+        ? [["sqlite-nofsync", "gatehouse sqlite-nofsync"]]
+        : []),
     ];
     for (const [label, other] of against) {
       for (const name of COMPARED) {
