@@ -4,10 +4,17 @@
  * and {@link withBearerAuth}, which wraps one route handler (a route with a single handler skips
  * Hono's middleware chain, so the protected route costs what the unprotected one does plus the
  * judgement).
+ *
+ * On @hono/node-server, whose `Request` is lazy (its header list is built on first use), the
+ * header fields of a request whose header list nothing has built yet are read from the node
+ * request it holds ({@link headOf}); everything else (the URL, the method, a form body) still
+ * comes from the web `Request`, so the judgement is the same.
  */
+import { IncomingMessage } from "node:http";
+import { types } from "node:util";
 import type { Context, Env, Handler, Input, MiddlewareHandler, Next } from "hono";
 import type { BlankInput } from "hono/types";
-import { headOfRequest } from "../resource-server/bearer-token.js";
+import { type BearerRequestHead, headOfRequest } from "../resource-server/bearer-token.js";
 import { challengePartsResponse } from "../resource-server/challenge.js";
 import type {
   AuthInfo,
@@ -19,6 +26,112 @@ import type {
   ResourceServer,
 } from "../resource-server/index.js";
 import { readBoundedText } from "../resource-server/operations/gate.js";
+import { NodeRequestHead } from "./node-require-bearer.js";
+
+/** `host[:port]` of an absolute URL as WHATWG serialises it (`scheme://authority/path`). */
+function authorityOf(url: string): string | undefined {
+  const start = url.indexOf("//");
+  if (start < 0) return undefined;
+  const end = url.indexOf("/", start + 2);
+  return url.slice(start + 2, end < 0 ? undefined : end);
+}
+
+/**
+ * A request of @hono/node-server judged from its node request's header fields. The URL (so the
+ * authority the host allow-list checks and DPoP's `htu`, RFC 9449 §4.3) and the method are the web
+ * `Request`'s, as node-server built them (from an absolute-form target, Host, or its default
+ * hostname; https on a TLS socket; no X-Forwarded-*). A form body is read through the web
+ * `Request` (node-server owns the stream), so the handler still reads it in full.
+ */
+class NodeServerRequestHead extends NodeRequestHead {
+  constructor(
+    incoming: IncomingMessage,
+    private readonly request: Request,
+  ) {
+    const url = request.url;
+    // The node head's own body reading is never used: the form is read below.
+    super(incoming, url, 0);
+    this.host = authorityOf(url);
+  }
+  override get method(): string {
+    return this.request.method;
+  }
+  override get hasBody(): boolean {
+    return this.request.body !== null;
+  }
+  override bodyText(): Promise<string> {
+    return this.request.clone().text();
+  }
+}
+
+/** Where @hono/node-server's lazy `Request` keeps its node request and its built header list. */
+interface LazyRequestSlots {
+  incoming: symbol;
+  headers: symbol;
+}
+
+/** The lazy requests' prototype found last and its slots (one per loaded @hono/node-server). */
+let lazyPrototype: object | undefined;
+let lazySlots: LazyRequestSlots | undefined;
+/** Prototypes of requests found not to be lazy node-server requests. */
+const otherPrototypes = new WeakSet<object>();
+
+/**
+ * The slots of a lazy request, found on the first request of its prototype by what they hold:
+ * exactly one own symbol slot holding a node request (its `rawHeaders`), and exactly one that holds
+ * the header list the `headers` getter returns (reading it builds it, as the web head would). Any
+ * other shape (another host, another node-server version) finds none: the web head then.
+ */
+function findSlots(request: Request): LazyRequestSlots | undefined {
+  const slots = request as unknown as Record<symbol, unknown>;
+  const holding = (matches: (value: unknown) => boolean) =>
+    Object.getOwnPropertySymbols(request).filter((key) => matches(slots[key]));
+  const incoming = holding(
+    (value) =>
+      typeof value === "object" && value !== null && Array.isArray((value as IncomingMessage).rawHeaders),
+  );
+  const headers = request.headers;
+  const headerList = holding((value) => value === headers);
+  if (incoming.length !== 1 || headerList.length !== 1) return undefined;
+  return { incoming: incoming[0]!, headers: headerList[0]! };
+}
+
+function slotsOf(request: Request): LazyRequestSlots | undefined {
+  const prototype: object | null = Object.getPrototypeOf(request);
+  if (prototype === lazyPrototype) return lazySlots;
+  if (prototype === null || otherPrototypes.has(prototype)) return undefined;
+  const slots = findSlots(request);
+  if (slots === undefined) otherPrototypes.add(prototype);
+  else {
+    lazyPrototype = prototype;
+    lazySlots = slots;
+  }
+  return slots;
+}
+
+/**
+ * The head the gate judges. A lazy @hono/node-server request over HTTP/1 whose header list nothing
+ * has built yet has the header fields its node request was parsed with, so they are read from there
+ * (node joins nothing in `rawHeaders`: two `Authorization` fields stay malformed, and its parser
+ * trims values as `Headers` does). Once anything read `c.req.raw.headers` (a middleware may have
+ * edited them) or put other headers in front of the getter, for a request Hono was handed in its
+ * place, over HTTP/2 (not node's HTTP/1 parser, so not pinned here) and on any other host, the web
+ * `Request` is judged.
+ */
+function headOf(request: Request): BearerRequestHead {
+  // `headers` must be the prototype's getter: not an own property a middleware defined on this
+  // request, nor a proxy's (Hono lets a middleware replace `c.req.raw` with one).
+  if (Object.hasOwn(request, "headers") || types.isProxy(request)) return headOfRequest(request);
+  const slots = slotsOf(request);
+  if (slots !== undefined) {
+    const held = request as unknown as Record<symbol, unknown>;
+    const incoming = held[slots.incoming];
+    if (held[slots.headers] === undefined && incoming instanceof IncomingMessage) {
+      return new NodeServerRequestHead(incoming, request);
+    }
+  }
+  return headOfRequest(request);
+}
 
 /** Context variables the middleware sets. */
 export type BearerAuthVariables = { auth: AuthInfo };
@@ -32,8 +145,8 @@ function requestJudge(
   scopes: RequiredScopes | undefined,
 ): (request: Request) => BearerVerdict | Promise<BearerVerdict> {
   const judge: BearerJudge = gate.judge({ scopes });
-  if (typeof scopes !== "function") return (request) => judge(headOfRequest(request));
-  return (request) => judge(headOfRequest(request), () => request);
+  if (typeof scopes !== "function") return (request) => judge(headOf(request));
+  return (request) => judge(headOf(request), () => request);
 }
 
 /**
