@@ -19,6 +19,7 @@
  */
 import type { IncomingMessage } from "node:http";
 import { Readable } from "node:stream";
+import { READ_BODY_UP_TO, type TOO_LARGE } from "../shared/bounded-body.js";
 
 /**
  * Whether a web stream has been read from or cancelled (node's `stream.isDisturbed` takes web streams
@@ -35,6 +36,11 @@ export interface LazyRequestInit {
   method: string;
   /** Makes the body stream (called at most once); undefined for a request without a body. */
   body: (() => ReadableStream<Uint8Array>) | undefined;
+  /**
+   * Reads the body whole, bounded, without a stream (called at most once, and only while `body`
+   * was not called): shared/bounded-body.ts `READ_BODY_UP_TO`.
+   */
+  readBody?: ((limit: number) => Promise<Uint8Array | typeof TOO_LARGE>) | undefined;
   /** The request's abort signal (made on first use by the listener). */
   signal: () => AbortSignal;
 }
@@ -137,12 +143,17 @@ export class LazyRequest {
   #headers: LazyRequestHeaders | undefined;
   /** The body stream, once made (by `body` or by building the request). */
   #stream: ReadableStream<Uint8Array> | undefined;
+  /** The body was read directly ({@link READ_BODY_UP_TO}): it is used, as a read stream is. */
+  #readDirectly = false;
   #real: Request | undefined;
 
   constructor(req: IncomingMessage, init: LazyRequestInit) {
     this.#req = req;
     // Fetch: a GET or HEAD request has no body (the Request constructor refuses one).
-    this.#init = init.method === "GET" || init.method === "HEAD" ? { ...init, body: undefined } : init;
+    this.#init =
+      init.method === "GET" || init.method === "HEAD"
+        ? { ...init, body: undefined, readBody: undefined }
+        : init;
   }
 
   [BUILT](): boolean {
@@ -167,10 +178,10 @@ export class LazyRequest {
     let inUse = false;
     if (this.#init.body !== undefined) {
       const stream = this.#stream;
-      if (stream === undefined) {
+      if (stream === undefined && !this.#readDirectly) {
         this.#stream = this.#init.body();
         init.body = this.#stream;
-      } else if (!stream.locked && !isDisturbed(stream)) {
+      } else if (stream !== undefined && !stream.locked && !isDisturbed(stream)) {
         init.body = stream;
       } else {
         inUse = true;
@@ -211,14 +222,29 @@ export class LazyRequest {
     // branch as its own, so the stream handed out before is locked to the tee from then on.
     if (this.#real !== undefined) return this.#real.body;
     if (this.#init.body === undefined) return null;
+    // Read directly already: the body is the real request's, a stream marked as read.
+    if (this.#readDirectly) return this[MATERIALIZE]().body;
     this.#stream ??= this.#init.body();
     return this.#stream;
   }
 
-  /** Fetch "body used": the body stream has been read from or cancelled. */
+  /** Fetch "body used": the body stream has been read from or cancelled, or the body read directly. */
   get bodyUsed(): boolean {
     if (this.#real !== undefined) return this.#real.bodyUsed;
-    return this.#stream !== undefined && isDisturbed(this.#stream);
+    return this.#readDirectly || (this.#stream !== undefined && isDisturbed(this.#stream));
+  }
+
+  /**
+   * The body read whole and bounded from the `IncomingMessage`, without a stream (the token
+   * endpoint's form, the operation gate's JSON-RPC body), when nothing else has touched it: no
+   * stream made, the request not built. Undefined otherwise (the caller reads `body`).
+   */
+  [READ_BODY_UP_TO](limit: number): Promise<Uint8Array | typeof TOO_LARGE> | undefined {
+    const read = this.#init.readBody;
+    if (read === undefined || this.#readDirectly || this.#stream !== undefined || this.#real !== undefined)
+      return undefined;
+    this.#readDirectly = true;
+    return read(limit);
   }
 }
 

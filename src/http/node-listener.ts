@@ -8,8 +8,14 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { deferCompleteBodies } from "../shared/http.js";
 import { jsonLogger } from "../shared/log.js";
-import { headerPairs, LazyRequest, lazyRequestsWork, MATERIALIZE } from "./lazy-request.js";
-import { bodyStream } from "./node-request-body.js";
+import {
+  headerPairs,
+  LazyRequest,
+  type LazyRequestInit,
+  lazyRequestsWork,
+  MATERIALIZE,
+} from "./lazy-request.js";
+import { bodyStream, readBodyUpTo } from "./node-request-body.js";
 import { declaredLength, proxyHops, requestClientAddress, requestOrigin } from "./node-request-head.js";
 import { plainResponse, sendWebResponse } from "./node-response.js";
 
@@ -248,7 +254,8 @@ function lazyRequest(
   path: string,
   method: string,
   abort: AbortState,
-  body: (() => ReadableStream<Uint8Array>) | undefined,
+  body: LazyRequestInit["body"],
+  readBody: LazyRequestInit["readBody"],
 ): Request | undefined {
   const normalized = requestMethod(method);
   if (normalized === undefined) return undefined;
@@ -258,6 +265,7 @@ function lazyRequest(
     url,
     method: normalized,
     body,
+    readBody,
     signal: () => abortSignal(abort),
   });
   return request as unknown as Request;
@@ -313,7 +321,11 @@ export function toNodeListener(
     let request: Request | undefined;
     if (lazy) {
       const body = hasBody ? () => bodyStream(req, limit, state) : undefined;
-      request = lazyRequest(req, origin, path, method, abort, body);
+      // The same body without a stream, for a reader with its own cap (lazy-request.ts).
+      const readBody = hasBody
+        ? (callerLimit: number) => readBodyUpTo(req, limit, state, callerLimit)
+        : undefined;
+      request = lazyRequest(req, origin, path, method, abort, body, readBody);
     } else {
       const target = origin + path;
       try {

@@ -48,6 +48,37 @@ export async function readUpTo(
   return bytes;
 }
 
+/**
+ * Implemented by a request that can read its own body, bounded, without a web stream: the node
+ * listener's lazy request (http/lazy-request.ts) reads the `IncomingMessage` directly. Called with
+ * the caller's limit, it answers as {@link readUpTo} would on `request.body` and marks the body
+ * used, or answers undefined when it cannot (its stream was already made, the request was built,
+ * it has no body), and then the caller reads `request.body`.
+ */
+export const READ_BODY_UP_TO: unique symbol = Symbol("gatehouse.readBodyUpTo");
+
+/** A request that may read its own body ({@link READ_BODY_UP_TO}). */
+interface SelfReadingRequest {
+  [READ_BODY_UP_TO]?: (limit: number) => Promise<Uint8Array | typeof TOO_LARGE> | undefined;
+}
+
+/**
+ * {@link readUpTo} on a request's body: directly from the connection where the request can
+ * ({@link READ_BODY_UP_TO}; no `ReadableStream`, reader or promise per chunk), else `request.body`.
+ */
+export function readRequestUpTo(request: Request, limit: number): Promise<Uint8Array | typeof TOO_LARGE> {
+  return (request as SelfReadingRequest)[READ_BODY_UP_TO]?.(limit) ?? readUpTo(request.body, limit);
+}
+
+/** {@link readRequestUpTo} decoded as UTF-8 (malformed sequences replaced). */
+export async function readRequestTextUpTo(
+  request: Request,
+  limit: number,
+): Promise<string | typeof TOO_LARGE> {
+  const bytes = await readRequestUpTo(request, limit);
+  return bytes === TOO_LARGE ? TOO_LARGE : new TextDecoder().decode(bytes);
+}
+
 /** {@link readUpTo} decoded as UTF-8 (malformed sequences replaced, as `Response.text()` does). */
 export async function readTextUpTo(
   body: ReadableStream<Uint8Array> | null,

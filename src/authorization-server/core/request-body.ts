@@ -2,12 +2,15 @@
  * Bounded reads of request bodies: form bodies (OAuth 2.1 §3.2) and JSON objects (RFC 7591 §3.1),
  * with their media types checked.
  */
-import { declaresMoreThan, readUpTo, TOO_LARGE } from "../../shared/bounded-body.js";
+import { declaresMoreThan, readRequestUpTo, TOO_LARGE } from "../../shared/bounded-body.js";
 import { OAuthError } from "../../shared/errors.js";
 import { mediaType } from "../../shared/media-type.js";
 
 /** Largest form or JSON body an endpoint reads (a token request is a few hundred bytes). */
 export const MAX_BODY_BYTES = 64 * 1024;
+
+/** One decoder for every body: a call without `stream` starts from a clean state (Encoding §7.2). */
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
  * Reads at most `maxBytes` of the body as UTF-8; more is an `invalid_request` (413), never a 500. The
@@ -24,7 +27,7 @@ export async function readCappedText(
   if (declaresMoreThan(request.headers, maxBytes)) throw tooLarge();
   let bytes: Uint8Array | typeof TOO_LARGE;
   try {
-    bytes = await readUpTo(request.body, maxBytes);
+    bytes = await readRequestUpTo(request, maxBytes);
   } catch (error) {
     // The adapter errors the stream when its own cap is passed or the client goes away.
     throw new OAuthError("invalid_request", {
@@ -34,7 +37,7 @@ export async function readCappedText(
   }
   if (bytes === TOO_LARGE) throw tooLarge();
   try {
-    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    return STRICT_UTF8.decode(bytes);
   } catch {
     throw new OAuthError("invalid_request", { description: `${label} is not valid UTF-8` });
   }

@@ -11,7 +11,7 @@
  * claim conditions: 403 without a scope challenge, since no scope would help); then missing scopes
  * (403 `insufficient_scope`, the challenge built by challenge.ts).
  */
-import { declaresMoreThan, readTextUpTo, TOO_LARGE } from "../../shared/bounded-body.js";
+import { declaresMoreThan, readRequestTextUpTo, TOO_LARGE } from "../../shared/bounded-body.js";
 import { NO_STORE } from "../../shared/http.js";
 import { telemetryInstalled } from "../../shared/telemetry.js";
 import type { BearerRequestHead } from "../bearer-token.js";
@@ -163,7 +163,7 @@ function isCompiled(policy: OperationPolicy | CompiledPolicy): policy is Compile
 /** Reads a web request's body, at most `limit` bytes (the stream is cancelled beyond). */
 export async function readBoundedText(request: Request, limit: number): Promise<ReadBody> {
   if (declaresMoreThan(request.headers, limit)) return BODY_TOO_LARGE;
-  const text = await readTextUpTo(request.body, limit);
+  const text = await readRequestTextUpTo(request, limit);
   return text === TOO_LARGE ? BODY_TOO_LARGE : text;
 }
 
