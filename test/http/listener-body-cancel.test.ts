@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type AuthorizationServer, createAuthorizationServer } from "../../src/authorization-server/index.js";
 import { type ListeningServer, listen } from "../../src/http/node.js";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
+import { chunked } from "../support/chunked-body.js";
 
 let running: ListeningServer | undefined;
 let as: AuthorizationServer | undefined;
@@ -18,18 +19,6 @@ afterEach(async () => {
   await running?.close();
   running = undefined;
 });
-
-/** A body of `parts` sent with chunked framing (no Content-Length for the cap to see first). */
-function chunked(parts: string[]): ReadableStream<Uint8Array> {
-  const rest = [...parts];
-  return new ReadableStream<Uint8Array>({
-    pull(controller) {
-      const next = rest.shift();
-      if (next === undefined) controller.close();
-      else controller.enqueue(new TextEncoder().encode(next));
-    },
-  });
-}
 
 describe("a request body cancelled by its reader", () => {
   it("the authorization server's 64 KiB form cap holds for a chunked body with no Content-Length (413 invalid_request), and the server goes on", async () => {

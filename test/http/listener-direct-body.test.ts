@@ -9,24 +9,13 @@ import { request as httpRequest } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import { type ListeningServer, listen } from "../../src/http/node.js";
 import { READ_BODY_UP_TO, readRequestUpTo, TOO_LARGE } from "../../src/shared/bounded-body.js";
+import { chunked } from "../support/chunked-body.js";
 
 let running: ListeningServer | undefined;
 afterEach(async () => {
   await running?.close();
   running = undefined;
 });
-
-/** A body of `parts` sent with chunked framing (no Content-Length for a cap to see first). */
-function chunked(parts: string[]): ReadableStream<Uint8Array> {
-  const rest = [...parts];
-  return new ReadableStream<Uint8Array>({
-    pull(controller) {
-      const next = rest.shift();
-      if (next === undefined) controller.close();
-      else controller.enqueue(new TextEncoder().encode(next));
-    },
-  });
-}
 
 type SelfReading = {
   [READ_BODY_UP_TO]?: (limit: number) => Promise<Uint8Array | typeof TOO_LARGE> | undefined;
