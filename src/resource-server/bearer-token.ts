@@ -101,7 +101,7 @@ export function headOfRequest(request: Request): BearerRequestHead {
 }
 
 /** `host[:port]` of an absolute URL as WHATWG serialises it (`scheme://authority/path`). */
-function authorityOf(url: string): string | undefined {
+export function authorityOf(url: string): string | undefined {
   const start = url.indexOf("//");
   if (start < 0) return undefined;
   const end = url.indexOf("/", start + 2);
