@@ -14,7 +14,7 @@ import { IncomingMessage } from "node:http";
 import { types } from "node:util";
 import type { Context, Env, Handler, Input, MiddlewareHandler, Next } from "hono";
 import type { BlankInput } from "hono/types";
-import { type BearerRequestHead, headOfRequest } from "../resource-server/bearer-token.js";
+import { authorityOf, type BearerRequestHead, headOfRequest } from "../resource-server/bearer-token.js";
 import { challengePartsResponse } from "../resource-server/challenge.js";
 import type {
   AuthInfo,
@@ -27,14 +27,6 @@ import type {
 } from "../resource-server/index.js";
 import { readBoundedText } from "../resource-server/operations/gate.js";
 import { NodeRequestHead } from "./node-require-bearer.js";
-
-/** `host[:port]` of an absolute URL as WHATWG serialises it (`scheme://authority/path`). */
-function authorityOf(url: string): string | undefined {
-  const start = url.indexOf("//");
-  if (start < 0) return undefined;
-  const end = url.indexOf("/", start + 2);
-  return url.slice(start + 2, end < 0 ? undefined : end);
-}
 
 /**
  * A request of @hono/node-server judged from its node request's header fields. The URL (so the
