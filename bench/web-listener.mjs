@@ -331,16 +331,29 @@ function childCpu(child) {
   });
 }
 
+/**
+ * One case's measurement: the child's CPU µs per request, the requests per second reached, and the
+ * share of one core the child used meanwhile (its CPU time / wall time). A share well below 1 means
+ * the child waited, for requests (the load generator set the rate) or for its core (other load):
+ * then every request also pays the wake-up the server would share among several when saturated,
+ * the same µs added to every case, which pulls ratios between cases toward 1.
+ */
 async function measure(child, agent, base, name, requests, concurrency) {
   const before = await childCpu(child);
+  const start = performance.now();
   let next = 0;
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (next++ < requests) await send(agent, base, name);
     }),
   );
+  const seconds = (performance.now() - start) / 1000;
   const after = await childCpu(child);
-  return (after - before) / requests;
+  return {
+    cpuMicros: (after - before) / requests,
+    requestsPerSecond: requests / seconds,
+    serverBusy: (after - before) / 1e6 / seconds,
+  };
 }
 
 function pinning() {
@@ -408,13 +421,17 @@ async function main() {
         await measure(child, agent, ports[`${build}/${name}`], name, 1000, concurrency);
     }
     const perRound = Object.fromEntries(CASES.map((name) => [name, { candidate: [], base: [] }]));
+    // The same rounds' rate and server share (see measure), per case and build.
+    const rates = Object.fromEntries(CASES.map((name) => [name, { candidate: [], base: [] }]));
+    const busy = Object.fromEntries(CASES.map((name) => [name, { candidate: [], base: [] }]));
     for (let r = 0; r < rounds; r++) {
       const order = r % 2 === 0 ? ["base", "candidate"] : ["candidate", "base"];
       for (const name of CASES) {
         for (const build of order) {
-          perRound[name][build].push(
-            await measure(child, agent, ports[`${build}/${name}`], name, requests, concurrency),
-          );
+          const m = await measure(child, agent, ports[`${build}/${name}`], name, requests, concurrency);
+          perRound[name][build].push(m.cpuMicros);
+          rates[name][build].push(m.requestsPerSecond);
+          busy[name][build].push(m.serverBusy);
         }
       }
       log(
@@ -436,6 +453,10 @@ async function main() {
               candidateCpuMicros: round1(median(candidate)),
               baseCpuMicros: round1(median(base)),
               ratio: round3(median(candidate.map((c, i) => c / base[i]))),
+              candidateRequestsPerSecond: Math.round(median(rates[name].candidate)),
+              baseRequestsPerSecond: Math.round(median(rates[name].base)),
+              candidateServerBusy: round3(median(busy[name].candidate)),
+              baseServerBusy: round3(median(busy[name].base)),
             },
           ];
         }),
@@ -458,6 +479,18 @@ async function main() {
         `  ${name.padEnd(13)} build ${c.candidateCpuMicros}  baseline ${c.baseCpuMicros}  ratio ${c.ratio}${raw ? `  raw/case by CPU: build ${raw.candidate}, baseline ${raw.base} (goal >= ${name === "node-warm" ? "0.95" : "0.8"})` : ""}`,
       );
     }
+    log("\nrequests/s and server busy (its CPU time / wall time, 1 = one core), medians:");
+    for (const [name, c] of Object.entries(result.cases))
+      log(
+        `  ${name.padEnd(13)} build ${c.candidateRequestsPerSecond}/s busy ${c.candidateServerBusy}  baseline ${c.baseRequestsPerSecond}/s busy ${c.baseServerBusy}`,
+      );
+    const idle = Object.entries(result.cases).filter(
+      ([, c]) => c.candidateServerBusy < 0.9 || c.baseServerBusy < 0.9,
+    );
+    if (idle.length > 0)
+      log(
+        `note: the server was busy less than 0.9 of a core in ${idle.map(([n]) => n).join(", ")}: it waited for requests or for its core, so each request's CPU includes wake-ups a saturated server shares, and ratios between cases lean toward 1`,
+      );
     if (json) process.stdout.write(`${JSON.stringify(result)}\n`);
   } finally {
     agent.destroy();
