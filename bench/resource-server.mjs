@@ -719,10 +719,14 @@ async function parent() {
       const first = (round + warmupRounds) % order.length;
       for (const [name, c] of [...order.slice(first), ...order.slice(0, first)]) {
         const before = await sample(servers[name].proc);
+        const start = performance.now();
         // A warm-up round sends the warm-up tokens (the recorded distinct tokens stay uncached).
         const measured = await measure(name, c, roundSeconds, !recorded);
+        const wallSeconds = (performance.now() - start) / 1000;
         const after = await sample(servers[name].proc);
         measured.cpuMicrosPerRequest = (after.cpuMicros - before.cpuMicros) / Math.max(1, measured.total);
+        // The share of one core the server child used (see the note printed with the results).
+        measured.serverBusy = (after.cpuMicros - before.cpuMicros) / 1e6 / wallSeconds;
         rss[name] = Math.max(rss[name] ?? 0, after.rss);
         if (recorded) perRound[name].push(measured);
       }
@@ -755,6 +759,7 @@ async function parent() {
       p50Ms: round3(median(r.map((x) => x.p50Ms))),
       p99Ms: round3(median(r.map((x) => x.p99Ms))),
       cpuMicrosPerRequest: round1(median(r.map((x) => x.cpuMicrosPerRequest))),
+      serverBusy: round3(median(r.map((x) => x.serverBusy))),
       rssMB: Math.round(rss[name] / 2 ** 20),
       failures: r.reduce((a, x) => a + x.failures, 0),
       rounds: r.map((x) => Math.round(x.requestsPerSecond)),
@@ -843,6 +848,16 @@ async function parent() {
       );
     }
   }
+  log(
+    `server busy (its CPU time / wall time, 1 = one core), medians: ${Object.entries(results)
+      .filter(([, r]) => r.serverBusy !== undefined)
+      .map(([name, r]) => `${name} ${r.serverBusy}`)
+      .join(", ")}`,
+  );
+  if (Object.values(results).some((r) => r.serverBusy < 0.9))
+    log(
+      "note: below 0.9 the server waited for requests (the load generator set the rate) or for its core (other load): each request's CPU then includes wake-ups a saturated server shares, and the ratios lean toward 1",
+    );
   log("");
   log("ratio                                     by req/s  by CPU   target   met (req/s, CPU)");
   for (const [key, label, , , target] of comparisons) {
