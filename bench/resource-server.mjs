@@ -19,7 +19,12 @@
  * than the rest for every case, after the per-case warm-ups of --warmup seconds);
  * figures are medians over rounds, ratios are medians of the per-round ratios, by req/s and by
  * server CPU per request (process.cpuUsage of the server child: on a shared machine the steadier
- * figure). The load average is printed with the results. BENCH_CHILD_EXEC_ARGV (e.g.
+ * figure). The load average is printed with the results, and each case's server busy share (the
+ * child's CPU time / wall time): the rows compare servers that are the limit, and a share well
+ * below 1 means the child waited for requests or for its core, each request then carrying a wake-up
+ * a saturated server shares, the same µs in every case, which pulls every ratio toward 1 (what made
+ * bench/web-listener.mjs read ~1.0 for web-warm-text / raw while its node:http client set the rate;
+ * it now sends those cases with autocannon, as here, and agrees within the noise). BENCH_CHILD_EXEC_ARGV (e.g.
  * "--cpu-prof --cpu-prof-dir=/tmp/prof") is passed to the server children, for profiles.
  * `--dist` (or BENCH_DIST, as bench/authorization-server.mjs) names the build to measure (default
  * ./dist), so two builds can be compared.

@@ -27,12 +27,13 @@
  * One child process (pinned to core 0 with `taskset` when there are two cores) serves every case for
  * both builds on loopback; this process (core 1) sends the requests over keep-alive connections:
  * with node:http's client for the authorization-server cases, and with autocannon (10 connections,
- * as bench/resource-server.mjs) for raw, rs-* and node-warm. node:http's client reached only ~4,200
- * req/s here, whatever the case cost (raw and rs-warm-text alike, the child busy ~0.2 of a core):
- * each request then paid a wake-up of the idle server, the same µs in every case, and raw/rs-warm-text
- * by CPU read ~1.0 where autocannon on the same child gives ~0.8 (`--generator node` measures the
- * old way). Issue 25's rows against raw are about a server that is the limit: see the busy share
- * printed with the figures.
+ * as bench/resource-server.mjs) for raw, rs-* and node-warm. node:http's client set the rate
+ * (4,200-9,900 req/s in runs here, raw and rs-warm-text alike, the child busy 0.2-0.5 of a core):
+ * each request then paid a wake-up of the idle server (raw 41-49 µs against 17-23 µs with
+ * autocannon), the same µs in every case, and raw/rs-warm-text by CPU read 0.9-1.0 where autocannon
+ * on the same child gives 0.67-0.79, as bench/resource-server.mjs does (`--generator node` measures
+ * the old way). Issue 25's rows against raw are about a server that is the limit: see the busy
+ * share printed with the figures.
  * Each round measures every case × build once, the build order alternating per round, and the
  * child's process.cpuUsage() (user + system) is read before and after each; the summary is the median
  * over rounds of the CPU µs per request and of the per-round ratio build/baseline (< 1 is cheaper).
