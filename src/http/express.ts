@@ -35,7 +35,10 @@ declare module "express-serve-static-core" {
 /** A form body already parsed by `express.urlencoded()`, re-encoded so the gate can refuse a token in it. */
 function parsedForm(req: ExpressRequest): string | undefined {
   const body: unknown = req.body;
-  if (!req.is("application/x-www-form-urlencoded") || typeof body !== "object" || body === null)
+  // The parsed object first: a request no body parser filled (a GET, most often) is settled
+  // without `req.is` (type-is): Express gives each request object a shape of its own, so every
+  // property read on it is a slow lookup (about 8k instructions a request saved, callgrind).
+  if (typeof body !== "object" || body === null || !req.is("application/x-www-form-urlencoded"))
     return undefined;
   return new URLSearchParams(Object.entries(body).map(([k, v]) => [k, String(v)])).toString();
 }
