@@ -282,7 +282,8 @@ function lazyRequest(
  *   another member is used, and `fetch(request)` / `new Request(request)` see the same request.
  *   A target, method or URL the Request constructor would refuse is answered 400.
  * - The body is streamed, capped by `maxBodyBytes` (413); a reader may stop early (the rest is
- *   dropped).
+ *   dropped). A reader with a cap of its own (shared/bounded-body.ts `readRequestUpTo`) gets it
+ *   whole without a stream, under the same caps.
  * - `request.signal` aborts when the client disconnects.
  * - Every response header is written, multiple `Set-Cookie` included; the body is streamed with
  *   backpressure; a client disconnect cancels the body and never crashes the process.
