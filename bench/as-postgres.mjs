@@ -89,6 +89,20 @@ export async function benchDatabases(admin, adminUrl, kinds) {
       url.pathname = `/${names.get(kind)}`;
       return url.href;
     },
+    /**
+     * ANALYZE of `kind`'s database on a connection of its own (closed before the window's CPU
+     * snapshot): what autovacuum does for a running database whose tables grow.
+     */
+    async analyze(kind) {
+      const { default: pg } = await import("pg");
+      const client = new pg.Client({ connectionString: this.url(kind) });
+      await client.connect();
+      try {
+        await client.query("ANALYZE");
+      } finally {
+        await client.end();
+      }
+    },
     /** CPU ms per backend pid connected to `kind`'s database now (a snapshot for {@link cpuBetween}). */
     async backendCpu(kind) {
       const { rows } = await admin.query(

@@ -66,7 +66,10 @@
  *   database, the second started on what the first migrated and seeded, with the first one's issuer
  *   and the run's key-encryption key, as instances behind one balancer; the load generator sends
  *   each request to the next instance in turn, so a flow's /authorize and /token may land on
- *   different instances. Left out, and said so, when PostgreSQL does not answer.
+ *   different instances. Left out, and said so, when PostgreSQL does not answer. Before each
+ *   measured window the bench runs ANALYZE on the store's database, as autovacuum keeps a running
+ *   database's statistics; a fresh database is otherwise planned from its empty tables for the
+ *   whole run (sequential scans of tables that grow during it).
  *
  * For the PostgreSQL stores each row also has the CPU of PostgreSQL's backends connected to that
  * database per operation (/proc/<pid>/schedstat of the pids pg_stat_activity lists; the pools keep
@@ -484,7 +487,7 @@ function startChild(kind, pin, storeKind, env = {}) {
  * /token may land on different instances. `postgresCpu()` (PostgreSQL stores) snapshots the CPU of
  * the backends connected to the store's database.
  */
-function startServer(kind, pin, storeKind, { env = {}, instances = 1, postgresCpu } = {}) {
+function startServer(kind, pin, storeKind, { env = {}, instances = 1, postgresCpu, beforeWindow } = {}) {
   const children = [startChild(kind, pin, storeKind, env)];
   const urls = [];
   const requests = [];
@@ -525,6 +528,8 @@ function startServer(kind, pin, storeKind, { env = {}, instances = 1, postgresCp
         ...(withPostgres && postgresCpu ? { postgres: await postgresCpu() } : {}),
       };
     },
+    /** Runs before each measured window (PostgreSQL stores: ANALYZE, as autovacuum keeps statistics). */
+    beforeWindow,
     /** --cpu-profile: starts every child's profiler, or stops it and writes `<prefix>-<i>.cpuprofile`. */
     async profile(action, prefix) {
       for (const [i, child] of children.entries())
@@ -747,6 +752,9 @@ async function measure(server, { seconds, states, init, op }) {
   let errors = 0;
   let firstError;
   let peakRss = 0;
+  // A running database's statistics are kept current by autovacuum; the bench's fresh one would
+  // otherwise be planned from the empty tables it was created with, for the whole run.
+  await server.beforeWindow?.();
   const before = await server.sample();
   const loadBefore = process.cpuUsage();
   const sampler = setInterval(async () => {
@@ -1080,7 +1088,9 @@ async function main() {
       return startServer("gatehouse", pin, store, {
         env: { BENCH_KEK: kek, ...(postgres ? { BENCH_DATABASE_URL: databases.url(store) } : {}) },
         instances: store === "postgres-2" ? 2 : 1,
-        ...(postgres ? { postgresCpu: () => databases.backendCpu(store) } : {}),
+        ...(postgres
+          ? { postgresCpu: () => databases.backendCpu(store), beforeWindow: () => databases.analyze(store) }
+          : {}),
       });
     }),
     startServer("sdk", pin, undefined),
