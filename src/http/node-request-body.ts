@@ -14,47 +14,73 @@ class BodyTooLargeError extends GatehouseError<"ERR_BODY_TOO_LARGE"> {
   }
 }
 
+/** What {@link followBody} hands its one reader. */
+interface BodyReader {
+  /** The next chunk, within the listener's cap. */
+  chunk(chunk: Buffer): void;
+  /** The body ended. */
+  end(): void;
+  /** Past the listener's cap (`state.tooLarge` set), a failing connection, or a client gone. */
+  fail(error: Error): void;
+}
+
+/**
+ * Follows `req`'s body for `reader`, counting it against the listener's cap `maxBodyBytes`; past
+ * it, `state.tooLarge` is set (the listener answers 413) and the reading paused. Answers `stop`:
+ * from then on node's events are ignored. Each reader settles once: a web stream that is closed,
+ * errored or cancelled throws on enqueue or close, and here that would be an uncaught exception (a
+ * reader that stops at its own cap, as the authorization server's form reader does, stops while
+ * the client is still sending).
+ */
+function followBody(
+  req: IncomingMessage,
+  maxBodyBytes: number,
+  state: { tooLarge: boolean },
+  reader: BodyReader,
+): () => void {
+  let received = 0;
+  let finished = false;
+  const settle = (then: () => void) => {
+    if (finished) return;
+    finished = true;
+    then();
+  };
+  req.on("data", (chunk: Buffer) => {
+    if (finished) return;
+    received += chunk.length;
+    if (received > maxBodyBytes) {
+      finished = true;
+      state.tooLarge = true;
+      req.pause();
+      reader.fail(new BodyTooLargeError());
+      return;
+    }
+    reader.chunk(chunk);
+  });
+  req.once("end", () => settle(() => reader.end()));
+  req.once("error", (error) => settle(() => reader.fail(error)));
+  req.once("aborted", () => settle(() => reader.fail(new Error("client aborted the request"))));
+  return () => {
+    finished = true;
+  };
+}
+
 export function bodyStream(
   req: IncomingMessage,
   limit: number,
   state: { tooLarge: boolean },
 ): ReadableStream<Uint8Array> {
-  let received = 0;
-  // Set once the stream is closed, errored or cancelled by its reader: from then on node's events
-  // are ignored (enqueue or close on such a stream throws, and here that would be an uncaught
-  // exception: a reader that stops at its own cap, as the authorization server's form reader does,
-  // cancels while the client is still sending).
-  let finished = false;
+  let stop = () => {};
   return new ReadableStream<Uint8Array>(
     {
       start(controller) {
-        req.on("data", (chunk: Buffer) => {
-          if (finished) return;
-          received += chunk.length;
-          if (received > limit) {
-            finished = true;
-            state.tooLarge = true;
-            controller.error(new BodyTooLargeError());
-            req.pause();
-            return;
-          }
-          controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-          if ((controller.desiredSize ?? 1) <= 0) req.pause();
-        });
-        req.once("end", () => {
-          if (finished) return;
-          finished = true;
-          controller.close();
-        });
-        req.once("error", (error) => {
-          if (finished) return;
-          finished = true;
-          controller.error(error);
-        });
-        req.once("aborted", () => {
-          if (finished) return;
-          finished = true;
-          controller.error(new Error("client aborted the request"));
+        stop = followBody(req, limit, state, {
+          chunk(chunk) {
+            controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+            if ((controller.desiredSize ?? 1) <= 0) req.pause();
+          },
+          end: () => controller.close(),
+          fail: (error) => controller.error(error),
         });
       },
       pull() {
@@ -62,7 +88,7 @@ export function bodyStream(
       },
       cancel() {
         // The rest of the body is read and dropped, so the connection can carry the response.
-        finished = true;
+        stop();
         req.resume();
       },
     },
@@ -86,36 +112,18 @@ export function readBodyUpTo(
 ): Promise<Uint8Array | typeof TOO_LARGE> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
-    let received = 0;
-    // Set once settled: node's later events (the dropped rest of a body) are ignored.
-    let finished = false;
-    req.on("data", (chunk: Buffer) => {
-      if (finished) return;
-      received += chunk.length;
-      if (received > maxBodyBytes) {
-        finished = true;
-        state.tooLarge = true;
-        req.pause();
-        reject(new BodyTooLargeError());
-      } else if (received > limit) {
-        finished = true;
-        resolve(TOO_LARGE);
-      } else chunks.push(chunk);
-    });
-    req.once("end", () => {
-      if (finished) return;
-      finished = true;
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received));
-    });
-    req.once("error", (error) => {
-      if (finished) return;
-      finished = true;
-      reject(error);
-    });
-    req.once("aborted", () => {
-      if (finished) return;
-      finished = true;
-      reject(new Error("client aborted the request"));
+    let size = 0;
+    const stop = followBody(req, maxBodyBytes, state, {
+      chunk(chunk) {
+        size += chunk.length;
+        if (size <= limit) chunks.push(chunk);
+        else {
+          stop();
+          resolve(TOO_LARGE);
+        }
+      },
+      end: () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)),
+      fail: reject,
     });
   });
 }
