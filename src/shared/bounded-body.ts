@@ -70,20 +70,26 @@ export function readRequestUpTo(request: Request, limit: number): Promise<Uint8A
   return (request as SelfReadingRequest)[READ_BODY_UP_TO]?.(limit) ?? readUpTo(request.body, limit);
 }
 
-/** {@link readRequestUpTo} decoded as UTF-8 (malformed sequences replaced). */
+/** One decoder for every body read as text: a call without `stream` starts clean (Encoding §7.2). */
+const UTF8 = new TextDecoder();
+
+/** Bytes as UTF-8 (malformed sequences replaced, as `Response.text()` does); TOO_LARGE as it is. */
+function decoded(bytes: Uint8Array | typeof TOO_LARGE): string | typeof TOO_LARGE {
+  return bytes === TOO_LARGE ? TOO_LARGE : UTF8.decode(bytes);
+}
+
+/** {@link readRequestUpTo} decoded as UTF-8. */
 export async function readRequestTextUpTo(
   request: Request,
   limit: number,
 ): Promise<string | typeof TOO_LARGE> {
-  const bytes = await readRequestUpTo(request, limit);
-  return bytes === TOO_LARGE ? TOO_LARGE : new TextDecoder().decode(bytes);
+  return decoded(await readRequestUpTo(request, limit));
 }
 
-/** {@link readUpTo} decoded as UTF-8 (malformed sequences replaced, as `Response.text()` does). */
+/** {@link readUpTo} decoded as UTF-8. */
 export async function readTextUpTo(
   body: ReadableStream<Uint8Array> | null,
   limit: number,
 ): Promise<string | typeof TOO_LARGE> {
-  const bytes = await readUpTo(body, limit);
-  return bytes === TOO_LARGE ? TOO_LARGE : new TextDecoder().decode(bytes);
+  return decoded(await readUpTo(body, limit));
 }
