@@ -66,7 +66,6 @@ export function isRefreshTokenReuse(
   return !(graceMs > 0 && Math.abs(now - token.rotatedAt) < graceMs);
 }
 
-/** Consent accumulates: earlier scopes first, new ones appended, no duplicates. */
 /**
  * The sign-in a grant belongs to (user, client, resource, browser session): what a code redemption
  * looks up to retire the grants its new one supersedes. `undefined` for a grant without a user or
@@ -78,6 +77,7 @@ export function signInGrantKey(grant: GrantRecord): SignInGrantKey | undefined {
   return { userId, clientId: grant.clientId, resource: grant.resource, sessionHash };
 }
 
+/** Consent accumulates: earlier scopes first, new ones appended, no duplicates. */
 export function mergeScopes(existing: readonly string[], added: readonly string[]): string[] {
   return [...new Set([...existing, ...added])];
 }
