@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type AuthorizationServer, createAuthorizationServer } from "../../src/authorization-server/index.js";
 import { type ListeningServer, listen } from "../../src/http/node.js";
 import { createMemoryStore } from "../../src/storage/memory/index.js";
-import { chunked } from "../support/chunked-body.js";
+import { postChunked } from "../support/chunked-body.js";
 
 let running: ListeningServer | undefined;
 let as: AuthorizationServer | undefined;
@@ -33,12 +33,11 @@ describe("a request body cancelled by its reader", () => {
     });
     as = server;
     for (let round = 0; round < 3; round++) {
-      const r = await fetch(`${running.url}/token`, {
-        method: "POST",
-        headers: { "content-type": "application/x-www-form-urlencoded" },
-        body: chunked(["grant_type=client_credentials&pad=", "a".repeat(40_000), "a".repeat(40_000)]),
-        duplex: "half",
-      } as RequestInit);
+      const r = await postChunked(
+        `${running.url}/token`,
+        ["grant_type=client_credentials&pad=", "a".repeat(40_000), "a".repeat(40_000)],
+        { "content-type": "application/x-www-form-urlencoded" },
+      );
       expect(r.status).toBe(413);
       expect(((await r.json()) as Record<string, string>).error).toBe("invalid_request");
     }
@@ -54,11 +53,7 @@ describe("a request body cancelled by its reader", () => {
       return new Response(`first ${first.value?.byteLength ?? 0}`);
     });
     for (let round = 0; round < 3; round++) {
-      const r = await fetch(running.url, {
-        method: "POST",
-        body: chunked(["x".repeat(10), "y".repeat(70_000), "z".repeat(70_000)]),
-        duplex: "half",
-      } as RequestInit);
+      const r = await postChunked(running.url, ["x".repeat(10), "y".repeat(70_000), "z".repeat(70_000)]);
       expect(r.status).toBe(200);
       expect(await r.text()).toMatch(/^first \d+$/);
     }

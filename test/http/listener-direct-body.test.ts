@@ -9,7 +9,7 @@ import { request as httpRequest } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import { type ListeningServer, listen } from "../../src/http/node.js";
 import { READ_BODY_UP_TO, readRequestUpTo, TOO_LARGE } from "../../src/shared/bounded-body.js";
-import { chunked } from "../support/chunked-body.js";
+import { postChunked } from "../support/chunked-body.js";
 
 let running: ListeningServer | undefined;
 afterEach(async () => {
@@ -76,11 +76,7 @@ describe("the listener's request read whole without a stream", () => {
       texts.push(bytes === TOO_LARGE ? "too large" : `${request.method} ${bytes.byteLength}`);
       return new Response("ok");
     });
-    const big = await fetch(running.url, {
-      method: "POST",
-      body: chunked(["a".repeat(30_000), "b".repeat(30_000), "c".repeat(30_000)]),
-      duplex: "half",
-    } as RequestInit);
+    const big = await postChunked(running.url, ["a".repeat(30_000), "b".repeat(30_000), "c".repeat(30_000)]);
     expect(big.status).toBe(200);
     expect((await fetch(running.url)).status).toBe(200);
     expect(texts).toEqual(["POST 90000", "GET 0"]);
@@ -96,11 +92,7 @@ describe("the listener's request read whole without a stream", () => {
       });
     });
     for (let round = 0; round < 3; round++) {
-      const r = await fetch(running.url, {
-        method: "POST",
-        body: chunked(["x".repeat(600), "y".repeat(70_000), "z".repeat(70_000)]),
-        duplex: "half",
-      } as RequestInit);
+      const r = await postChunked(running.url, ["x".repeat(600), "y".repeat(70_000), "z".repeat(70_000)]);
       expect(r.status).toBe(413);
       expect(await r.text()).toBe("refused");
       const small = await fetch(running.url, { method: "POST", body: "small" });
@@ -123,11 +115,7 @@ describe("the listener's request read whole without a stream", () => {
       },
       { maxBodyBytes: 2000 },
     );
-    const r = await fetch(running.url, {
-      method: "POST",
-      body: chunked(["x".repeat(1500), "y".repeat(1500)]),
-      duplex: "half",
-    } as RequestInit);
+    const r = await postChunked(running.url, ["x".repeat(1500), "y".repeat(1500)]);
     expect(r.status).toBe(413);
     expect(errors).toEqual(["BodyTooLargeError"]);
     expect((await fetch(running.url)).status).toBe(200);

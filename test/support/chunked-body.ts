@@ -2,7 +2,7 @@
  * A request body of `parts` for `fetch` (with `duplex: "half"`): sent with chunked framing, so no
  * Content-Length lets a cap refuse it before reading, and each part arrives as its own chunk.
  */
-export function chunked(parts: string[]): ReadableStream<Uint8Array> {
+function chunked(parts: string[]): ReadableStream<Uint8Array> {
   const rest = [...parts];
   return new ReadableStream<Uint8Array>({
     pull(controller) {
@@ -11,4 +11,13 @@ export function chunked(parts: string[]): ReadableStream<Uint8Array> {
       else controller.enqueue(new TextEncoder().encode(next));
     },
   });
+}
+
+/** POSTs `parts` to `url` as a chunked body ({@link chunked}), with `headers`. */
+export function postChunked(
+  url: string,
+  parts: string[],
+  headers: Record<string, string> = {},
+): Promise<Response> {
+  return fetch(url, { method: "POST", headers, body: chunked(parts), duplex: "half" } as RequestInit);
 }
